@@ -1,0 +1,241 @@
+// Package config reads Gale's settings from environment variables and validates them at start.
+package config
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config holds every setting of the server. Zero values are never used directly: Load fills
+// defaults, so a Config built by hand (tests) should start from Defaults().
+type Config struct {
+	// Env is "development" (the default) or "production". Production refuses to start
+	// without explicit secrets instead of generating them.
+	Env        string
+	ListenAddr string
+	// DatabaseURL is "sqlite:PATH" or "postgres://...".
+	DatabaseURL string
+	// DataDir keeps generated development secrets (and the default SQLite file).
+	DataDir string
+	// PublicURL is the address users reach the server at; invite and reset links use it.
+	PublicURL string
+
+	LogFormat string // "json" or "text"; empty picks text on a terminal, JSON otherwise
+	LogLevel  slog.Level
+
+	JWTSecret     []byte
+	EncryptionKey []byte // 32 bytes, AES-256-GCM for secrets the server must read back
+
+	BootstrapAdminEmail    string
+	BootstrapAdminPassword string
+	BootstrapAdminName     string
+
+	// Enable2FA makes every tenancy-mutating write need a JWT with the claim mfa=true.
+	Enable2FA bool
+
+	// SMTPURL is smtp://user:pass@host:port (or smtps://); empty means no mail is sent and
+	// invite and reset links are returned to the caller instead.
+	SMTPURL  string
+	SMTPFrom string
+
+	MaxBodyBytes    int64
+	ShutdownTimeout time.Duration
+	// TrustedProxies are the networks whose X-Forwarded-For header is believed.
+	TrustedProxies []*net.IPNet
+
+	AccessTokenTTL     time.Duration
+	RefreshTokenTTL    time.Duration
+	RefreshFamilyTTL   time.Duration
+	InviteTTL          time.Duration
+	PasswordResetTTL   time.Duration
+	Argon2MemoryKiB    uint32
+	Argon2Iterations   uint32
+	Argon2Parallelism  uint8
+	LoginResponseFloor time.Duration
+}
+
+// Defaults returns the configuration used when no variable is set.
+func Defaults() Config {
+	return Config{
+		Env:                "development",
+		ListenAddr:         ":8080",
+		DatabaseURL:        "sqlite:data/gale.db",
+		DataDir:            "data",
+		PublicURL:          "http://localhost:8080",
+		LogLevel:           slog.LevelInfo,
+		BootstrapAdminName: "Administrator",
+		SMTPFrom:           "gale@localhost",
+		MaxBodyBytes:       1 << 20,
+		ShutdownTimeout:    30 * time.Second,
+		AccessTokenTTL:     15 * time.Minute,
+		RefreshTokenTTL:    7 * 24 * time.Hour,
+		RefreshFamilyTTL:   30 * 24 * time.Hour,
+		InviteTTL:          7 * 24 * time.Hour,
+		PasswordResetTTL:   time.Hour,
+		Argon2MemoryKiB:    64 * 1024,
+		Argon2Iterations:   3,
+		Argon2Parallelism:  4,
+		LoginResponseFloor: 350 * time.Millisecond,
+	}
+}
+
+// Load reads the environment (through getenv) over Defaults and validates the result.
+// Missing secrets are generated once and kept in DataDir in development; production
+// requires them.
+func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
+	c := Defaults()
+	var errs []error
+	str := func(name string, dst *string) {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			*dst = v
+		}
+	}
+	str("GALE_ENV", &c.Env)
+	str("LISTEN_ADDR", &c.ListenAddr)
+	str("DATABASE_URL", &c.DatabaseURL)
+	str("DATA_DIR", &c.DataDir)
+	str("PUBLIC_URL", &c.PublicURL)
+	str("LOG_FORMAT", &c.LogFormat)
+	str("BOOTSTRAP_ADMIN_EMAIL", &c.BootstrapAdminEmail)
+	str("BOOTSTRAP_ADMIN_NAME", &c.BootstrapAdminName)
+	str("SMTP_URL", &c.SMTPURL)
+	str("SMTP_FROM", &c.SMTPFrom)
+	c.BootstrapAdminPassword = getenv("BOOTSTRAP_ADMIN_PASSWORD")
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+
+	if v := getenv("LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("LOG_LEVEL: %w", err))
+		}
+	}
+	if c.Env != "development" && c.Env != "production" {
+		errs = append(errs, fmt.Errorf("GALE_ENV must be development or production, got %q", c.Env))
+	}
+	if c.LogFormat != "" && c.LogFormat != "json" && c.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("LOG_FORMAT must be json or text, got %q", c.LogFormat))
+	}
+	if v := getenv("ENABLE_2FA"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ENABLE_2FA must be true or false, got %q", v))
+		}
+		c.Enable2FA = b
+	}
+	intVar := func(name string, min, max int64, set func(int64)) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < min || n > max {
+			errs = append(errs, fmt.Errorf("%s must be an integer from %d to %d, got %q", name, min, max, v))
+			return
+		}
+		set(n)
+	}
+	intVar("MAX_BODY_BYTES", 1024, 1<<30, func(n int64) { c.MaxBodyBytes = n })
+	intVar("SHUTDOWN_TIMEOUT_SECONDS", 1, 3600, func(n int64) { c.ShutdownTimeout = time.Duration(n) * time.Second })
+	intVar("INVITE_TTL_HOURS", 1, 24*90, func(n int64) { c.InviteTTL = time.Duration(n) * time.Hour })
+	intVar("ARGON2_MEMORY_KIB", 8, 4<<20, func(n int64) { c.Argon2MemoryKiB = uint32(n) })
+	intVar("ARGON2_ITERATIONS", 1, 100, func(n int64) { c.Argon2Iterations = uint32(n) })
+	intVar("ARGON2_PARALLELISM", 1, 64, func(n int64) { c.Argon2Parallelism = uint8(n) })
+
+	if v := getenv("TRUSTED_PROXIES"); v != "" {
+		for _, part := range strings.Split(v, ",") {
+			_, n, err := net.ParseCIDR(strings.TrimSpace(part))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is not a CIDR", part))
+				continue
+			}
+			c.TrustedProxies = append(c.TrustedProxies, n)
+		}
+	}
+	if !strings.HasPrefix(c.DatabaseURL, "sqlite:") && !strings.HasPrefix(c.DatabaseURL, "postgres://") &&
+		!strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		errs = append(errs, fmt.Errorf("DATABASE_URL must start with sqlite: or postgres://"))
+	}
+	if (c.BootstrapAdminEmail == "") != (c.BootstrapAdminPassword == "") {
+		errs = append(errs, errors.New("set both BOOTSTRAP_ADMIN_EMAIL and BOOTSTRAP_ADMIN_PASSWORD, or neither"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	if err := c.loadSecrets(getenv, logger); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// generatedSecrets is the file kept in DataDir when development secrets are generated.
+type generatedSecrets struct {
+	JWTSecret     string `json:"jwtSecret"`
+	EncryptionKey string `json:"encryptionKey"`
+}
+
+func (c *Config) loadSecrets(getenv func(string) string, logger *slog.Logger) error {
+	jwtVal, encVal := getenv("JWT_SECRET"), getenv("APP_ENCRYPTION_KEY")
+	if (jwtVal == "" || encVal == "") && c.Env == "production" {
+		return errors.New("production mode needs JWT_SECRET and APP_ENCRYPTION_KEY (32 bytes, base64); generate one with: openssl rand -base64 32")
+	}
+	if jwtVal == "" || encVal == "" {
+		stored, err := c.developmentSecrets(logger)
+		if err != nil {
+			return err
+		}
+		if jwtVal == "" {
+			jwtVal = stored.JWTSecret
+		}
+		if encVal == "" {
+			encVal = stored.EncryptionKey
+		}
+	}
+	if len(jwtVal) < 32 {
+		return errors.New("JWT_SECRET must be at least 32 characters")
+	}
+	c.JWTSecret = []byte(jwtVal)
+	key, err := base64.StdEncoding.DecodeString(encVal)
+	if err != nil || len(key) != 32 {
+		return errors.New("APP_ENCRYPTION_KEY must be 32 bytes, base64-encoded (openssl rand -base64 32)")
+	}
+	c.EncryptionKey = key
+	return nil
+}
+
+func (c *Config) developmentSecrets(logger *slog.Logger) (generatedSecrets, error) {
+	path := filepath.Join(c.DataDir, "secrets.json")
+	var s generatedSecrets
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &s); err != nil {
+			return s, fmt.Errorf("read %s: %w (delete it to generate new secrets)", path, err)
+		}
+		return s, nil
+	}
+	s = generatedSecrets{JWTSecret: randomBase64(48), EncryptionKey: randomBase64(32)}
+	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
+		return s, fmt.Errorf("create data directory: %w", err)
+	}
+	b, _ := json.MarshalIndent(s, "", "  ")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return s, fmt.Errorf("write %s: %w", path, err)
+	}
+	logger.Warn("generated development secrets; set JWT_SECRET and APP_ENCRYPTION_KEY in production", "file", path)
+	return s, nil
+}
+
+func randomBase64(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}

@@ -1,0 +1,185 @@
+// Package store opens Gale's database (embedded SQLite or PostgreSQL), runs its migrations,
+// and holds the few helpers every domain's SQL shares: transactions, IDs, time, cursors.
+// The same SQL text, with $n placeholders, runs on both backends; where the dialects really
+// differ a domain asks DB.Dialect and keeps one function per dialect.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Dialect names a database backend.
+type Dialect string
+
+// The two supported backends.
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// DB is an open database. SQL holds the pool every domain queries through.
+type DB struct {
+	SQL     *sql.DB
+	Dialect Dialect
+	// Pool is the pgx pool behind SQL on PostgreSQL (nil on SQLite); the job queue shares it.
+	Pool *pgxpool.Pool
+	// Path is the database file on SQLite (empty on PostgreSQL).
+	Path string
+}
+
+// Open connects to the database named by url: "sqlite:PATH" or "postgres://...".
+func Open(ctx context.Context, url string) (*DB, error) {
+	switch {
+	case strings.HasPrefix(url, "sqlite:"):
+		return openSQLite(strings.TrimPrefix(url, "sqlite:"))
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		return openPostgres(ctx, url)
+	default:
+		return nil, fmt.Errorf("unsupported database URL %q: use sqlite:PATH or postgres://", url)
+	}
+}
+
+// SQLiteDSN is the connection string that holds up under concurrent use: WAL, a busy
+// timeout, foreign keys, IMMEDIATE transactions (a read-then-write transaction would
+// otherwise fail with "database is locked") and times stored in SQLite's own format so its
+// date functions and comparisons work.
+func SQLiteDSN(path string) string {
+	q := url.Values{}
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	q.Set("_time_format", "sqlite")
+	return "file:" + path + "?" + q.Encode()
+}
+
+func openSQLite(path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create database directory: %w", err)
+		}
+	}
+	db, err := sql.Open("sqlite", SQLiteDSN(path))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	return &DB{SQL: db, Dialect: SQLite, Path: path}, nil
+}
+
+func openPostgres(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns < 16 {
+		cfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	return &DB{SQL: db, Dialect: Postgres, Pool: pool}, nil
+}
+
+// Close releases the pools.
+func (db *DB) Close() error {
+	err := db.SQL.Close()
+	if db.Pool != nil {
+		db.Pool.Close()
+	}
+	return err
+}
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var one int
+	return db.SQL.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
+// Querier is what both *sql.DB and *sql.Tx offer; read helpers take it so they work inside
+// or outside a transaction.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Write runs fn in one transaction and commits only when fn returns nil.
+func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// NewID returns a new time-ordered UUIDv7 string.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// ValidID reports whether s is a UUID in canonical form.
+func ValidID(s string) bool {
+	u, err := uuid.Parse(s)
+	return err == nil && u.String() == strings.ToLower(s) && len(s) == 36
+}
+
+// Now is the current time as stored: UTC, truncated to microseconds (PostgreSQL's precision),
+// so that a value read back equals the value written on both backends.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// IsUniqueViolation reports whether err is a unique-constraint violation on either backend.
+func IsUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
+}
+
+// Placeholders returns "$start, $start+1, ..." for n values.
+func Placeholders(start, n int) string {
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", start+i)
+	}
+	return b.String()
+}
