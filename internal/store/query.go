@@ -71,3 +71,19 @@ func DecodeCursor(token string, dst ...any) error {
 	}
 	return nil
 }
+
+// Page is a validated page request: cursor paging, or a legacy page number.
+type Page struct {
+	Limit  int
+	Cursor string
+	// Number is the legacy 1-based page number; 0 in cursor mode.
+	Number int
+}
+
+// Offset is the row offset of a legacy page.
+func (p Page) Offset() int {
+	if p.Number <= 1 {
+		return 0
+	}
+	return (p.Number - 1) * p.Limit
+}

@@ -77,7 +77,6 @@ CREATE TABLE users (
     mfa_pending_secret TEXT,
     mfa_last_step      BIGINT NOT NULL DEFAULT 0,
     token_epoch        INTEGER NOT NULL DEFAULT 0,
-    locked_until       TIMESTAMPTZ,
     last_login_at      TIMESTAMPTZ,
     created_at         TIMESTAMPTZ NOT NULL,
     updated_at         TIMESTAMPTZ NOT NULL

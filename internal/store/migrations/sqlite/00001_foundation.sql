@@ -77,7 +77,6 @@ CREATE TABLE users (
     mfa_pending_secret TEXT,
     mfa_last_step      INTEGER NOT NULL DEFAULT 0,
     token_epoch        INTEGER NOT NULL DEFAULT 0,
-    locked_until       TIMESTAMP,
     last_login_at      TIMESTAMP,
     created_at         TIMESTAMP NOT NULL,
     updated_at         TIMESTAMP NOT NULL

@@ -1,0 +1,220 @@
+// Package app wires Gale together: configuration → database → services → HTTP server →
+// background jobs, and shuts them down in reverse order.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/audit"
+	"gale/internal/auth"
+	"gale/internal/config"
+	"gale/internal/httpapi"
+	"gale/internal/identity"
+	"gale/internal/jobs"
+	"gale/internal/mail"
+	"gale/internal/ratelimit"
+	"gale/internal/secrets"
+	"gale/internal/store"
+	"gale/internal/tenancy"
+)
+
+// Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".
+var Version = "dev"
+
+// App is a wired server.
+type App struct {
+	Config  config.Config
+	DB      *store.DB
+	Logger  *slog.Logger
+	HTTP    *httpapi.Server
+	Auth    *auth.Service
+	Tenancy *tenancy.Service
+	Audit   *audit.Log
+	Limiter *ratelimit.Limiter
+	jobs    *jobs.Runner
+}
+
+// New opens and migrates the database, seeds what every database needs, and builds the
+// services and routes. It does not listen or start jobs: Run does.
+func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, error) {
+	db, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	a, err := build(ctx, cfg, logger, db)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *store.DB) (*App, error) {
+	if err := db.Migrate(ctx, logger); err != nil {
+		return nil, err
+	}
+	if err := identity.EnsureBuiltInRoles(ctx, db); err != nil {
+		return nil, fmt.Errorf("seed built-in roles: %w", err)
+	}
+	box, err := secrets.NewBox(cfg.EncryptionKey)
+	if err != nil {
+		return nil, err
+	}
+	mailer, err := mail.NewSMTP(cfg.SMTPURL, cfg.SMTPFrom)
+	if err != nil {
+		return nil, err
+	}
+	var sender mail.Sender
+	if mailer != nil {
+		sender = mailer
+	}
+	argon := auth.Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}
+	a := &App{Config: cfg, DB: db, Logger: logger, Audit: audit.New(db, logger), Limiter: ratelimit.New(db)}
+	a.Auth = auth.New(db, auth.Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
+		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
+		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL}, box, a.Limiter, a.Audit, sender, logger)
+	a.Tenancy = tenancy.New(db, logger)
+
+	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
+		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version})
+	a.HTTP.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": Version})
+	}))
+	a.HTTP.Handle("GET /ready", http.HandlerFunc(a.ready))
+	a.Auth.Register(a.HTTP)
+	a.Tenancy.Register(a.HTTP)
+
+	if err := a.bootstrapAdmin(ctx, argon); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) ready(w http.ResponseWriter, r *http.Request) {
+	if err := a.DB.Ping(r.Context()); err != nil {
+		a.Logger.WarnContext(r.Context(), "readiness check failed", "error", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]string{
+			"code": "NOT_READY", "message": "database unreachable"}})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "database": string(a.DB.Dialect)})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// bootstrapAdmin creates the first system administrator on an empty database when
+// BOOTSTRAP_ADMIN_EMAIL and BOOTSTRAP_ADMIN_PASSWORD are set, and otherwise says how to.
+func (a *App) bootstrapAdmin(ctx context.Context, argon auth.Argon2Params) error {
+	has, err := identity.HasUsers(ctx, a.DB)
+	if err != nil || has {
+		return err
+	}
+	if a.Config.BootstrapAdminEmail == "" {
+		a.Logger.Warn("the database has no users, so nobody can sign in; restart with BOOTSTRAP_ADMIN_EMAIL and " +
+			"BOOTSTRAP_ADMIN_PASSWORD set, or run: gale user create --email you@example.com --system")
+		return nil
+	}
+	if err := auth.CheckPasswordPolicy("BOOTSTRAP_ADMIN_PASSWORD", a.Config.BootstrapAdminPassword); err != nil {
+		return fmt.Errorf("BOOTSTRAP_ADMIN_PASSWORD: needs 8 to 128 characters with a lower-case letter, an upper-case letter and a digit")
+	}
+	_, err = identity.CreateUser(ctx, a.DB, identity.NewUser{Email: a.Config.BootstrapAdminEmail, Name: a.Config.BootstrapAdminName,
+		PasswordHash: auth.HashPassword(a.Config.BootstrapAdminPassword, argon), Level: access.LevelSystem})
+	if err != nil {
+		return fmt.Errorf("create bootstrap administrator: %w", err)
+	}
+	a.Logger.Info("created the first system administrator", "email", a.Config.BootstrapAdminEmail)
+	return nil
+}
+
+// Handler is the HTTP handler of the whole API.
+func (a *App) Handler() http.Handler { return a.HTTP.Handler() }
+
+// StartJobs starts the background job queue.
+func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
+	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup})
+	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
+	if err != nil {
+		return err
+	}
+	a.jobs = r
+	return nil
+}
+
+// Cleanup purges expired refresh tokens, invitations, reset tokens and rate-limit windows.
+func (a *App) Cleanup(ctx context.Context) error {
+	tokens, err := auth.PurgeExpired(ctx, a.DB)
+	if err != nil {
+		return err
+	}
+	windows, err := a.Limiter.Purge(ctx)
+	if err != nil {
+		return err
+	}
+	a.Logger.InfoContext(ctx, "cleanup done", "tokensPurged", tokens, "rateLimitWindowsPurged", windows)
+	return nil
+}
+
+// Run listens on the configured address until ctx ends, then shuts down gracefully:
+// in-flight requests finish (up to the shutdown timeout), then jobs stop, then the database
+// closes.
+func (a *App) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.Config.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (set LISTEN_ADDR to another address)", a.Config.ListenAddr, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+// Serve is Run on an existing listener.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	if err := a.StartJobs(ctx, jobs.Options{}); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.Logger.Info("gale is listening", "addr", ln.Addr().String(), "database", string(a.DB.Dialect), "version", Version)
+	select {
+	case err := <-errc:
+		a.Close()
+		return err
+	case <-ctx.Done():
+	}
+	a.Logger.Info("shutting down: finishing in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		a.Logger.Error("server stopped with error", "error", err)
+	}
+	if a.jobs != nil {
+		if jerr := a.jobs.Stop(shutdownCtx); jerr != nil {
+			a.Logger.Warn("job queue stop", "error", jerr)
+		}
+		a.jobs = nil
+	}
+	a.Close()
+	a.Logger.Info("stopped")
+	return err
+}
+
+// Close stops jobs (if started) and closes the database.
+func (a *App) Close() {
+	if a.jobs != nil {
+		_ = a.jobs.Stop(context.Background())
+		a.jobs = nil
+	}
+	a.DB.Close()
+}

@@ -1,0 +1,141 @@
+// Package audit is Gale's append-only audit log. Every successful write records an entry in
+// the same transaction as the change (Record); refusals and failed sign-ins are recorded as
+// security events in their own transaction (Security). Rows are never changed or deleted:
+// the database refuses it with a trigger, and no route offers it.
+package audit
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"gale/internal/access"
+	"gale/internal/store"
+)
+
+// Categories of entries.
+const (
+	CategoryChange   = "change"
+	CategorySecurity = "security"
+)
+
+// Results of the recorded action.
+const (
+	ResultSuccess = "success"
+	ResultFailure = "failure"
+	ResultDenied  = "denied"
+)
+
+// Entry is one thing that happened. The actor and request come from the context.
+type Entry struct {
+	Action       string // dotted verb, e.g. "organization.create"
+	ResourceType string
+	ResourceID   string
+	ResourceName string
+	// PartnerID and OrgID place the entry in the tenancy tree; they decide who may read it.
+	PartnerID string
+	OrgID     string
+	// Details summarizes the change (fields set, before and after); never secrets.
+	Details map[string]any
+	// Category and Result default to change and success.
+	Category string
+	Result   string
+	// Actor overrides the context's principal (failed sign-ins name the account tried).
+	Actor *Actor
+}
+
+// Actor names who acted.
+type Actor struct {
+	Type  access.ActorKind
+	ID    string
+	Email string
+}
+
+// Log writes audit entries.
+type Log struct {
+	db     *store.DB
+	logger *slog.Logger
+}
+
+// New returns the audit log over db.
+func New(db *store.DB, logger *slog.Logger) *Log { return &Log{db: db, logger: logger} }
+
+// Record writes e inside tx, so the entry commits or rolls back with the change it describes.
+func Record(ctx context.Context, tx *sql.Tx, e Entry) error {
+	return insert(ctx, tx, e)
+}
+
+// Security records a security event (a refusal, a failed sign-in) in its own transaction:
+// the request it describes fails, and the event must survive that.
+func (l *Log) Security(ctx context.Context, e Entry) {
+	if e.Category == "" {
+		e.Category = CategorySecurity
+	}
+	if e.Result == "" {
+		e.Result = ResultDenied
+	}
+	if err := insert(ctx, l.db.SQL, e); err != nil {
+		l.logger.ErrorContext(ctx, "record security event", "action", e.Action, "error", err)
+	}
+}
+
+// RecordDenied records a refused operation; it implements httpapi.SecurityRecorder.
+func (l *Log) RecordDenied(ctx context.Context, operation, reason string) {
+	p := access.PrincipalFrom(ctx)
+	e := Entry{Action: "access.denied", ResourceType: "operation", ResourceID: operation,
+		Details: map[string]any{"reason": reason}}
+	if p != nil {
+		e.PartnerID, e.OrgID = p.Scope.PartnerID, p.Scope.OrgID
+	}
+	l.Security(ctx, e)
+}
+
+func actorFrom(ctx context.Context, override *Actor) Actor {
+	if override != nil {
+		return *override
+	}
+	p := access.PrincipalFrom(ctx)
+	if p == nil {
+		return Actor{Type: access.ActorAnonymous}
+	}
+	return Actor{Type: p.Kind, ID: p.ID, Email: p.Email}
+}
+
+func insert(ctx context.Context, q store.Querier, e Entry) error {
+	if e.Category == "" {
+		e.Category = CategoryChange
+	}
+	if e.Result == "" {
+		e.Result = ResultSuccess
+	}
+	details := e.Details
+	if details == nil {
+		details = map[string]any{}
+	}
+	b, err := json.Marshal(details)
+	if err != nil {
+		return fmt.Errorf("encode audit details: %w", err)
+	}
+	actor := actorFrom(ctx, e.Actor)
+	req := access.RequestFrom(ctx)
+	_, err = q.ExecContext(ctx, `INSERT INTO audit_logs (id, occurred_at, partner_id, org_id, category, result,
+		actor_type, actor_id, actor_email, action, resource_type, resource_id, resource_name, ip, user_agent,
+		request_id, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+		store.NewID(), store.Now(), nullable(e.PartnerID), nullable(e.OrgID), e.Category, e.Result,
+		string(actor.Type), nullable(actor.ID), nullable(actor.Email), e.Action, e.ResourceType,
+		nullable(e.ResourceID), nullable(e.ResourceName), nullable(req.IP), nullable(req.UserAgent),
+		nullable(req.ID), string(b))
+	if err != nil {
+		return fmt.Errorf("record audit entry %s: %w", e.Action, err)
+	}
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,57 @@
+package auth
+
+import (
+	"errors"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"gale/internal/store"
+)
+
+// Token types carried in the "type" claim, so a token of one kind never passes as another.
+const (
+	tokenAccess     = "access"
+	tokenMFAPending = "mfa_pending"
+	issuer          = "gale"
+)
+
+// Claims are the JWT claims of Gale's tokens. Permissions are not carried: they are
+// resolved per request, so a role change takes effect at once.
+type Claims struct {
+	Email     string `json:"email,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	PartnerID string `json:"partnerId,omitempty"`
+	OrgID     string `json:"orgId,omitempty"`
+	RoleID    string `json:"roleId,omitempty"`
+	MFA       bool   `json:"mfa"`
+	Type      string `json:"type"`
+	// SessionID is the refresh-token family; logout revokes it and with it the access token.
+	SessionID string `json:"sid,omitempty"`
+	// Epoch is the user's token epoch; a password change or a disabled account bumps it and
+	// so refuses every token issued before.
+	Epoch int `json:"ep"`
+	jwt.RegisteredClaims
+}
+
+func (s *Service) sign(c Claims, ttl time.Duration) (string, error) {
+	now := time.Now()
+	c.Issuer = issuer
+	c.IssuedAt = jwt.NewNumericDate(now)
+	c.ExpiresAt = jwt.NewNumericDate(now.Add(ttl))
+	c.ID = store.NewID()
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.opts.JWTSecret)
+}
+
+var errBadToken = errors.New("invalid token")
+
+// parse verifies signature, expiry, issuer and type.
+func (s *Service) parse(raw, wantType string) (*Claims, error) {
+	var c Claims
+	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.opts.JWTSecret, nil },
+		jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired())
+	if err != nil || c.Type != wantType || c.Subject == "" {
+		return nil, errBadToken
+	}
+	return &c, nil
+}

@@ -1,0 +1,55 @@
+package httpapi
+
+import (
+	"gale/internal/apperr"
+	"gale/internal/store"
+)
+
+// DefaultPageSize is the page size of a list when limit is not given.
+const DefaultPageSize = 100
+
+// MaxPageSize is the largest page a standard list returns; a larger limit is clamped to it.
+const MaxPageSize = 500
+
+// PageQuery is the paging part of a list request: cursor paging, or the legacy page number.
+type PageQuery struct {
+	Limit  int    `query:"limit" minimum:"1" doc:"Page size; default 100. A value above 500 is clamped to 500."`
+	Cursor string `query:"cursor" doc:"Opaque cursor from the previous page's pagination.cursor."`
+	Page   int    `query:"page" minimum:"1" doc:"Legacy page number (1-based); cannot be combined with cursor."`
+}
+
+// Normalize applies the default, clamps to max, and refuses cursor together with page.
+func (q PageQuery) Normalize(max int) (store.Page, error) {
+	if q.Cursor != "" && q.Page > 0 {
+		return store.Page{}, apperr.Invalid("page", "use either cursor or page, not both")
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = DefaultPageSize
+	}
+	if limit > max {
+		limit = max
+	}
+	return store.Page{Limit: limit, Cursor: q.Cursor, Number: q.Page}, nil
+}
+
+// Pagination is the paging part of the standard list envelope. In legacy page mode it also
+// carries page, limit and total.
+type Pagination struct {
+	HasMore bool   `json:"hasMore"`
+	Cursor  string `json:"cursor,omitempty" doc:"Pass back as cursor to read the next page; absent on the last page."`
+	Page    int    `json:"page,omitempty"`
+	Limit   int    `json:"limit,omitempty"`
+	Total   *int   `json:"total,omitempty"`
+}
+
+// List is the standard list envelope {data, pagination}.
+type List[T any] struct {
+	Data       []T        `json:"data"`
+	Pagination Pagination `json:"pagination"`
+}
+
+// ListBody wraps a list envelope as a huma response.
+type ListBody[T any] struct {
+	Body List[T]
+}

@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"gale/internal/access"
+	"gale/internal/apperr"
+)
+
+// Route describes one API operation.
+type Route struct {
+	// ID is the operationId; the MFA gate (access.MFAGated) names operations by it.
+	ID          string
+	Method      string
+	Path        string // below Prefix, e.g. "/orgs/sites/{id}"
+	Tag         string
+	Summary     string
+	Description string
+	// Permission the caller must hold ("resource:action"); empty means any signed-in caller.
+	Permission string
+	// Public operations need no credential (login, health, invite acceptance).
+	Public bool
+	// Status is the success status; 200 when zero.
+	Status int
+	// MaxBodyBytes overrides the server's body limit for this operation.
+	MaxBodyBytes int64
+}
+
+// Register adds an operation whose handler runs only after the caller is authenticated,
+// holds r.Permission, and (with ENABLE_2FA) completed MFA when the operation is MFA-gated.
+// Errors the handler returns that are not *apperr.Error are logged and answered as 500.
+func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*O, error)) {
+	op := huma.Operation{
+		OperationID:   r.ID,
+		Method:        r.Method,
+		Path:          r.Path,
+		Tags:          []string{r.Tag},
+		Summary:       r.Summary,
+		Description:   r.Description,
+		DefaultStatus: r.Status,
+		MaxBodyBytes:  s.opts.MaxBodyBytes,
+		Middlewares:   huma.Middlewares{s.authorize(r)},
+	}
+	if r.MaxBodyBytes > 0 {
+		op.MaxBodyBytes = r.MaxBodyBytes
+	}
+	if !r.Public {
+		op.Security = []map[string][]string{{"bearer": {}}, {"apiKey": {}}}
+		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
+		if r.Permission != "" {
+			op.Description = joinDoc(op.Description, "Requires permission `"+r.Permission+"`.")
+		}
+		if access.MFAGated(r.ID) {
+			op.Description = joinDoc(op.Description, "MFA-gated: with ENABLE_2FA on, a JWT session must have completed MFA.")
+		}
+	}
+	huma.Register(s.API, op, func(ctx context.Context, in *I) (*O, error) {
+		out, err := handler(ctx, in)
+		if err == nil {
+			return out, nil
+		}
+		var ae *apperr.Error
+		if errors.As(err, &ae) {
+			return nil, apiError{ae}
+		}
+		s.logger.ErrorContext(ctx, "request failed", "operation", r.ID, "error", err,
+			"requestId", access.RequestFrom(ctx).ID)
+		return nil, apiError{internalError()}
+	})
+}
+
+func joinDoc(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n\n" + b
+}
+
+// authorize is the per-operation gate; it runs before the body is read.
+func (s *Server) authorize(r Route) func(huma.Context, func(huma.Context)) {
+	return func(hctx huma.Context, next func(huma.Context)) {
+		if r.Public {
+			next(hctx)
+			return
+		}
+		req, _ := humago.Unwrap(hctx)
+		ctx := hctx.Context()
+		p, err := s.auth.Authenticate(ctx, req)
+		if err != nil {
+			s.writeHumaError(hctx, err)
+			return
+		}
+		ctx = access.WithPrincipal(ctx, p)
+		if r.Permission != "" && !p.Can(r.Permission) {
+			s.security.RecordDenied(ctx, r.ID, "missing permission "+r.Permission)
+			s.writeHumaError(hctx, apperr.Forbidden("missing permission "+r.Permission))
+			return
+		}
+		if s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA && access.MFAGated(r.ID) {
+			s.security.RecordDenied(ctx, r.ID, "MFA required")
+			s.writeHumaError(hctx, apperr.MFARequired())
+			return
+		}
+		next(huma.WithContext(hctx, ctx))
+	}
+}
+
+func (s *Server) writeHumaError(hctx huma.Context, err error) {
+	ae, ok := apperr.As(err)
+	if !ok {
+		s.logger.ErrorContext(hctx.Context(), "authentication failed", "error", err)
+		ae = internalError()
+	}
+	e := apiError{ae}
+	for k, v := range e.GetHeaders() {
+		for _, vv := range v {
+			hctx.AppendHeader(k, vv)
+		}
+	}
+	hctx.SetHeader("Content-Type", "application/json")
+	hctx.SetStatus(ae.Status)
+	_ = json.NewEncoder(hctx.BodyWriter()).Encode(toEnvelope(ae))
+}
+
+// documentErrors documents 400 (not huma's 422) and the envelope for every error response.
+func documentErrors(_ *huma.OpenAPI, op *huma.Operation) {
+	if op.Responses == nil {
+		return
+	}
+	if resp, ok := op.Responses["422"]; ok {
+		delete(op.Responses, "422")
+		resp.Description = "Validation failed (VALIDATION_ERROR, with details per field)"
+		op.Responses["400"] = resp
+	}
+	for code, resp := range op.Responses {
+		if n, _ := strconv.Atoi(code); n >= 400 && resp.Content != nil {
+			resp.Content = map[string]*huma.MediaType{"application/json": {Schema: errorSchema}}
+		}
+	}
+}
+
+var errorSchema = &huma.Schema{
+	Type:     "object",
+	Required: []string{"error"},
+	Properties: map[string]*huma.Schema{
+		"error": {
+			Type:     "object",
+			Required: []string{"code", "message"},
+			Properties: map[string]*huma.Schema{
+				"code":    {Type: "string"},
+				"message": {Type: "string"},
+				"details": {Type: "array", Items: &huma.Schema{Type: "object", Properties: map[string]*huma.Schema{
+					"field":   {Type: "string"},
+					"message": {Type: "string"},
+				}}},
+			},
+		},
+	},
+}

@@ -1,0 +1,287 @@
+// Package httpapi is Gale's HTTP edge: the router, the middleware every request crosses
+// (request ID, logging, metrics, recovery), the error envelope, operation registration with
+// authentication, permission and MFA checks, paging helpers and the OpenAPI document.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"gale/internal/access"
+	"gale/internal/apperr"
+)
+
+// Prefix is the base path of the versioned API.
+const Prefix = "/api/v1"
+
+// Authenticator turns a request's credential into a principal. It returns an *apperr.Error
+// (401) when the credential is missing or refused.
+type Authenticator interface {
+	Authenticate(ctx context.Context, r *http.Request) (*access.Principal, error)
+}
+
+// SecurityRecorder records refusals (permission denied, MFA missing) as security events.
+type SecurityRecorder interface {
+	RecordDenied(ctx context.Context, action, reason string)
+}
+
+// Options configure the server.
+type Options struct {
+	MaxBodyBytes   int64
+	Enable2FA      bool
+	TrustedProxies []*net.IPNet
+	Version        string
+}
+
+// Server holds the router and the huma API that domains register operations on.
+type Server struct {
+	API      huma.API
+	mux      *http.ServeMux
+	auth     Authenticator
+	security SecurityRecorder
+	logger   *slog.Logger
+	opts     Options
+	metrics  *metrics
+	registry *prometheus.Registry
+}
+
+// New builds the server. Domains then register their operations with Register, and plain
+// handlers (WebSocket, downloads) with Handle.
+func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opts Options) *Server {
+	huma.NewError = newHumaError
+	mux := http.NewServeMux()
+	cfg := huma.DefaultConfig("Gale API", opts.Version)
+	cfg.Info.Description = "Gale remote monitoring and management. Errors always take the form " +
+		"{\"error\": {\"code\", \"message\", \"details\"?}}. Lists return {data, pagination: {hasMore, cursor}}; " +
+		"pass cursor back to read the next page."
+	cfg.CreateHooks = nil
+	cfg.DocsPath = ""
+	cfg.SchemasPath = ""
+	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
+		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
+		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},
+	}
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentErrors)
+	api := humago.NewWithPrefix(mux, Prefix, cfg)
+	reg := prometheus.NewRegistry()
+	s := &Server{API: api, mux: mux, auth: auth, security: security, logger: logger, opts: opts,
+		metrics: newMetrics(reg), registry: reg}
+	mux.HandleFunc("GET "+Prefix+"/docs", serveDocs)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return s
+}
+
+// Registry is the Prometheus registry served at /metrics, for domains' own metrics.
+func (s *Server) Registry() *prometheus.Registry { return s.registry }
+
+// Handle registers a plain handler (health checks, WebSocket upgrades) on the router.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Handler returns the whole middleware chain around the router.
+func (s *Server) Handler() http.Handler {
+	return s.recoverer(s.requestMeta(s.observe(envelopeMux(s.mux))))
+}
+
+// requestMeta assigns the request ID (kept from a well-formed X-Request-Id or minted),
+// echoes it, and stores it with the client address for logs and the audit log.
+func (s *Server) requestMeta(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		meta := access.Request{ID: id, IP: ClientIP(r, s.opts.TrustedProxies), UserAgent: r.UserAgent()}
+		next.ServeHTTP(w, r.WithContext(access.WithRequest(r.Context(), meta)))
+	})
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// ClientIP is the caller's address: the connection's peer, or the last untrusted hop of
+// X-Forwarded-For when the peer is a trusted proxy.
+func ClientIP(r *http.Request, trusted []*net.IPNet) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if !isTrusted(host, trusted) {
+		return host
+	}
+	hops := strings.Split(r.Header.Get("X-Forwarded-For"), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := strings.TrimSpace(hops[i])
+		if hop == "" {
+			continue
+		}
+		if !isTrusted(hop, trusted) {
+			return hop
+		}
+	}
+	return host
+}
+
+func isTrusted(ip string, trusted []*net.IPNet) bool {
+	parsed := net.ParseIP(ip)
+	if parsed == nil {
+		return false
+	}
+	for _, n := range trusted {
+		if n.Contains(parsed) {
+			return true
+		}
+	}
+	return false
+}
+
+// statusWriter remembers the status for logs and metrics. It implements Unwrap and Flush
+// so streaming responses and http.ResponseController keep working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// observe logs each request with its request ID and records metrics by route pattern.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		elapsed := time.Since(start)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		s.metrics.observe(r.Method, route, sw.status, elapsed)
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		}
+		s.logger.LogAttrs(r.Context(), level, "request",
+			slog.String("requestId", access.RequestFrom(r.Context()).ID),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", sw.status), slog.Int64("bytes", sw.bytes),
+			slog.Duration("duration", elapsed), slog.String("ip", access.RequestFrom(r.Context()).IP))
+	})
+}
+
+// recoverer turns a panic into 500 INTERNAL, logging the value but not sending it.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.logger.Error("panic serving request", "panic", v, "path", r.URL.Path,
+					"requestId", w.Header().Get("X-Request-Id"))
+				writeError(w, internalError())
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// envelopeMux answers unknown routes (404) and wrong methods (405, keeping Allow) with the
+// error envelope instead of the standard mux's plain text.
+func envelopeMux(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A pattern ending in "/" matches its whole subtree in the standard mux; API routes
+		// are exact, so only the path itself may match it.
+		if _, pattern := mux.Handler(r); pattern != "" && (!strings.HasSuffix(pattern, "/") || strings.HasSuffix(pattern, " "+r.URL.Path)) {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		probe := &headerProbe{header: http.Header{}}
+		mux.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", probe.header.Get("Allow"))
+			writeError(w, &apperr.Error{Status: http.StatusMethodNotAllowed, Code: apperr.CodeMethod,
+				Message: "method " + r.Method + " not allowed on " + r.URL.Path})
+			return
+		}
+		if probe.status != http.StatusNotFound && probe.status != 0 {
+			// A redirect or other answer the mux gives itself (e.g. path cleaning): pass it on.
+			for k, v := range probe.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(probe.status)
+			_, _ = w.Write(probe.body.Bytes())
+			return
+		}
+		writeError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
+			Message: "no route " + r.Method + " " + r.URL.Path})
+	})
+}
+
+type headerProbe struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (p *headerProbe) Header() http.Header { return p.header }
+func (p *headerProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+func (p *headerProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return p.body.Write(b)
+}

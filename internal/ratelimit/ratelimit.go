@@ -1,0 +1,80 @@
+// Package ratelimit counts requests in fixed windows whose counters live in the database, so
+// a limit holds across every server node and survives restarts.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gale/internal/apperr"
+	"gale/internal/store"
+)
+
+// Limiter counts hits per key.
+type Limiter struct{ db *store.DB }
+
+// New returns a limiter over db.
+func New(db *store.DB) *Limiter { return &Limiter{db: db} }
+
+// Rule is a budget: at most Limit hits per Window.
+type Rule struct {
+	Limit  int
+	Window time.Duration
+}
+
+// Result is the state of a key after a hit.
+type Result struct {
+	Count     int
+	Remaining int
+	Reset     time.Time
+}
+
+// Hit counts one hit on key and returns 429 RATE_LIMITED (with Retry-After) when the
+// window's budget is spent. The count and the window are one atomic upsert.
+func (l *Limiter) Hit(ctx context.Context, key string, r Rule) (Result, error) {
+	res, err := l.add(ctx, l.db.SQL, key, r)
+	if err != nil {
+		return res, err
+	}
+	if res.Count > r.Limit {
+		return res, apperr.RateLimited(time.Until(res.Reset))
+	}
+	return res, nil
+}
+
+// Count counts one hit without refusing; callers compare the count themselves (lockouts).
+func (l *Limiter) Count(ctx context.Context, q store.Querier, key string, r Rule) (Result, error) {
+	return l.add(ctx, q, key, r)
+}
+
+// Clear forgets key (a successful sign-in clears its failure count).
+func (l *Limiter) Clear(ctx context.Context, q store.Querier, key string) error {
+	_, err := q.ExecContext(ctx, `DELETE FROM rate_limits WHERE key = $1`, key)
+	return err
+}
+
+// Purge deletes expired windows; the periodic cleanup job calls it.
+func (l *Limiter) Purge(ctx context.Context) (int64, error) {
+	res, err := l.db.SQL.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, store.Now())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (l *Limiter) add(ctx context.Context, q store.Querier, key string, r Rule) (Result, error) {
+	now := store.Now()
+	var res Result
+	err := q.QueryRowContext(ctx, `INSERT INTO rate_limits (key, window_start, count, expires_at) VALUES ($1, $2, 1, $3)
+		ON CONFLICT (key) DO UPDATE SET
+			count = CASE WHEN rate_limits.expires_at <= $2 THEN 1 ELSE rate_limits.count + 1 END,
+			window_start = CASE WHEN rate_limits.expires_at <= $2 THEN $2 ELSE rate_limits.window_start END,
+			expires_at = CASE WHEN rate_limits.expires_at <= $2 THEN $3 ELSE rate_limits.expires_at END
+		RETURNING count, expires_at`, key, now, now.Add(r.Window)).Scan(&res.Count, &res.Reset)
+	if err != nil {
+		return res, fmt.Errorf("rate limit %s: %w", key, err)
+	}
+	res.Remaining = max(r.Limit-res.Count, 0)
+	return res, nil
+}

@@ -1,0 +1,234 @@
+package tenancy
+
+import (
+	"context"
+	"net/http"
+
+	"gale/internal/httpapi"
+)
+
+type idPath struct {
+	ID string `path:"id" format:"uuid"`
+}
+
+type partnerOutput struct{ Body Partner }
+
+type partnerCreateInput struct{ Body PartnerInput }
+
+type partnerUpdateInput struct {
+	idPath
+	Body PartnerInput
+}
+
+type partnerMeInput struct{ Body PartnerInput }
+
+type listPartnersInput struct {
+	httpapi.PageQuery
+}
+
+type orgOutput struct{ Body Organization }
+
+type orgCreateBody struct {
+	OrganizationInput
+	PartnerID         string `json:"partnerId,omitempty" format:"uuid" doc:"System callers only: the partner to create under."`
+	CreateDefaultSite *bool  `json:"createDefaultSite,omitempty" doc:"Create a first site so devices have somewhere to land; default true."`
+	DefaultSiteName   string `json:"defaultSiteName,omitempty" maxLength:"200" doc:"Name of that site; default \"Main Site\"."`
+	Timezone          string `json:"timezone,omitempty" maxLength:"64" doc:"Time zone of that site; default UTC."`
+}
+
+type orgCreateInput struct{ Body orgCreateBody }
+
+type orgUpdateInput struct {
+	idPath
+	Body OrganizationInput
+}
+
+type listOrgsInput struct {
+	httpapi.PageQuery
+	Search         string `query:"search" maxLength:"200" doc:"Matches name or slug."`
+	Status         string `query:"status" enum:"active,trial,suspended,churned"`
+	PartnerID      string `query:"partnerId" format:"uuid" doc:"System callers: only this partner's organizations."`
+	IncludeDeleted bool   `query:"includeDeleted" doc:"Also list soft-deleted organizations (they carry deletedAt)."`
+}
+
+type siteOutput struct{ Body Site }
+
+type siteCreateBody struct {
+	SiteInput
+	OrgID string `json:"orgId,omitempty" format:"uuid" doc:"Required except for organization callers."`
+}
+
+type siteCreateInput struct{ Body siteCreateBody }
+
+type siteUpdateInput struct {
+	idPath
+	Body SiteInput
+}
+
+type listSitesInput struct {
+	httpapi.PageQuery
+	OrgID  string `query:"orgId" format:"uuid"`
+	Search string `query:"search" maxLength:"200"`
+}
+
+func pagination(next string, page int, limit int, total *int) httpapi.Pagination {
+	p := httpapi.Pagination{HasMore: next != "", Cursor: next}
+	if page > 0 {
+		p.Page, p.Limit, p.Total = page, limit, total
+		p.HasMore = total != nil && page*limit < *total
+	}
+	return p
+}
+
+// Register adds the /orgs routes.
+func (s *Service) Register(api *httpapi.Server) {
+	const tag = "Partners, organizations, sites"
+
+	httpapi.Register(api, httpapi.Route{ID: "list-partners", Method: http.MethodGet, Path: "/orgs/partners", Tag: tag,
+		Permission: "partners:read", Summary: "List partners", Description: "System scope only."},
+		func(ctx context.Context, in *listPartnersInput) (*httpapi.ListBody[Partner], error) {
+			page, err := in.Normalize(httpapi.MaxPageSize)
+			if err != nil {
+				return nil, err
+			}
+			rows, next, err := s.ListPartners(ctx, page)
+			if err != nil {
+				return nil, err
+			}
+			return &httpapi.ListBody[Partner]{Body: httpapi.List[Partner]{Data: rows, Pagination: pagination(next, 0, 0, nil)}}, nil
+		})
+	httpapi.Register(api, httpapi.Route{ID: "create-partner", Method: http.MethodPost, Path: "/orgs/partners", Tag: tag,
+		Permission: "partners:write", Status: http.StatusCreated, Summary: "Create a partner", Description: "System scope only."},
+		func(ctx context.Context, in *partnerCreateInput) (*partnerOutput, error) {
+			p, err := s.CreatePartner(ctx, in.Body)
+			return &partnerOutput{p}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "get-my-partner", Method: http.MethodGet, Path: "/orgs/partners/me", Tag: tag,
+		Permission: "partners:read", Summary: "The caller's partner and its settings"},
+		func(ctx context.Context, _ *struct{}) (*partnerOutput, error) {
+			p, err := s.MyPartner(ctx)
+			return &partnerOutput{p}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "update-my-partner", Method: http.MethodPatch, Path: "/orgs/partners/me", Tag: tag,
+		Permission: "partners:write", Summary: "Change the caller's partner settings"},
+		func(ctx context.Context, in *partnerMeInput) (*partnerOutput, error) {
+			me, err := s.MyPartner(ctx)
+			if err != nil {
+				return nil, err
+			}
+			p, err := s.UpdatePartner(ctx, me.ID, in.Body)
+			return &partnerOutput{p}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "get-partner", Method: http.MethodGet, Path: "/orgs/partners/{id}", Tag: tag,
+		Permission: "partners:read", Summary: "Get a partner"},
+		func(ctx context.Context, in *idPath) (*partnerOutput, error) {
+			p, err := s.GetPartner(ctx, in.ID)
+			return &partnerOutput{p}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "update-partner", Method: http.MethodPatch, Path: "/orgs/partners/{id}", Tag: tag,
+		Permission: "partners:write", Summary: "Change a partner", Description: "status, slug and maxOrganizations are system-only fields."},
+		func(ctx context.Context, in *partnerUpdateInput) (*partnerOutput, error) {
+			p, err := s.UpdatePartner(ctx, in.ID, in.Body)
+			return &partnerOutput{p}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "delete-partner", Method: http.MethodDelete, Path: "/orgs/partners/{id}", Tag: tag,
+		Permission: "partners:write", Status: http.StatusNoContent, Summary: "Delete a partner",
+		Description: "System scope only. Soft delete; refused (409) while the partner has organizations."},
+		func(ctx context.Context, in *idPath) (*struct{}, error) {
+			return nil, s.DeletePartner(ctx, in.ID)
+		})
+
+	listOrgs := func(ctx context.Context, in *listOrgsInput) (*httpapi.ListBody[Organization], error) {
+		page, err := in.Normalize(httpapi.MaxPageSize)
+		if err != nil {
+			return nil, err
+		}
+		rows, next, total, err := s.ListOrganizations(ctx, OrgListFilter{Search: in.Search, Status: in.Status,
+			PartnerID: in.PartnerID, IncludeDeleted: in.IncludeDeleted}, page)
+		if err != nil {
+			return nil, err
+		}
+		return &httpapi.ListBody[Organization]{Body: httpapi.List[Organization]{Data: rows,
+			Pagination: pagination(next, page.Number, page.Limit, total)}}, nil
+	}
+	httpapi.Register(api, httpapi.Route{ID: "list-orgs", Method: http.MethodGet, Path: "/orgs/", Tag: tag,
+		Permission: "organizations:read", Summary: "Organizations in scope", Description: "Same as GET /orgs/organizations."}, listOrgs)
+	httpapi.Register(api, httpapi.Route{ID: "list-organizations", Method: http.MethodGet, Path: "/orgs/organizations", Tag: tag,
+		Permission: "organizations:read", Summary: "List organizations",
+		Description: "Organizations in the caller's scope, by name. Cursor paging, or legacy page and limit (with total)."}, listOrgs)
+	httpapi.Register(api, httpapi.Route{ID: "create-organization", Method: http.MethodPost, Path: "/orgs/organizations", Tag: tag,
+		Permission: "organizations:write", Status: http.StatusCreated, Summary: "Create an organization",
+		Description: "Counts against the partner's maxOrganizations (409 ORG_LIMIT_REACHED). A first site named \"Main Site\" is created unless createDefaultSite is false."},
+		func(ctx context.Context, in *orgCreateInput) (*orgOutput, error) {
+			req := NewOrganization{OrganizationInput: in.Body.OrganizationInput, PartnerID: in.Body.PartnerID, Timezone: in.Body.Timezone}
+			if in.Body.CreateDefaultSite == nil || *in.Body.CreateDefaultSite {
+				req.DefaultSite = in.Body.DefaultSiteName
+				if req.DefaultSite == "" {
+					req.DefaultSite = "Main Site"
+				}
+			}
+			o, err := s.CreateOrganization(ctx, req)
+			return &orgOutput{o}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "get-organization", Method: http.MethodGet, Path: "/orgs/organizations/{id}", Tag: tag,
+		Permission: "organizations:read", Summary: "Get an organization"},
+		func(ctx context.Context, in *idPath) (*orgOutput, error) {
+			o, err := s.GetOrganization(ctx, in.ID)
+			return &orgOutput{o}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "update-organization", Method: http.MethodPatch, Path: "/orgs/organizations/{id}", Tag: tag,
+		Permission: "organizations:write", Summary: "Change an organization"},
+		func(ctx context.Context, in *orgUpdateInput) (*orgOutput, error) {
+			o, err := s.UpdateOrganization(ctx, in.ID, in.Body)
+			return &orgOutput{o}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "delete-organization", Method: http.MethodDelete, Path: "/orgs/organizations/{id}", Tag: tag,
+		Permission: "organizations:delete", Status: http.StatusNoContent, Summary: "Delete an organization",
+		Description: "Soft delete: hidden from lists and lookups, its slot under maxOrganizations freed; POST .../restore brings it back."},
+		func(ctx context.Context, in *idPath) (*struct{}, error) {
+			return nil, s.DeleteOrganization(ctx, in.ID)
+		})
+	httpapi.Register(api, httpapi.Route{ID: "restore-organization", Method: http.MethodPost, Path: "/orgs/organizations/{id}/restore", Tag: tag,
+		Permission: "organizations:delete", Summary: "Restore a deleted organization", Description: "Counts against maxOrganizations again."},
+		func(ctx context.Context, in *idPath) (*orgOutput, error) {
+			o, err := s.RestoreOrganization(ctx, in.ID)
+			return &orgOutput{o}, err
+		})
+
+	httpapi.Register(api, httpapi.Route{ID: "list-sites", Method: http.MethodGet, Path: "/orgs/sites", Tag: tag,
+		Permission: "sites:read", Summary: "List sites", Description: "Sites of organizations in scope, by name."},
+		func(ctx context.Context, in *listSitesInput) (*httpapi.ListBody[Site], error) {
+			page, err := in.Normalize(httpapi.MaxPageSize)
+			if err != nil {
+				return nil, err
+			}
+			rows, next, total, err := s.ListSites(ctx, SiteListFilter{OrgID: in.OrgID, Search: in.Search}, page)
+			if err != nil {
+				return nil, err
+			}
+			return &httpapi.ListBody[Site]{Body: httpapi.List[Site]{Data: rows, Pagination: pagination(next, page.Number, page.Limit, total)}}, nil
+		})
+	httpapi.Register(api, httpapi.Route{ID: "create-site", Method: http.MethodPost, Path: "/orgs/sites", Tag: tag,
+		Permission: "sites:write", Status: http.StatusCreated, Summary: "Create a site"},
+		func(ctx context.Context, in *siteCreateInput) (*siteOutput, error) {
+			st, err := s.CreateSite(ctx, in.Body.OrgID, in.Body.SiteInput)
+			return &siteOutput{st}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "get-site", Method: http.MethodGet, Path: "/orgs/sites/{id}", Tag: tag,
+		Permission: "sites:read", Summary: "Get a site"},
+		func(ctx context.Context, in *idPath) (*siteOutput, error) {
+			st, err := s.GetSite(ctx, in.ID)
+			return &siteOutput{st}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "update-site", Method: http.MethodPatch, Path: "/orgs/sites/{id}", Tag: tag,
+		Permission: "sites:write", Summary: "Change a site"},
+		func(ctx context.Context, in *siteUpdateInput) (*siteOutput, error) {
+			st, err := s.UpdateSite(ctx, in.ID, in.Body)
+			return &siteOutput{st}, err
+		})
+	httpapi.Register(api, httpapi.Route{ID: "delete-site", Method: http.MethodDelete, Path: "/orgs/sites/{id}", Tag: tag,
+		Permission: "sites:delete", Status: http.StatusNoContent, Summary: "Delete a site"},
+		func(ctx context.Context, in *idPath) (*struct{}, error) {
+			return nil, s.DeleteSite(ctx, in.ID)
+		})
+}

@@ -1,0 +1,457 @@
+package tenancy
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/apperr"
+	"gale/internal/audit"
+	"gale/internal/store"
+)
+
+// Organization statuses. The partner API may only create active or trial organizations.
+var orgStatuses = []string{"active", "trial", "suspended", "churned"}
+
+// Contact is a person to reach (billing, site contact).
+type Contact struct {
+	Name  string `json:"name,omitempty" maxLength:"200"`
+	Email string `json:"email,omitempty" maxLength:"320"`
+	Phone string `json:"phone,omitempty" maxLength:"50"`
+}
+
+// Organization is the API view of an organization (a customer of the partner).
+type Organization struct {
+	ID                         string         `json:"id" format:"uuid"`
+	PartnerID                  string         `json:"partnerId" format:"uuid"`
+	Name                       string         `json:"name"`
+	Slug                       string         `json:"slug"`
+	Type                       string         `json:"type"`
+	Status                     string         `json:"status" enum:"active,trial,suspended,churned"`
+	MaxEnrollmentKeyTTLMinutes *int           `json:"maxEnrollmentKeyTtlMinutes" doc:"Longest lifetime of an enrollment key minted for this organization; null means no cap."`
+	ContractStart              *string        `json:"contractStart" format:"date"`
+	ContractEnd                *string        `json:"contractEnd" format:"date"`
+	BillingContact             *Contact       `json:"billingContact"`
+	Settings                   map[string]any `json:"settings"`
+	CreatedAt                  time.Time      `json:"createdAt"`
+	UpdatedAt                  time.Time      `json:"updatedAt"`
+	DeletedAt                  *time.Time     `json:"deletedAt,omitempty"`
+}
+
+// OrganizationInput holds the writable fields; nil fields are left as they are (on create,
+// defaults apply).
+type OrganizationInput struct {
+	Name                       *string         `json:"name,omitempty" minLength:"1" maxLength:"200"`
+	Slug                       *string         `json:"slug,omitempty" maxLength:"63" doc:"Unique; derived from the name (and de-duplicated) when absent. An explicit duplicate is 409 SLUG_CONFLICT."`
+	Type                       *string         `json:"type,omitempty" maxLength:"50" doc:"Free-form classification; default customer."`
+	Status                     *string         `json:"status,omitempty" enum:"active,trial,suspended,churned"`
+	MaxEnrollmentKeyTTLMinutes *int            `json:"maxEnrollmentKeyTtlMinutes,omitempty" minimum:"1" maximum:"525600"`
+	ContractStart              *string         `json:"contractStart,omitempty" format:"date"`
+	ContractEnd                *string         `json:"contractEnd,omitempty" format:"date"`
+	BillingContact             *Contact        `json:"billingContact,omitempty"`
+	Settings                   *map[string]any `json:"settings,omitempty"`
+}
+
+// NewOrganization is a create request.
+type NewOrganization struct {
+	OrganizationInput
+	// PartnerID is required of system callers and taken from the caller otherwise.
+	PartnerID string
+	// DefaultSite, when set, creates a first site with this name in the same transaction.
+	DefaultSite string
+	Timezone    string
+}
+
+const orgColumns = `o.id, o.partner_id, o.name, o.slug, o.type, o.status, o.max_enrollment_key_ttl_minutes,
+	o.contract_start, o.contract_end, o.billing_contact, o.settings, o.created_at, o.updated_at, o.deleted_at`
+
+func scanOrg(row interface{ Scan(...any) error }) (Organization, error) {
+	var o Organization
+	var ttl sql.NullInt64
+	var start, end, deleted sql.NullTime
+	var billing sql.NullString
+	var settings string
+	err := row.Scan(&o.ID, &o.PartnerID, &o.Name, &o.Slug, &o.Type, &o.Status, &ttl, &start, &end, &billing,
+		&settings, &o.CreatedAt, &o.UpdatedAt, &deleted)
+	if err != nil {
+		return o, err
+	}
+	if ttl.Valid {
+		n := int(ttl.Int64)
+		o.MaxEnrollmentKeyTTLMinutes = &n
+	}
+	o.ContractStart, o.ContractEnd = dateString(start), dateString(end)
+	if billing.Valid && billing.String != "" && billing.String != "null" {
+		var c Contact
+		if json.Unmarshal([]byte(billing.String), &c) == nil {
+			o.BillingContact = &c
+		}
+	}
+	o.Settings = decodeObject(settings)
+	if deleted.Valid {
+		o.DeletedAt = &deleted.Time
+	}
+	return o, nil
+}
+
+func dateString(t sql.NullTime) *string {
+	if !t.Valid {
+		return nil
+	}
+	s := t.Time.Format(time.DateOnly)
+	return &s
+}
+
+func parseDate(field string, s *string) (any, error) {
+	if s == nil {
+		return nil, nil
+	}
+	t, err := time.Parse(time.DateOnly, *s)
+	if err != nil {
+		return nil, apperr.Invalid(field, "use a date like 2026-01-31")
+	}
+	return t.Format(time.DateOnly), nil
+}
+
+func encodeContact(c *Contact) any {
+	if c == nil {
+		return nil
+	}
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// OrgListFilter narrows a list of organizations.
+type OrgListFilter struct {
+	Search         string
+	Status         string
+	PartnerID      string
+	IncludeDeleted bool
+}
+
+// ListOrganizations lists organizations in scope by name. The result carries the total
+// only in legacy page mode.
+func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page store.Page) ([]Organization, string, *int, error) {
+	var a store.Args
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "o.id", "o.partner_id")}
+	if !f.IncludeDeleted {
+		conds = append(conds, "o.deleted_at IS NULL")
+	}
+	if f.Search != "" {
+		p := a.Add("%" + strings.ToLower(f.Search) + "%")
+		conds = append(conds, "(LOWER(o.name) LIKE "+p+" OR o.slug LIKE "+p+")")
+	}
+	if f.Status != "" {
+		conds = append(conds, "o.status = "+a.Add(f.Status))
+	}
+	if f.PartnerID != "" {
+		conds = append(conds, "o.partner_id = "+a.Add(f.PartnerID))
+	}
+	var total *int
+	if page.Number > 0 {
+		var n int
+		if err := s.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM organizations o WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
+			return nil, "", nil, err
+		}
+		total = &n
+	} else if page.Cursor != "" {
+		var name, id string
+		if err := store.DecodeCursor(page.Cursor, &name, &id); err != nil {
+			return nil, "", nil, err
+		}
+		conds = append(conds, fmt.Sprintf("(o.name > %s OR (o.name = %s AND o.id > %s))", a.Add(name), a.Add(name), a.Add(id)))
+	}
+	query := `SELECT ` + orgColumns + ` FROM organizations o WHERE ` + store.Where(conds) + ` ORDER BY o.name, o.id LIMIT ` + a.Add(page.Limit+1)
+	if page.Number > 0 {
+		query += ` OFFSET ` + a.Add(page.Offset())
+	}
+	rows, err := s.db.SQL.QueryContext(ctx, query, a.Values()...)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	defer rows.Close()
+	var out []Organization
+	for rows.Next() {
+		o, err := scanOrg(rows)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", nil, err
+	}
+	out, next := trimPage(out, page.Limit, func(o Organization) string { return store.EncodeCursor(o.Name, o.ID) })
+	if page.Number > 0 {
+		next = ""
+	}
+	return out, next, total, nil
+}
+
+// GetOrganization returns an organization in scope.
+func (s *Service) GetOrganization(ctx context.Context, id string) (Organization, error) {
+	return s.getOrg(ctx, s.db.SQL, access.ScopeFrom(ctx), id, false)
+}
+
+func (s *Service) getOrg(ctx context.Context, q store.Querier, scope access.Scope, id string, withDeleted bool) (Organization, error) {
+	var a store.Args
+	conds := []string{"o.id = " + a.Add(id), scope.OrgFilter(&a, "o.id", "o.partner_id")}
+	if !withDeleted {
+		conds = append(conds, "o.deleted_at IS NULL")
+	}
+	o, err := scanOrg(q.QueryRowContext(ctx, `SELECT `+orgColumns+` FROM organizations o WHERE `+store.Where(conds), a.Values()...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return o, apperr.NotFound("organization")
+	}
+	return o, err
+}
+
+// ErrOrgLimit is the refusal of a new organization beyond the partner's maxOrganizations.
+// The partner API maps it to its own code.
+var ErrOrgLimit = &apperr.Error{Status: 409, Code: "ORG_LIMIT_REACHED",
+	Message: "the partner has reached its maxOrganizations; raise the limit or delete an organization"}
+
+// reserveOrgSlot counts one more organization against the partner's cap. The conditional
+// update is the cap: concurrent creators cannot both take the last slot, on any node.
+func reserveOrgSlot(ctx context.Context, tx *sql.Tx, partnerID string) error {
+	var n int
+	err := tx.QueryRowContext(ctx, `UPDATE partners SET org_count = org_count + 1 WHERE id = $1 AND deleted_at IS NULL
+		AND (max_organizations IS NULL OR org_count < max_organizations) RETURNING org_count`, partnerID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		var exists bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL)`, partnerID).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return apperr.NotFound("partner")
+		}
+		return ErrOrgLimit
+	}
+	return err
+}
+
+// CreateOrganization creates an organization under the caller's partner (or, for system
+// callers, the given partner), counting it against maxOrganizations, with an optional first
+// site, all in one transaction.
+func (s *Service) CreateOrganization(ctx context.Context, in NewOrganization) (Organization, error) {
+	scope := access.ScopeFrom(ctx)
+	partnerID, err := partnerForCreate(scope, in.PartnerID)
+	if err != nil {
+		return Organization{}, err
+	}
+	if in.Name == nil {
+		return Organization{}, apperr.Invalid("name", "name is required")
+	}
+	start, err := parseDate("contractStart", in.ContractStart)
+	if err != nil {
+		return Organization{}, err
+	}
+	end, err := parseDate("contractEnd", in.ContractEnd)
+	if err != nil {
+		return Organization{}, err
+	}
+	if in.Timezone != "" {
+		if err := validTimezone(in.Timezone); err != nil {
+			return Organization{}, err
+		}
+	}
+	var o Organization
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		if err := reserveOrgSlot(ctx, tx, partnerID); err != nil {
+			return err
+		}
+		slug, err := chooseSlug(ctx, tx, "organizations", *in.Name, in.Slug)
+		if err != nil {
+			return err
+		}
+		id, now := store.NewID(), store.Now()
+		orgType, status := "customer", "active"
+		if in.Type != nil {
+			orgType = *in.Type
+		}
+		if in.Status != nil {
+			status = *in.Status
+		}
+		settings := map[string]any{}
+		if in.Settings != nil {
+			settings = *in.Settings
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO organizations (id, partner_id, name, slug, type, status,
+			max_enrollment_key_ttl_minutes, contract_start, contract_end, billing_contact, settings, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+			id, partnerID, *in.Name, slug, orgType, status, in.MaxEnrollmentKeyTTLMinutes, start, end,
+			encodeContact(in.BillingContact), encodeObject(settings), now)
+		if err != nil {
+			return slugConflict(err)
+		}
+		// A partner user limited to selected organizations keeps reaching what it creates.
+		if p := access.PrincipalFrom(ctx); p != nil && scope.OrgLimited() && p.Kind == access.ActorUser {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO user_org_access (user_id, org_id) VALUES ($1, $2)`, p.UserID, id); err != nil {
+				return err
+			}
+		}
+		if o, err = s.getOrg(ctx, tx, access.SystemScope(), id, false); err != nil {
+			return err
+		}
+		if err := audit.Record(ctx, tx, audit.Entry{Action: "organization.create", ResourceType: "organization",
+			ResourceID: id, ResourceName: o.Name, PartnerID: partnerID, OrgID: id, Details: audit.Snapshot(o)}); err != nil {
+			return err
+		}
+		if in.DefaultSite != "" {
+			tz := in.Timezone
+			if tz == "" {
+				tz = "UTC"
+			}
+			_, err := s.insertSite(ctx, tx, o, SiteInput{Name: &in.DefaultSite, Timezone: &tz})
+			return err
+		}
+		return nil
+	})
+	return o, err
+}
+
+func partnerForCreate(scope access.Scope, requested string) (string, error) {
+	switch scope.Level {
+	case access.LevelSystem:
+		if requested == "" {
+			return "", apperr.Invalid("partnerId", "system administrators name the partner of a new organization")
+		}
+		return requested, nil
+	case access.LevelPartner:
+		if requested != "" && requested != scope.PartnerID {
+			return "", apperr.NotFound("partner")
+		}
+		return scope.PartnerID, nil
+	}
+	return "", apperr.Forbidden("organization users cannot create organizations")
+}
+
+// UpdateOrganization changes an organization in scope.
+func (s *Service) UpdateOrganization(ctx context.Context, id string, in OrganizationInput) (Organization, error) {
+	scope := access.ScopeFrom(ctx)
+	start, err := parseDate("contractStart", in.ContractStart)
+	if err != nil {
+		return Organization{}, err
+	}
+	end, err := parseDate("contractEnd", in.ContractEnd)
+	if err != nil {
+		return Organization{}, err
+	}
+	var o Organization
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		before, err := s.getOrg(ctx, tx, scope, id, false)
+		if err != nil {
+			return err
+		}
+		var a store.Args
+		sets := []string{"updated_at = " + a.Add(store.Now())}
+		set := func(col string, v any) { sets = append(sets, col+" = "+a.Add(v)) }
+		if in.Name != nil {
+			set("name", *in.Name)
+		}
+		if in.Slug != nil {
+			if err := validSlug(*in.Slug); err != nil {
+				return err
+			}
+			set("slug", *in.Slug)
+		}
+		if in.Type != nil {
+			set("type", *in.Type)
+		}
+		if in.Status != nil {
+			set("status", *in.Status)
+		}
+		if in.MaxEnrollmentKeyTTLMinutes != nil {
+			set("max_enrollment_key_ttl_minutes", *in.MaxEnrollmentKeyTTLMinutes)
+		}
+		if in.ContractStart != nil {
+			set("contract_start", start)
+		}
+		if in.ContractEnd != nil {
+			set("contract_end", end)
+		}
+		if in.BillingContact != nil {
+			set("billing_contact", encodeContact(in.BillingContact))
+		}
+		if in.Settings != nil {
+			set("settings", encodeObject(*in.Settings))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE organizations SET `+joinComma(sets)+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
+			return slugConflict(err)
+		}
+		if o, err = s.getOrg(ctx, tx, scope, id, false); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "organization.update", ResourceType: "organization",
+			ResourceID: id, ResourceName: o.Name, PartnerID: o.PartnerID, OrgID: id, Details: audit.Diff(before, o)})
+	})
+	return o, err
+}
+
+// DeleteOrganization soft-deletes an organization: it disappears from lists and lookups,
+// frees its slot under maxOrganizations, and can be restored.
+func (s *Service) DeleteOrganization(ctx context.Context, id string) error {
+	scope := access.ScopeFrom(ctx)
+	if scope.Level == access.LevelOrganization {
+		return apperr.Forbidden("organization users cannot delete their organization")
+	}
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		o, err := s.getOrg(ctx, tx, scope, id, false)
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE organizations SET deleted_at = $1, updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`,
+			store.Now(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return apperr.NotFound("organization")
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE partners SET org_count = org_count - 1 WHERE id = $1`, o.PartnerID); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "organization.delete", ResourceType: "organization",
+			ResourceID: id, ResourceName: o.Name, PartnerID: o.PartnerID, OrgID: id})
+	})
+}
+
+// RestoreOrganization undoes a delete, if the partner's cap still has room.
+func (s *Service) RestoreOrganization(ctx context.Context, id string) (Organization, error) {
+	scope := access.ScopeFrom(ctx)
+	if scope.Level == access.LevelOrganization {
+		return Organization{}, apperr.Forbidden("organization users cannot restore organizations")
+	}
+	var o Organization
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		before, err := s.getOrg(ctx, tx, scope, id, true)
+		if err != nil {
+			return err
+		}
+		if before.DeletedAt == nil {
+			return apperr.Conflict("the organization is not deleted")
+		}
+		if err := reserveOrgSlot(ctx, tx, before.PartnerID); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE organizations SET deleted_at = NULL, updated_at = $1 WHERE id = $2 AND deleted_at IS NOT NULL`,
+			store.Now(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return apperr.Conflict("the organization is not deleted")
+		}
+		if o, err = s.getOrg(ctx, tx, scope, id, false); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "organization.restore", ResourceType: "organization",
+			ResourceID: id, ResourceName: o.Name, PartnerID: o.PartnerID, OrgID: id})
+	})
+	return o, err
+}

@@ -1,0 +1,301 @@
+// Package tenancy owns the tenancy tree above devices: partners (the MSPs), their
+// organizations (customers) and the organizations' sites. Every read and write is confined to
+// the caller's access.Scope; anything outside it is "not found".
+package tenancy
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/apperr"
+	"gale/internal/audit"
+	"gale/internal/store"
+)
+
+// Service implements partners, organizations and sites.
+type Service struct {
+	db     *store.DB
+	logger *slog.Logger
+}
+
+// New returns the tenancy service.
+func New(db *store.DB, logger *slog.Logger) *Service { return &Service{db: db, logger: logger} }
+
+// Partner statuses.
+const (
+	PartnerActive    = "active"
+	PartnerSuspended = "suspended"
+)
+
+// Partner is the API view of a partner.
+type Partner struct {
+	ID                string         `json:"id" format:"uuid"`
+	Name              string         `json:"name"`
+	Slug              string         `json:"slug"`
+	Status            string         `json:"status" enum:"active,suspended"`
+	MaxOrganizations  *int           `json:"maxOrganizations" doc:"Cap on the partner's organizations; null means no cap."`
+	OrganizationCount int            `json:"organizationCount"`
+	BillingEmail      *string        `json:"billingEmail"`
+	Settings          map[string]any `json:"settings"`
+	CreatedAt         time.Time      `json:"createdAt"`
+	UpdatedAt         time.Time      `json:"updatedAt"`
+}
+
+// PartnerInput holds the writable fields of a partner; nil fields are left as they are.
+type PartnerInput struct {
+	Name             *string         `json:"name,omitempty" minLength:"1" maxLength:"200"`
+	Slug             *string         `json:"slug,omitempty" maxLength:"63" doc:"Lower-case letters, digits and dashes; derived from the name when absent."`
+	Status           *string         `json:"status,omitempty" enum:"active,suspended" doc:"System scope only."`
+	MaxOrganizations *int            `json:"maxOrganizations,omitempty" minimum:"0" maximum:"1000000" doc:"System scope only."`
+	BillingEmail     *string         `json:"billingEmail,omitempty" maxLength:"320" format:"email"`
+	Settings         *map[string]any `json:"settings,omitempty" doc:"Free-form partner settings (timezone, branding, defaults)."`
+}
+
+const partnerColumns = `id, name, slug, status, max_organizations, org_count, billing_email, settings, created_at, updated_at`
+
+func scanPartner(row interface{ Scan(...any) error }) (Partner, error) {
+	var p Partner
+	var maxOrgs sql.NullInt64
+	var billing sql.NullString
+	var settings string
+	err := row.Scan(&p.ID, &p.Name, &p.Slug, &p.Status, &maxOrgs, &p.OrganizationCount, &billing, &settings,
+		&p.CreatedAt, &p.UpdatedAt)
+	if err != nil {
+		return p, err
+	}
+	if maxOrgs.Valid {
+		n := int(maxOrgs.Int64)
+		p.MaxOrganizations = &n
+	}
+	if billing.Valid {
+		p.BillingEmail = &billing.String
+	}
+	p.Settings = decodeObject(settings)
+	return p, nil
+}
+
+func decodeObject(raw string) map[string]any {
+	m := map[string]any{}
+	_ = json.Unmarshal([]byte(raw), &m)
+	return m
+}
+
+func encodeObject(m map[string]any) string {
+	if m == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func requireSystem(scope access.Scope) error {
+	if !scope.IsSystem() {
+		return apperr.Forbidden("only system administrators can do this")
+	}
+	return nil
+}
+
+// ListPartners lists partners (system scope only), by name.
+func (s *Service) ListPartners(ctx context.Context, page store.Page) ([]Partner, string, error) {
+	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
+		return nil, "", err
+	}
+	var a store.Args
+	conds := []string{"deleted_at IS NULL"}
+	if page.Cursor != "" {
+		var name, id string
+		if err := store.DecodeCursor(page.Cursor, &name, &id); err != nil {
+			return nil, "", err
+		}
+		conds = append(conds, fmt.Sprintf("(name > %s OR (name = %s AND id > %s))", a.Add(name), a.Add(name), a.Add(id)))
+	}
+	rows, err := s.db.SQL.QueryContext(ctx, `SELECT `+partnerColumns+` FROM partners WHERE `+store.Where(conds)+
+		` ORDER BY name, id LIMIT `+a.Add(page.Limit+1), a.Values()...)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	var out []Partner
+	for rows.Next() {
+		p, err := scanPartner(rows)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	out, next := trimPage(out, page.Limit, func(p Partner) string { return store.EncodeCursor(p.Name, p.ID) })
+	return out, next, nil
+}
+
+// trimPage cuts the extra row fetched to learn whether another page exists.
+func trimPage[T any](rows []T, limit int, cursor func(T) string) ([]T, string) {
+	if rows == nil {
+		rows = []T{}
+	}
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	return rows, cursor(rows[len(rows)-1])
+}
+
+// GetPartner returns a partner in scope.
+func (s *Service) GetPartner(ctx context.Context, id string) (Partner, error) {
+	return s.getPartner(ctx, s.db.SQL, access.ScopeFrom(ctx), id)
+}
+
+func (s *Service) getPartner(ctx context.Context, q store.Querier, scope access.Scope, id string) (Partner, error) {
+	if !scope.CanSeePartner(id) {
+		return Partner{}, apperr.NotFound("partner")
+	}
+	p, err := scanPartner(q.QueryRowContext(ctx, `SELECT `+partnerColumns+` FROM partners WHERE id = $1 AND deleted_at IS NULL`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, apperr.NotFound("partner")
+	}
+	return p, err
+}
+
+// MyPartner returns the caller's own partner.
+func (s *Service) MyPartner(ctx context.Context) (Partner, error) {
+	scope := access.ScopeFrom(ctx)
+	if scope.Level != access.LevelPartner {
+		return Partner{}, apperr.NotFound("partner (the caller is not a partner user)")
+	}
+	return s.GetPartner(ctx, scope.PartnerID)
+}
+
+// CreatePartner creates a partner (system scope only).
+func (s *Service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, error) {
+	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
+		return Partner{}, err
+	}
+	if in.Name == nil {
+		return Partner{}, apperr.Invalid("name", "name is required")
+	}
+	var p Partner
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		slug, err := chooseSlug(ctx, tx, "partners", *in.Name, in.Slug)
+		if err != nil {
+			return err
+		}
+		id, now := store.NewID(), store.Now()
+		status := PartnerActive
+		if in.Status != nil {
+			status = *in.Status
+		}
+		settings := map[string]any{}
+		if in.Settings != nil {
+			settings = *in.Settings
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO partners (id, name, slug, status, max_organizations, billing_email, settings,
+			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
+			id, *in.Name, slug, status, in.MaxOrganizations, in.BillingEmail, encodeObject(settings), now)
+		if err != nil {
+			return slugConflict(err)
+		}
+		if p, err = s.getPartner(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "partner.create", ResourceType: "partner", ResourceID: id,
+			ResourceName: p.Name, PartnerID: id, Details: audit.Snapshot(p)})
+	})
+	return p, err
+}
+
+// UpdatePartner changes a partner. Status and maxOrganizations are for system callers; a
+// partner caller may change its own name, billing email and settings.
+func (s *Service) UpdatePartner(ctx context.Context, id string, in PartnerInput) (Partner, error) {
+	scope := access.ScopeFrom(ctx)
+	if !scope.IsSystem() && (in.Status != nil || in.MaxOrganizations != nil || in.Slug != nil) {
+		if _, err := s.GetPartner(ctx, id); err != nil {
+			return Partner{}, err
+		}
+		return Partner{}, apperr.Forbidden("status, slug and maxOrganizations are set by system administrators")
+	}
+	var p Partner
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		before, err := s.getPartner(ctx, tx, scope, id)
+		if err != nil {
+			return err
+		}
+		var a store.Args
+		sets := []string{"updated_at = " + a.Add(store.Now())}
+		if in.Name != nil {
+			sets = append(sets, "name = "+a.Add(*in.Name))
+		}
+		if in.Slug != nil {
+			if err := validSlug(*in.Slug); err != nil {
+				return err
+			}
+			sets = append(sets, "slug = "+a.Add(*in.Slug))
+		}
+		if in.Status != nil {
+			sets = append(sets, "status = "+a.Add(*in.Status))
+		}
+		if in.MaxOrganizations != nil {
+			sets = append(sets, "max_organizations = "+a.Add(*in.MaxOrganizations))
+		}
+		if in.BillingEmail != nil {
+			sets = append(sets, "billing_email = "+a.Add(*in.BillingEmail))
+		}
+		if in.Settings != nil {
+			sets = append(sets, "settings = "+a.Add(encodeObject(*in.Settings)))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE partners SET `+joinComma(sets)+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
+			return slugConflict(err)
+		}
+		if p, err = s.getPartner(ctx, tx, scope, id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "partner.update", ResourceType: "partner", ResourceID: id,
+			ResourceName: p.Name, PartnerID: id, Details: audit.Diff(before, p)})
+	})
+	return p, err
+}
+
+// DeletePartner soft-deletes a partner with no remaining organizations (system scope only);
+// its users can no longer sign in.
+func (s *Service) DeletePartner(ctx context.Context, id string) error {
+	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
+		return err
+	}
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		p, err := s.getPartner(ctx, tx, access.SystemScope(), id)
+		if err != nil {
+			return err
+		}
+		if p.OrganizationCount > 0 {
+			return apperr.Conflict(fmt.Sprintf("the partner still has %d organizations; delete them first", p.OrganizationCount))
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE partners SET deleted_at = $1, updated_at = $1 WHERE id = $2 AND deleted_at IS NULL
+			AND org_count = 0`, store.Now(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return apperr.Conflict("the partner changed meanwhile; retry")
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "partner.delete", ResourceType: "partner", ResourceID: id,
+			ResourceName: p.Name, PartnerID: id})
+	})
+}
+
+func joinComma(parts []string) string {
+	out := ""
+	for i, p := range parts {
+		if i > 0 {
+			out += ", "
+		}
+		out += p
+	}
+	return out
+}
