@@ -64,6 +64,11 @@ func New(t testing.TB, opts ...Option) *Env {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	return start(t, cfg, logger)
+}
+
+func start(t testing.TB, cfg config.Config, logger *slog.Logger) *Env {
+	t.Helper()
 	a, err := app.New(context.Background(), cfg, logger)
 	if err != nil {
 		t.Fatalf("start app: %v", err)
@@ -74,6 +79,13 @@ func New(t testing.TB, opts ...Option) *Env {
 		a.Close()
 	})
 	return &Env{T: t, App: a, Server: srv}
+}
+
+// SecondNode starts another server on the same database, as a second node behind a load
+// balancer would run.
+func (e *Env) SecondNode() *Env {
+	e.T.Helper()
+	return start(e.T, e.App.Config, e.App.Logger)
 }
 
 type testWriter struct{ t testing.TB }

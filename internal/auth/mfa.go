@@ -35,11 +35,14 @@ type MFASetup struct {
 	OTPAuthURL string `json:"otpAuthUrl"`
 }
 
-// checkPassword loads the caller's credential row and checks its password, at most five
-// times in five minutes.
+// checkPassword loads the caller's credential row and checks its password; five wrong
+// passwords in five minutes block further checks until the window ends.
 func (s *Service) checkPassword(ctx context.Context, userID, password string) (*credentialRow, error) {
-	if _, err := s.limiter.Hit(ctx, "password-check:"+userID, mfaPerUser); err != nil {
+	key := "password-check:" + userID
+	if wait, err := s.limiter.Blocked(ctx, key, mfaPerUser); err != nil {
 		return nil, err
+	} else if wait > 0 {
+		return nil, apperr.RateLimited(wait)
 	}
 	c, err := loadCredential(ctx, s.db.SQL, "u.id = $1", userID)
 	if err != nil {
@@ -48,6 +51,9 @@ func (s *Service) checkPassword(ctx context.Context, userID, password string) (*
 	if c == nil || !c.PasswordHash.Valid || !VerifyPassword(password, c.PasswordHash.String) {
 		s.audit.Security(ctx, audit.Entry{Action: "auth.password_check", ResourceType: "user", ResourceID: userID,
 			Result: audit.ResultFailure})
+		if _, err := s.limiter.Count(ctx, s.db.SQL, key, mfaPerUser); err != nil {
+			return nil, err
+		}
 		return nil, apperr.Unauthorized("current password is wrong")
 	}
 	return c, nil

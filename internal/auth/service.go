@@ -42,8 +42,10 @@ var (
 	loginPerAccount = ratelimit.Rule{Limit: 5, Window: 5 * time.Minute}
 	failureWindow   = ratelimit.Rule{Limit: 5, Window: 15 * time.Minute}
 	lockoutPeriod   = ratelimit.Rule{Limit: 0, Window: 15 * time.Minute}
-	mfaPerUser      = ratelimit.Rule{Limit: 5, Window: 5 * time.Minute}
-	mfaPendingTTL   = 5 * time.Minute
+	// lockedRule reads the lockout key: one hit on it means locked.
+	lockedRule    = ratelimit.Rule{Limit: 1, Window: 15 * time.Minute}
+	mfaPerUser    = ratelimit.Rule{Limit: 5, Window: 5 * time.Minute}
+	mfaPendingTTL = 5 * time.Minute
 )
 
 // Service implements sign-in, sessions and request authentication.
@@ -157,7 +159,7 @@ func (s *Service) Login(ctx context.Context, email, password string) (*LoginResu
 	if _, err := s.limiter.Hit(ctx, "login:account:"+email, loginPerAccount); err != nil {
 		return nil, err
 	}
-	if locked, err := s.lockedFor(ctx, email); err != nil {
+	if locked, err := s.limiter.Blocked(ctx, "login:locked:"+email, lockedRule); err != nil {
 		return nil, err
 	} else if locked > 0 {
 		s.audit.Security(ctx, audit.Entry{Action: "auth.login", ResourceType: "user", ResourceName: email,
@@ -195,20 +197,6 @@ func (s *Service) Login(ctx context.Context, email, password string) (*LoginResu
 		return nil, err
 	}
 	return &LoginResult{Session: sess}, nil
-}
-
-// lockedFor returns how long the address stays locked (zero when it is not).
-func (s *Service) lockedFor(ctx context.Context, email string) (time.Duration, error) {
-	var until time.Time
-	err := s.db.SQL.QueryRowContext(ctx, `SELECT expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
-		"login:locked:"+email, store.Now()).Scan(&until)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	return time.Until(until), nil
 }
 
 func (s *Service) loginFailed(ctx context.Context, email string, c *credentialRow) error {

@@ -140,7 +140,7 @@ func documentErrors(_ *huma.OpenAPI, op *huma.Operation) {
 		op.Responses["400"] = resp
 	}
 	for code, resp := range op.Responses {
-		if n, _ := strconv.Atoi(code); n >= 400 && resp.Content != nil {
+		if n, _ := strconv.Atoi(code); (n >= 400 || code == "default") && resp.Content != nil {
 			resp.Content = map[string]*huma.MediaType{"application/json": {Schema: errorSchema}}
 		}
 	}

@@ -241,7 +241,13 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A pattern ending in "/" matches its whole subtree in the standard mux; API routes
 		// are exact, so only the path itself may match it.
-		if _, pattern := mux.Handler(r); pattern != "" && (!strings.HasSuffix(pattern, "/") || strings.HasSuffix(pattern, " "+r.URL.Path)) {
+		_, pattern := mux.Handler(r)
+		if pattern != "" && strings.HasSuffix(pattern, "/") && !strings.HasSuffix(pattern, " "+r.URL.Path) {
+			writeError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
+				Message: "no route " + r.Method + " " + r.URL.Path})
+			return
+		}
+		if pattern != "" {
 			mux.ServeHTTP(w, r)
 			return
 		}

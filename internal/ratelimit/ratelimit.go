@@ -4,6 +4,8 @@ package ratelimit
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,6 +48,22 @@ func (l *Limiter) Hit(ctx context.Context, key string, r Rule) (Result, error) {
 // Count counts one hit without refusing; callers compare the count themselves (lockouts).
 func (l *Limiter) Count(ctx context.Context, q store.Querier, key string, r Rule) (Result, error) {
 	return l.add(ctx, q, key, r)
+}
+
+// Blocked reports how long key stays at or over the rule's budget, without counting a hit;
+// zero when it is under budget.
+func (l *Limiter) Blocked(ctx context.Context, key string, r Rule) (time.Duration, error) {
+	var count int
+	var until time.Time
+	err := l.db.SQL.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
+		key, store.Now()).Scan(&count, &until)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && count < r.Limit) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return max(time.Until(until), time.Second), nil
 }
 
 // Clear forgets key (a successful sign-in clears its failure count).
