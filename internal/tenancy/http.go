@@ -16,7 +16,7 @@ type partnerOutput struct{ Body Partner }
 type partnerCreateInput struct{ Body PartnerInput }
 
 type partnerUpdateInput struct {
-	idPath
+	ID   string `path:"id" format:"uuid"`
 	Body PartnerInput
 }
 
@@ -39,7 +39,7 @@ type orgCreateBody struct {
 type orgCreateInput struct{ Body orgCreateBody }
 
 type orgUpdateInput struct {
-	idPath
+	ID   string `path:"id" format:"uuid"`
 	Body OrganizationInput
 }
 
@@ -61,7 +61,7 @@ type siteCreateBody struct {
 type siteCreateInput struct{ Body siteCreateBody }
 
 type siteUpdateInput struct {
-	idPath
+	ID   string `path:"id" format:"uuid"`
 	Body SiteInput
 }
 
