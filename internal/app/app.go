@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gale/internal/access"
+	"gale/internal/apikeys"
 	"gale/internal/audit"
 	"gale/internal/auth"
 	"gale/internal/config"
@@ -37,6 +38,7 @@ type App struct {
 	HTTP    *httpapi.Server
 	Auth    *auth.Service
 	Tenancy *tenancy.Service
+	APIKeys *apikeys.Service
 	Audit   *audit.Log
 	Limiter *ratelimit.Limiter
 	jobs    *jobs.Runner
@@ -82,6 +84,8 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
 		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL}, box, a.Limiter, a.Audit, sender, logger)
 	a.Tenancy = tenancy.New(db, logger)
+	a.APIKeys = apikeys.New(db, logger)
+	a.Auth.SetAPIKeys(a.APIKeys)
 
 	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
 		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version})
@@ -91,6 +95,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.HTTP.Handle("GET /ready", http.HandlerFunc(a.ready))
 	a.Auth.Register(a.HTTP)
 	a.Tenancy.Register(a.HTTP)
+	a.APIKeys.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
