@@ -91,6 +91,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.HTTP.Handle("GET /ready", http.HandlerFunc(a.ready))
 	a.Auth.Register(a.HTTP)
 	a.Tenancy.Register(a.HTTP)
+	a.Audit.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
