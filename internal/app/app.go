@@ -96,6 +96,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Auth.Register(a.HTTP)
 	a.Tenancy.Register(a.HTTP)
 	a.APIKeys.Register(a.HTTP)
+	a.Audit.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
