@@ -1,0 +1,176 @@
+// Package e2e builds the gale binary and drives it as an operator and a client would.
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"gale/internal/store/storetest"
+)
+
+var (
+	buildOnce sync.Once
+	binary    string
+	buildErr  error
+)
+
+// galeBinary builds cmd/gale once per test process.
+func galeBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gale-e2e-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binary = filepath.Join(dir, "gale")
+		out, err := exec.Command("go", "build", "-o", binary, "../../cmd/gale").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build gale: %v", buildErr)
+	}
+	return binary
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lockedBuffer collects a child's output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func galeEnv(t *testing.T, extra ...string) []string {
+	env := append(os.Environ(), "DATABASE_URL="+storetest.URL(t), "DATA_DIR="+t.TempDir(), "LOG_FORMAT=json")
+	return append(env, extra...)
+}
+
+func TestServeBootstrapLoginAndGracefulStop(t *testing.T) {
+	addr := freeAddr(t)
+	cmd := exec.Command(galeBinary(t), "serve")
+	cmd.Env = galeEnv(t, "LISTEN_ADDR="+addr, "BOOTSTRAP_ADMIN_EMAIL=admin@example.com",
+		"BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123")
+	var logs lockedBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	base := "http://" + addr
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := http.Get(base + "/ready")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not ready within 60s; log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, err := http.Post(base+"/api/v1/auth/login", "application/json",
+		strings.NewReader(`{"email":"admin@example.com","password":"Change-Me-123"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session struct {
+		AccessToken string `json:"accessToken"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&session)
+	res.Body.Close()
+	if res.StatusCode != 200 || session.AccessToken == "" {
+		t.Fatalf("login = %d; log:\n%s", res.StatusCode, logs.String())
+	}
+	if strings.Contains(logs.String(), "Change-Me-123") {
+		t.Fatal("the bootstrap password appears in the log")
+	}
+	if !strings.Contains(logs.String(), `"requestId"`) {
+		t.Fatal("request log lines carry no requestId")
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("gale exited with %v after SIGTERM; log:\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("gale did not stop within 30s of SIGTERM")
+	}
+	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
+		t.Fatalf("no orderly stop in the log:\n%s", logs.String())
+	}
+}
+
+func TestUserCommands(t *testing.T) {
+	env := galeEnv(t)
+	run := func(stdin string, args ...string) (string, error) {
+		cmd := exec.Command(galeBinary(t), args...)
+		cmd.Env = env
+		cmd.Stdin = strings.NewReader(stdin)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("Operator-Passw0rd\n", "user", "create", "--email", "ops@example.com", "--system"); err != nil ||
+		!strings.Contains(out, "created user ops@example.com") {
+		t.Fatalf("user create: %v\n%s", err, out)
+	}
+	if out, err := run("weak\n", "user", "create", "--email", "weak@example.com", "--system"); err == nil {
+		t.Fatalf("user create with a weak password succeeded:\n%s", out)
+	}
+	if out, err := run("", "user", "reset-password", "--email", "ops@example.com", "--password", "Other-Passw0rd"); err != nil ||
+		!strings.Contains(out, "password of ops@example.com changed") {
+		t.Fatalf("reset-password: %v\n%s", err, out)
+	}
+	if out, err := run("", "user", "reset-password", "--email", "nobody@example.com", "--password", "Other-Passw0rd"); err == nil {
+		t.Fatalf("reset-password of an unknown user succeeded:\n%s", out)
+	}
+	if out, err := run("", "migrate"); err != nil || !strings.Contains(out, "database is up to date") {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	if out, err := run("", "version"); err != nil || !strings.HasPrefix(out, "gale ") {
+		t.Fatalf("version: %v\n%s", err, out)
+	}
+}
