@@ -9,6 +9,7 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/apptest"
+	"gale/internal/config"
 	"gale/internal/secrets"
 	"gale/internal/store"
 )
@@ -422,4 +423,27 @@ func TestListPaging(t *testing.T) {
 	if r := e.Do(ten.Partner, "GET", "/api/v1/api-keys?cursor=garbage", nil); r.Status != http.StatusBadRequest {
 		t.Fatalf("bad cursor = %d, want 400", r.Status)
 	}
+}
+
+// With ENABLE_2FA on, a bare JWT session is refused on tenancy writes, but an API key is a
+// different credential and is not gated.
+func TestKeysAreNotMFAGated(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.Enable2FA = true })
+	admin := e.Admin()
+	p := e.CreatePartnerDirect()
+	if r := e.Do(admin, "POST", "/api/v1/orgs/organizations", map[string]any{"name": "Gated", "partnerId": p}); r.Status != 403 || r.ErrorCode() != "MFA_REQUIRED" {
+		t.Fatalf("bare session = %d %s, want 403 MFA_REQUIRED", r.Status, r.Body)
+	}
+	if r := e.Do(admin, "POST", "/api/v1/api-keys", map[string]any{"name": "k", "permissions": []string{"organizations:write"}}); r.Status != 403 {
+		t.Fatalf("creating a key without MFA = %d, want 403", r.Status)
+	}
+	var adminID string
+	if err := e.App.DB.SQL.QueryRow(`SELECT id FROM users WHERE email = $1`, apptest.AdminEmail).Scan(&adminID); err != nil {
+		t.Fatal(err)
+	}
+	raw := "gk_test-key-for-mfa-gate-0123456789"
+	now := store.Now()
+	exec(t, e, `INSERT INTO api_keys (id, scope, created_by, name, key_prefix, key_hash, permissions, created_at, updated_at)
+		VALUES ($1, 'system', $2, 'k', 'gk_test-ke', $3, '["organizations:*"]', $4, $4)`, store.NewID(), adminID, secrets.Hash(raw), now)
+	e.Must(http.StatusCreated, apptest.Key(raw), "POST", "/api/v1/orgs/organizations", map[string]any{"name": "By key", "partnerId": p})
 }

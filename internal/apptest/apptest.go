@@ -20,6 +20,7 @@ import (
 	"gale/internal/auth"
 	"gale/internal/config"
 	"gale/internal/identity"
+	"gale/internal/store"
 	"gale/internal/store/storetest"
 )
 
@@ -290,4 +291,16 @@ func Eventually(t testing.TB, within time.Duration, check func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// CreatePartnerDirect inserts a partner straight into the database (for servers whose
+// gates keep a plain session from creating one) and returns its ID.
+func (e *Env) CreatePartnerDirect() string {
+	e.T.Helper()
+	id, now := store.NewID(), store.Now()
+	if _, err := e.App.DB.SQL.Exec(`INSERT INTO partners (id, name, slug, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)`,
+		id, "Direct "+id, "direct-"+id, now); err != nil {
+		e.T.Fatalf("insert partner: %v", err)
+	}
+	return id
 }
