@@ -1,0 +1,73 @@
+package config_test
+
+import (
+	"encoding/base64"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gale/internal/config"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaultsNeedNoConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	c, err := config.Load(env(map[string]string{"DATA_DIR": dir}), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ListenAddr != ":8080" || c.DatabaseURL != "sqlite:data/gale.db" || c.Enable2FA || len(c.EncryptionKey) != 32 || len(c.JWTSecret) < 32 {
+		t.Fatalf("defaults = %+v", c)
+	}
+	// Generated development secrets are kept and reused.
+	again, err := config.Load(env(map[string]string{"DATA_DIR": dir}), slog.New(slog.DiscardHandler))
+	if err != nil || string(again.JWTSecret) != string(c.JWTSecret) {
+		t.Fatalf("second load generated new secrets: %v", err)
+	}
+	info, err := os.Stat(filepath.Join(dir, "secrets.json"))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("secrets file: %v, mode %v", err, info.Mode())
+	}
+}
+
+func TestInvalidSettingsAreNamed(t *testing.T) {
+	for name, vars := range map[string]map[string]string{
+		"ENABLE_2FA":        {"ENABLE_2FA": "maybe"},
+		"DATABASE_URL":      {"DATABASE_URL": "mysql://x"},
+		"MAX_BODY_BYTES":    {"MAX_BODY_BYTES": "-1"},
+		"TRUSTED_PROXIES":   {"TRUSTED_PROXIES": "10.0.0.0/8, nonsense"},
+		"GALE_ENV":          {"GALE_ENV": "staging"},
+		"BOOTSTRAP_ADMIN":   {"BOOTSTRAP_ADMIN_EMAIL": "a@b.c"},
+		"LOG_FORMAT":        {"LOG_FORMAT": "xml"},
+		"ARGON2_MEMORY_KIB": {"ARGON2_MEMORY_KIB": "lots"},
+	} {
+		vars["DATA_DIR"] = t.TempDir()
+		_, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v does not name the setting", name, err)
+		}
+	}
+}
+
+func TestProductionRequiresSecrets(t *testing.T) {
+	vars := map[string]string{"GALE_ENV": "production", "DATA_DIR": t.TempDir()}
+	if _, err := config.Load(env(vars), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "JWT_SECRET") {
+		t.Fatalf("production without secrets: %v", err)
+	}
+	vars["JWT_SECRET"] = strings.Repeat("s", 40)
+	vars["APP_ENCRYPTION_KEY"] = base64.StdEncoding.EncodeToString([]byte("too short"))
+	if _, err := config.Load(env(vars), slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "APP_ENCRYPTION_KEY") {
+		t.Fatalf("short encryption key: %v", err)
+	}
+	vars["APP_ENCRYPTION_KEY"] = base64.StdEncoding.EncodeToString(make([]byte, 32))
+	c, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
+	if err != nil || c.Env != "production" {
+		t.Fatalf("production with secrets: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(vars["DATA_DIR"], "secrets.json")); !os.IsNotExist(err) {
+		t.Fatal("production wrote generated secrets")
+	}
+}
