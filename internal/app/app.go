@@ -37,9 +37,11 @@ type App struct {
 	HTTP    *httpapi.Server
 	Auth    *auth.Service
 	Tenancy *tenancy.Service
-	Audit   *audit.Log
-	Limiter *ratelimit.Limiter
-	jobs    *jobs.Runner
+	// Identity manages users, invitations, roles and access reviews.
+	Identity *identity.Service
+	Audit    *audit.Log
+	Limiter  *ratelimit.Limiter
+	jobs     *jobs.Runner
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -82,6 +84,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
 		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL}, box, a.Limiter, a.Audit, sender, logger)
 	a.Tenancy = tenancy.New(db, logger)
+	a.Identity = identity.New(db, logger, sender, identity.Options{PublicURL: cfg.PublicURL, InviteTTL: cfg.InviteTTL})
 
 	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
 		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version})
@@ -91,6 +94,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.HTTP.Handle("GET /ready", http.HandlerFunc(a.ready))
 	a.Auth.Register(a.HTTP)
 	a.Tenancy.Register(a.HTTP)
+	a.Identity.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
