@@ -17,7 +17,7 @@ type listReviewsInput struct {
 type createReviewInput struct{ Body NewAccessReview }
 
 type decideInput struct {
-	idPath
+	ID     string `path:"id" format:"uuid"`
 	ItemID string `path:"itemId" format:"uuid"`
 	Body   Decision
 }

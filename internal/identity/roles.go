@@ -37,6 +37,22 @@ type Role struct {
 
 func (r Role) perms() access.Permissions { return access.Permissions(r.Permissions) }
 
+// grants is what holding the role amounts to for escalation checks: an organization role
+// never acts above its organization, so partner-only permissions its wildcards match (the
+// built-in Organization Viewer's *:read) do not count.
+func (r Role) grants() access.Permissions {
+	if r.Scope != access.LevelOrganization {
+		return r.perms()
+	}
+	var out access.Permissions
+	for _, name := range r.perms().Expand() {
+		if perm, ok := access.LookupPermission(name); ok && !perm.PartnerOnly {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 const roleColumns = `r.id, r.tenant_key, r.partner_id, r.org_id, r.scope, r.name, r.description, r.built_in,
 	r.permissions, r.created_at, r.updated_at`
 
@@ -133,7 +149,7 @@ func (s *Service) EffectivePermissions(ctx context.Context, id string) (Role, []
 	if err != nil {
 		return r, nil, err
 	}
-	perms := r.perms().Expand()
+	perms := r.grants().Expand()
 	if perms == nil {
 		perms = []string{}
 	}
@@ -399,17 +415,7 @@ func (s *Service) CloneRole(ctx context.Context, id string, in CloneInput) (Role
 		if src.Scope == access.LevelSystem {
 			return apperr.Invalid("id", "system roles cannot be cloned")
 		}
-		grants := src.Permissions
-		if slices.Contains(grants, access.FullAdmin) {
-			grants = src.perms().Expand()
-			if src.Scope == access.LevelOrganization {
-				grants = slices.DeleteFunc(grants, func(g string) bool {
-					perm, _ := access.LookupPermission(g)
-					return perm.PartnerOnly
-				})
-			}
-		}
-		grants, err = validateGrants(p, src.Scope, grants)
+		grants, err := validateGrants(p, src.Scope, cloneGrants(src))
 		if err != nil {
 			return err
 		}
@@ -429,6 +435,22 @@ func (s *Service) CloneRole(ctx context.Context, id string, in CloneInput) (Role
 			Details: map[string]any{"sourceRoleId": src.ID, "sourceRoleName": src.Name, "resource": audit.Snapshot(r)["resource"]}})
 	})
 	return r, err
+}
+
+// cloneGrants is what a copy of src grants: the same grants, except that *:* and, in an
+// organization role, wildcards reaching partner-only permissions (*:read) are replaced by
+// the catalog permissions they amount to there, since a custom role cannot hold them.
+func cloneGrants(src Role) []string {
+	var out []string
+	for _, g := range src.Permissions {
+		one := Role{Scope: src.Scope, Permissions: []string{g}}
+		if g == access.FullAdmin || (src.Scope == access.LevelOrganization && len(one.grants()) != len(one.perms().Expand())) {
+			out = append(out, one.grants().Expand()...)
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // RoleUsers lists the users in the caller's scope holding a role, by email.
@@ -466,7 +488,7 @@ func (s *Service) AssignableRoles(ctx context.Context) ([]Role, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.Permissions.Covers(r.perms()) {
+		if p.Permissions.Covers(r.grants()) {
 			out = append(out, r)
 		}
 	}
@@ -494,7 +516,7 @@ func checkAssignable(p *access.Principal, r Role, level access.Level, partnerID,
 	if !r.usableAt(level, partnerID, orgID) {
 		return apperr.Invalid("roleId", "role "+r.Name+" cannot be held by a "+string(level)+" user here")
 	}
-	if !p.Permissions.Covers(r.perms()) {
+	if !p.Permissions.Covers(r.grants()) {
 		return apperr.Forbidden("you cannot assign a role with permissions you do not hold yourself")
 	}
 	return nil

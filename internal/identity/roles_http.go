@@ -19,17 +19,17 @@ type listRolesInput struct {
 type createRoleInput struct{ Body NewRole }
 
 type updateRoleInput struct {
-	idPath
+	ID   string `path:"id" format:"uuid"`
 	Body RoleInput
 }
 
 type cloneRoleInput struct {
-	idPath
+	ID   string      `path:"id" format:"uuid"`
 	Body *CloneInput `required:"false"`
 }
 
 type listRoleUsersInput struct {
-	idPath
+	ID string `path:"id" format:"uuid"`
 	httpapi.PageQuery
 }
 

@@ -46,12 +46,12 @@ type resendInput struct {
 }
 
 type updateUserInput struct {
-	idPath
+	ID   string `path:"id" format:"uuid"`
 	Body UserUpdate
 }
 
 type assignRoleInput struct {
-	idPath
+	ID   string `path:"id" format:"uuid"`
 	Body struct {
 		RoleID string `json:"roleId" format:"uuid"`
 	}

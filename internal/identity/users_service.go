@@ -154,7 +154,7 @@ func manageable(ctx context.Context, q store.Querier, p *access.Principal, id st
 	if err != nil {
 		return u, err
 	}
-	if !p.Permissions.Covers(r.perms()) {
+	if !p.Permissions.Covers(r.grants()) {
 		return u, apperr.Forbidden("you cannot manage a user whose role has permissions you do not hold")
 	}
 	return u, nil
