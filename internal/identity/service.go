@@ -116,7 +116,7 @@ func listRows[T any](ctx context.Context, q store.Querier, spec listSpec, page s
 		if err := store.DecodeCursor(page.Cursor, &k, &id); err != nil {
 			return nil, "", nil, err
 		}
-		if !store.ValidID(id) {
+		if !store.ValidID(id) || (spec.sortKey == spec.sortID && !store.ValidID(k)) {
 			return nil, "", nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
 		}
 		conds = append(conds, fmt.Sprintf("(%s %s %s OR (%s = %s AND %s %s %s))", spec.sortKey, cmp, a.Add(k),
