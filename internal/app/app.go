@@ -39,9 +39,11 @@ type App struct {
 	Auth    *auth.Service
 	Tenancy *tenancy.Service
 	APIKeys *apikeys.Service
-	Audit   *audit.Log
-	Limiter *ratelimit.Limiter
-	jobs    *jobs.Runner
+	// Identity manages users, invitations, roles and access reviews.
+	Identity *identity.Service
+	Audit    *audit.Log
+	Limiter  *ratelimit.Limiter
+	jobs     *jobs.Runner
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -86,6 +88,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Tenancy = tenancy.New(db, logger)
 	a.APIKeys = apikeys.New(db, logger)
 	a.Auth.SetAPIKeys(a.APIKeys)
+	a.Identity = identity.New(db, logger, sender, identity.Options{PublicURL: cfg.PublicURL, InviteTTL: cfg.InviteTTL})
 
 	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
 		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version})
@@ -97,6 +100,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Tenancy.Register(a.HTTP)
 	a.APIKeys.Register(a.HTTP)
 	a.Audit.Register(a.HTTP)
+	a.Identity.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
