@@ -1,0 +1,77 @@
+package app_test
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"gale/internal/access"
+	"gale/internal/apptest"
+)
+
+type operation struct {
+	OperationID string                     `json:"operationId"`
+	Summary     string                     `json:"summary"`
+	Tags        []string                   `json:"tags"`
+	Security    []map[string][]string      `json:"security"`
+	Responses   map[string]json.RawMessage `json:"responses"`
+}
+
+func openAPI(t *testing.T) map[string]map[string]operation {
+	t.Helper()
+	e := apptest.New(t)
+	var doc struct {
+		Paths map[string]map[string]operation `json:"paths"`
+	}
+	e.Must(200, apptest.Anonymous, "GET", "/api/v1/openapi.json", nil).JSON(t, &doc)
+	return doc.Paths
+}
+
+func TestOpenAPIDescribesEveryOperation(t *testing.T) {
+	seen := map[string]bool{}
+	for path, methods := range openAPI(t) {
+		for method, op := range methods {
+			if op.OperationID == "" || op.Summary == "" || len(op.Tags) == 0 {
+				t.Errorf("%s %s lacks an operationId, summary or tag", method, path)
+			}
+			if seen[op.OperationID] {
+				t.Errorf("operationId %s used twice", op.OperationID)
+			}
+			seen[op.OperationID] = true
+			if len(op.Security) > 0 {
+				for _, code := range []string{"401", "403"} {
+					if _, ok := op.Responses[code]; !ok {
+						t.Errorf("%s %s does not document %s", method, path, code)
+					}
+				}
+			}
+			if _, ok := op.Responses["422"]; ok {
+				t.Errorf("%s %s documents 422; errors of validation are 400", method, path)
+			}
+		}
+	}
+}
+
+// The MFA gate is defined in one list in the code; every entry must be a registered operation
+// and appear in docs/authentication.md.
+func TestMFAGatedOperationsExistAndAreDocumented(t *testing.T) {
+	ops := map[string]bool{}
+	for _, methods := range openAPI(t) {
+		for _, op := range methods {
+			ops[op.OperationID] = true
+		}
+	}
+	doc, err := os.ReadFile("../../docs/authentication.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range access.MFAGatedOperations() {
+		if !ops[id] {
+			t.Errorf("MFA-gated operation %s is not registered", id)
+		}
+		if !strings.Contains(string(doc), "`"+id+"`") {
+			t.Errorf("MFA-gated operation %s is missing from docs/authentication.md", id)
+		}
+	}
+}
