@@ -84,7 +84,7 @@ type Created struct {
 const keyColumns = `k.id, k.name, k.key_prefix, k.permissions, k.scope, k.partner_id, k.org_id, k.created_by,
 	k.expires_at, k.last_used_at, k.revoked_at, k.created_at, k.updated_at`
 
-func (s *Service) scanKey(row interface{ Scan(...any) error }) (APIKey, error) {
+func (s *Service) scanKey(row store.Scanner) (APIKey, error) {
 	var k APIKey
 	var perms string
 	var partnerID, orgID, createdBy sql.NullString
@@ -179,8 +179,9 @@ type ListFilter struct {
 	Status string
 }
 
-// List returns keys in the caller's scope, newest first, and the cursor of the next page.
-func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]APIKey, string, error) {
+// List returns keys in the caller's scope, newest first, the cursor of the next page, and
+// (legacy page mode) the total.
+func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]APIKey, string, *int, error) {
 	var a store.Args
 	conds := []string{scopeFilter(access.ScopeFrom(ctx), &a)}
 	now := s.now()
@@ -193,43 +194,11 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]AP
 	case StatusExpired:
 		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at IS NOT NULL AND k.expires_at <= "+a.Add(now))
 	default:
-		return nil, "", apperr.Invalid("status", "use active, revoked or expired")
+		return nil, "", nil, apperr.Invalid("status", "use active, revoked or expired")
 	}
-	if page.Cursor != "" {
-		var id string
-		if err := store.DecodeCursor(page.Cursor, &id); err != nil {
-			return nil, "", err
-		}
-		if !store.ValidID(id) {
-			return nil, "", apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
-		}
-		conds = append(conds, "k.id < "+a.Add(id))
-	}
-	query := `SELECT ` + keyColumns + ` FROM api_keys k WHERE ` + store.Where(conds) + ` ORDER BY k.id DESC LIMIT ` + a.Add(page.Limit+1)
-	if page.Number > 0 {
-		query += ` OFFSET ` + a.Add(page.Offset())
-	}
-	rows, err := s.db.SQL.QueryContext(ctx, query, a.Values()...)
-	if err != nil {
-		return nil, "", fmt.Errorf("list API keys: %w", err)
-	}
-	defer rows.Close()
-	out := []APIKey{}
-	for rows.Next() {
-		k, err := s.scanKey(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	if len(out) <= page.Limit {
-		return out, "", nil
-	}
-	out = out[:page.Limit]
-	return out, store.EncodeCursor(out[len(out)-1].ID), nil
+	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: keyColumns, From: " FROM api_keys k", Conds: conds,
+		Args: &a, SortKey: "k.id", SortID: "k.id", Desc: true}, page, s.scanKey,
+		func(k APIKey) (string, string) { return k.ID, k.ID })
 }
 
 // Get returns a key in the caller's scope.

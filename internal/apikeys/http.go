@@ -48,15 +48,11 @@ func (s *Service) Register(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			rows, next, err := s.List(ctx, ListFilter{Status: in.Status}, page)
+			rows, next, total, err := s.List(ctx, ListFilter{Status: in.Status}, page)
 			if err != nil {
 				return nil, err
 			}
-			p := httpapi.Pagination{HasMore: next != "", Cursor: next}
-			if page.Number > 0 {
-				p.Cursor, p.Page, p.Limit = "", page.Number, page.Limit
-			}
-			return &httpapi.ListBody[APIKey]{Body: httpapi.List[APIKey]{Data: rows, Pagination: p}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-api-key", Method: http.MethodPost, Path: "/api-keys", Tag: tag,
 		Permission: "api-keys:write", Status: http.StatusCreated, Summary: "Create an API key",

@@ -70,15 +70,6 @@ type statsInput struct {
 
 type statsOutput struct{ Body Stats }
 
-func pagination(next string, page, limit int, total *int) httpapi.Pagination {
-	p := httpapi.Pagination{HasMore: next != "", Cursor: next}
-	if page > 0 {
-		p.Page, p.Limit, p.Total = page, limit, total
-		p.HasMore = total != nil && page*limit < *total
-	}
-	return p
-}
-
 func (l *Log) list(ctx context.Context, pq httpapi.PageQuery, c Criteria) (*httpapi.ListBody[LogEntry], error) {
 	page, err := pq.Normalize(httpapi.MaxPageSize)
 	if err != nil {
@@ -88,8 +79,7 @@ func (l *Log) list(ctx context.Context, pq httpapi.PageQuery, c Criteria) (*http
 	if err != nil {
 		return nil, err
 	}
-	return &httpapi.ListBody[LogEntry]{Body: httpapi.List[LogEntry]{Data: rows,
-		Pagination: pagination(next, page.Number, page.Limit, total)}}, nil
+	return httpapi.ListPage(rows, next, page, total), nil
 }
 
 // exportStream validates the request and returns the streamed export of entries in the

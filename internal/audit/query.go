@@ -160,7 +160,7 @@ func (c Criteria) conditions(s access.Scope, a *store.Args) []string {
 const entryColumns = `id, occurred_at, partner_id, org_id, category, result, actor_type, actor_id, actor_email,
 	action, resource_type, resource_id, resource_name, ip, user_agent, request_id, details`
 
-func scanEntry(row interface{ Scan(...any) error }) (LogEntry, error) {
+func scanEntry(row store.Scanner) (LogEntry, error) {
 	var e LogEntry
 	var partner, org, actorID, actorEmail, resID, resName, ip, ua, reqID sql.NullString
 	var details string
@@ -191,40 +191,9 @@ func ptr(s sql.NullString) *string {
 func (l *Log) List(ctx context.Context, c Criteria, page store.Page) ([]LogEntry, string, *int, error) {
 	var a store.Args
 	conds := c.conditions(access.ScopeFrom(ctx), &a)
-	var total *int
-	if page.Number > 0 {
-		var n int
-		if err := l.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_logs WHERE `+store.Where(conds),
-			a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, fmt.Errorf("count audit entries: %w", err)
-		}
-		total = &n
-	} else if page.Cursor != "" {
-		var id string
-		if err := store.DecodeCursor(page.Cursor, &id); err != nil {
-			return nil, "", nil, err
-		}
-		if !store.ValidID(id) {
-			return nil, "", nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
-		}
-		conds = append(conds, "id < "+a.Add(id))
-	}
-	query := `SELECT ` + entryColumns + ` FROM audit_logs WHERE ` + store.Where(conds) + ` ORDER BY id DESC LIMIT ` + a.Add(page.Limit+1)
-	if page.Number > 0 {
-		query += ` OFFSET ` + a.Add(page.Offset())
-	}
-	out, err := l.query(ctx, query, a.Values()...)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	next := ""
-	if len(out) > page.Limit {
-		out = out[:page.Limit]
-		if page.Number == 0 {
-			next = store.EncodeCursor(out[len(out)-1].ID)
-		}
-	}
-	return out, next, total, nil
+	return store.List(ctx, l.db.SQL, store.ListQuery{Columns: entryColumns, From: " FROM audit_logs", Conds: conds,
+		Args: &a, SortKey: "id", SortID: "id", Desc: true}, page, scanEntry,
+		func(e LogEntry) (string, string) { return e.ID, e.ID })
 }
 
 // Get returns one entry in the caller's scope; one outside it is not found.

@@ -53,3 +53,13 @@ type List[T any] struct {
 type ListBody[T any] struct {
 	Body List[T]
 }
+
+// ListPage builds a list response from the rows, the next cursor and (legacy page mode) the total.
+func ListPage[T any](rows []T, next string, page store.Page, total *int) *ListBody[T] {
+	p := Pagination{HasMore: next != "", Cursor: next}
+	if page.Number > 0 {
+		p.Page, p.Limit, p.Total = page.Number, page.Limit, total
+		p.HasMore = total != nil && page.Number*page.Limit < *total
+	}
+	return &ListBody[T]{Body: List[T]{Data: rows, Pagination: p}}
+}

@@ -140,9 +140,9 @@ func (s *Service) ListAccessReviews(ctx context.Context, status string, page sto
 	if status != "" {
 		conds = append(conds, "ar.status = "+a.Add(status))
 	}
-	// The sort key is the ID twice: IDs are time-ordered, and the cursor helper wants two keys.
-	return listRows(ctx, s.db.SQL, listSpec{columns: reviewColumns, from: ` FROM access_reviews ar`, conds: conds, args: &a,
-		sortKey: "ar.id", sortID: "ar.id", desc: true}, page, scanReview,
+	// IDs are time-ordered: sorting by ID alone is newest first.
+	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: reviewColumns, From: ` FROM access_reviews ar`, Conds: conds, Args: &a,
+		SortKey: "ar.id", SortID: "ar.id", Desc: true}, page, scanReview,
 		func(r AccessReview) (string, string) { return r.ID, r.ID })
 }
 

@@ -38,7 +38,7 @@ func (s *Service) registerReviews(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return &httpapi.ListBody[AccessReview]{Body: httpapi.List[AccessReview]{Data: rows, Pagination: pagination(next, page, total)}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-access-review", Method: http.MethodPost, Path: "/access-reviews", Tag: tag,
 		Permission: "access-reviews:write", Status: http.StatusCreated, Summary: "Start an access review",

@@ -118,8 +118,8 @@ func (s *Service) ListRoles(ctx context.Context, f RoleListFilter, page store.Pa
 		conds = append(conds, "LOWER(r.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
 	}
 	count := `(SELECT COUNT(*) FROM users u WHERE u.role_id = r.id AND ` + userFilter(p.Scope, &a) + `)`
-	return listRows(ctx, s.db.SQL, listSpec{columns: roleColumns + ", " + count, from: ` FROM roles r`, conds: conds, args: &a,
-		sortKey: "r.name", sortID: "r.id"}, page,
+	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: roleColumns + ", " + count, From: ` FROM roles r`, Conds: conds, Args: &a,
+		SortKey: "r.name", SortID: "r.id"}, page,
 		func(row scanner) (Role, error) { return scanRole(row, true) },
 		func(r Role) (string, string) { return r.Name, r.ID })
 }

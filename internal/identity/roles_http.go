@@ -61,7 +61,7 @@ func (s *Service) registerRoles(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return &httpapi.ListBody[Role]{Body: httpapi.List[Role]{Data: rows, Pagination: pagination(next, page, total)}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-available-permissions", Method: http.MethodGet, Path: "/roles/permissions/available", Tag: tag,
 		Permission: "roles:read", Summary: "The permission catalog",
@@ -120,7 +120,7 @@ func (s *Service) registerRoles(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return &httpapi.ListBody[User]{Body: httpapi.List[User]{Data: rows, Pagination: pagination(next, page, total)}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-role-effective-permissions", Method: http.MethodGet, Path: "/roles/{id}/effective-permissions", Tag: tag,
 		Permission: "roles:read", Summary: "What a role amounts to"},

@@ -2,14 +2,12 @@ package identity
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
 
 	"gale/internal/access"
 	"gale/internal/apperr"
-	"gale/internal/httpapi"
 	"gale/internal/mail"
 	"gale/internal/store"
 )
@@ -81,88 +79,6 @@ func roleFilter(scope access.Scope, a *store.Args) string {
 			" OR r.tenant_key = " + a.Add("o:"+scope.OrgID) + "))"
 	}
 	return "FALSE"
-}
-
-// listSpec is one paged list query: columns and FROM clause, conditions, and the two sort
-// columns (a unique key last) that the cursor encodes.
-type listSpec struct {
-	columns string
-	from    string
-	conds   []string
-	args    *store.Args
-	sortKey string
-	sortID  string
-	desc    bool
-}
-
-// listRows runs spec in cursor mode, or in legacy page mode (then with the total).
-func listRows[T any](ctx context.Context, q store.Querier, spec listSpec, page store.Page,
-	scan func(scanner) (T, error), key func(T) (string, string)) ([]T, string, *int, error) {
-	a := spec.args
-	conds := spec.conds
-	var total *int
-	cmp, dir := ">", "ASC"
-	if spec.desc {
-		cmp, dir = "<", "DESC"
-	}
-	if page.Number > 0 {
-		var n int
-		if err := q.QueryRowContext(ctx, `SELECT COUNT(*) `+spec.from+` WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, err
-		}
-		total = &n
-	} else if page.Cursor != "" {
-		var k, id string
-		if err := store.DecodeCursor(page.Cursor, &k, &id); err != nil {
-			return nil, "", nil, err
-		}
-		if !store.ValidID(id) || (spec.sortKey == spec.sortID && !store.ValidID(k)) {
-			return nil, "", nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
-		}
-		conds = append(conds, fmt.Sprintf("(%s %s %s OR (%s = %s AND %s %s %s))", spec.sortKey, cmp, a.Add(k),
-			spec.sortKey, a.Add(k), spec.sortID, cmp, a.Add(id)))
-	}
-	query := `SELECT ` + spec.columns + spec.from + ` WHERE ` + store.Where(conds) +
-		fmt.Sprintf(` ORDER BY %s %s, %s %s LIMIT %s`, spec.sortKey, dir, spec.sortID, dir, a.Add(page.Limit+1))
-	if page.Number > 0 {
-		query += ` OFFSET ` + a.Add(page.Offset())
-	}
-	rows, err := q.QueryContext(ctx, query, a.Values()...)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	defer rows.Close()
-	out := []T{}
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
-	}
-	next := ""
-	if len(out) > page.Limit {
-		out = out[:page.Limit]
-		k, id := key(out[len(out)-1])
-		next = store.EncodeCursor(k, id)
-	}
-	if page.Number > 0 {
-		next = ""
-	}
-	return out, next, total, nil
-}
-
-// pagination builds the envelope's paging part for cursor or legacy page mode.
-func pagination(next string, page store.Page, total *int) httpapi.Pagination {
-	p := httpapi.Pagination{HasMore: next != "", Cursor: next}
-	if page.Number > 0 {
-		p.Page, p.Limit, p.Total = page.Number, page.Limit, total
-		p.HasMore = total != nil && page.Number*page.Limit < *total
-	}
-	return p
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -53,7 +53,7 @@ const userColumns = `u.id, u.email, u.name, u.status, u.scope, u.partner_id, u.o
 
 const userFrom = ` FROM users u JOIN roles r ON r.id = u.role_id`
 
-type scanner interface{ Scan(dest ...any) error }
+type scanner = store.Scanner
 
 func scanUser(row scanner) (User, error) {
 	var u User

@@ -91,7 +91,7 @@ func (s *Service) registerUsers(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return &httpapi.ListBody[User]{Body: httpapi.List[User]{Data: rows, Pagination: pagination(next, page, total)}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-assignable-roles", Method: http.MethodGet, Path: "/users/roles", Tag: tag,
 		Permission: "users:read", Summary: "Roles the caller may assign",

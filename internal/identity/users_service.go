@@ -109,8 +109,8 @@ func (s *Service) ListUsers(ctx context.Context, f UserListFilter, page store.Pa
 	if f.OrgID != "" {
 		conds = append(conds, "u.org_id = "+a.Add(f.OrgID))
 	}
-	users, next, total, err := listRows(ctx, s.db.SQL, listSpec{columns: userColumns, from: userFrom, conds: conds, args: &a,
-		sortKey: "u.email", sortID: "u.id"}, page, scanUser, func(u User) (string, string) { return u.Email, u.ID })
+	users, next, total, err := store.List(ctx, s.db.SQL, store.ListQuery{Columns: userColumns, From: userFrom, Conds: conds, Args: &a,
+		SortKey: "u.email", SortID: "u.id"}, page, scanUser, func(u User) (string, string) { return u.Email, u.ID })
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -71,15 +71,6 @@ type listSitesInput struct {
 	Search string `query:"search" maxLength:"200"`
 }
 
-func pagination(next string, page int, limit int, total *int) httpapi.Pagination {
-	p := httpapi.Pagination{HasMore: next != "", Cursor: next}
-	if page > 0 {
-		p.Page, p.Limit, p.Total = page, limit, total
-		p.HasMore = total != nil && page*limit < *total
-	}
-	return p
-}
-
 // Register adds the /orgs routes.
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Partners, organizations, sites"
@@ -91,11 +82,11 @@ func (s *Service) Register(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			rows, next, err := s.ListPartners(ctx, page)
+			rows, next, total, err := s.ListPartners(ctx, page)
 			if err != nil {
 				return nil, err
 			}
-			return &httpapi.ListBody[Partner]{Body: httpapi.List[Partner]{Data: rows, Pagination: pagination(next, 0, 0, nil)}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-partner", Method: http.MethodPost, Path: "/orgs/partners", Tag: tag,
 		Permission: "partners:write", Status: http.StatusCreated, Summary: "Create a partner", Description: "System scope only."},
@@ -148,8 +139,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		if err != nil {
 			return nil, err
 		}
-		return &httpapi.ListBody[Organization]{Body: httpapi.List[Organization]{Data: rows,
-			Pagination: pagination(next, page.Number, page.Limit, total)}}, nil
+		return httpapi.ListPage(rows, next, page, total), nil
 	}
 	httpapi.Register(api, httpapi.Route{ID: "list-orgs", Method: http.MethodGet, Path: "/orgs/", Tag: tag,
 		Permission: "organizations:read", Summary: "Organizations in scope", Description: "Same as GET /orgs/organizations."}, listOrgs)
@@ -206,7 +196,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			return &httpapi.ListBody[Site]{Body: httpapi.List[Site]{Data: rows, Pagination: pagination(next, page.Number, page.Limit, total)}}, nil
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-site", Method: http.MethodPost, Path: "/orgs/sites", Tag: tag,
 		Permission: "sites:write", Status: http.StatusCreated, Summary: "Create a site"},

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -70,7 +69,7 @@ type NewOrganization struct {
 const orgColumns = `o.id, o.partner_id, o.name, o.slug, o.type, o.status, o.max_enrollment_key_ttl_minutes,
 	o.contract_start, o.contract_end, o.billing_contact, o.settings, o.created_at, o.updated_at, o.deleted_at`
 
-func scanOrg(row interface{ Scan(...any) error }) (Organization, error) {
+func scanOrg(row store.Scanner) (Organization, error) {
 	var o Organization
 	var ttl sql.NullInt64
 	var start, end, deleted sql.NullTime
@@ -152,45 +151,8 @@ func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page s
 	if f.PartnerID != "" {
 		conds = append(conds, "o.partner_id = "+a.Add(f.PartnerID))
 	}
-	var total *int
-	if page.Number > 0 {
-		var n int
-		if err := s.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM organizations o WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, err
-		}
-		total = &n
-	} else if page.Cursor != "" {
-		var name, id string
-		if err := store.DecodeCursor(page.Cursor, &name, &id); err != nil {
-			return nil, "", nil, err
-		}
-		conds = append(conds, fmt.Sprintf("(o.name > %s OR (o.name = %s AND o.id > %s))", a.Add(name), a.Add(name), a.Add(id)))
-	}
-	query := `SELECT ` + orgColumns + ` FROM organizations o WHERE ` + store.Where(conds) + ` ORDER BY o.name, o.id LIMIT ` + a.Add(page.Limit+1)
-	if page.Number > 0 {
-		query += ` OFFSET ` + a.Add(page.Offset())
-	}
-	rows, err := s.db.SQL.QueryContext(ctx, query, a.Values()...)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	defer rows.Close()
-	var out []Organization
-	for rows.Next() {
-		o, err := scanOrg(rows)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
-	}
-	out, next := trimPage(out, page.Limit, func(o Organization) string { return store.EncodeCursor(o.Name, o.ID) })
-	if page.Number > 0 {
-		next = ""
-	}
-	return out, next, total, nil
+	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
+		Args: &a, SortKey: "o.name", SortID: "o.id"}, page, scanOrg, func(o Organization) (string, string) { return o.Name, o.ID })
 }
 
 // GetOrganization returns an organization in scope.

@@ -59,7 +59,7 @@ type PartnerInput struct {
 
 const partnerColumns = `id, name, slug, status, max_organizations, org_count, billing_email, settings, created_at, updated_at`
 
-func scanPartner(row interface{ Scan(...any) error }) (Partner, error) {
+func scanPartner(row store.Scanner) (Partner, error) {
 	var p Partner
 	var maxOrgs sql.NullInt64
 	var billing sql.NullString
@@ -102,50 +102,13 @@ func requireSystem(scope access.Scope) error {
 }
 
 // ListPartners lists partners (system scope only), by name.
-func (s *Service) ListPartners(ctx context.Context, page store.Page) ([]Partner, string, error) {
+func (s *Service) ListPartners(ctx context.Context, page store.Page) ([]Partner, string, *int, error) {
 	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	var a store.Args
-	conds := []string{"deleted_at IS NULL"}
-	if page.Cursor != "" {
-		var name, id string
-		if err := store.DecodeCursor(page.Cursor, &name, &id); err != nil {
-			return nil, "", err
-		}
-		conds = append(conds, fmt.Sprintf("(name > %s OR (name = %s AND id > %s))", a.Add(name), a.Add(name), a.Add(id)))
-	}
-	rows, err := s.db.SQL.QueryContext(ctx, `SELECT `+partnerColumns+` FROM partners WHERE `+store.Where(conds)+
-		` ORDER BY name, id LIMIT `+a.Add(page.Limit+1), a.Values()...)
-	if err != nil {
-		return nil, "", err
-	}
-	defer rows.Close()
-	var out []Partner
-	for rows.Next() {
-		p, err := scanPartner(rows)
-		if err != nil {
-			return nil, "", err
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
-	}
-	out, next := trimPage(out, page.Limit, func(p Partner) string { return store.EncodeCursor(p.Name, p.ID) })
-	return out, next, nil
-}
-
-// trimPage cuts the extra row fetched to learn whether another page exists.
-func trimPage[T any](rows []T, limit int, cursor func(T) string) ([]T, string) {
-	if rows == nil {
-		rows = []T{}
-	}
-	if len(rows) <= limit {
-		return rows, ""
-	}
-	rows = rows[:limit]
-	return rows, cursor(rows[len(rows)-1])
+	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: partnerColumns, From: " FROM partners",
+		Conds: []string{"deleted_at IS NULL"}, Args: &store.Args{}, SortKey: "name", SortID: "id"}, page, scanPartner,
+		func(p Partner) (string, string) { return p.Name, p.ID })
 }
 
 // GetPartner returns a partner in scope.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -49,7 +48,7 @@ type SiteInput struct {
 
 const siteColumns = `s.id, s.org_id, s.partner_id, s.name, s.timezone, s.address, s.contact, s.created_at, s.updated_at`
 
-func scanSite(row interface{ Scan(...any) error }) (Site, error) {
+func scanSite(row store.Scanner) (Site, error) {
 	var st Site
 	var addr, contact sql.NullString
 	err := row.Scan(&st.ID, &st.OrgID, &st.PartnerID, &st.Name, &st.Timezone, &addr, &contact, &st.CreatedAt, &st.UpdatedAt)
@@ -104,45 +103,8 @@ func (s *Service) ListSites(ctx context.Context, f SiteListFilter, page store.Pa
 	if f.Search != "" {
 		conds = append(conds, "LOWER(s.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
 	}
-	var total *int
-	if page.Number > 0 {
-		var n int
-		if err := s.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM sites s WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, err
-		}
-		total = &n
-	} else if page.Cursor != "" {
-		var name, id string
-		if err := store.DecodeCursor(page.Cursor, &name, &id); err != nil {
-			return nil, "", nil, err
-		}
-		conds = append(conds, fmt.Sprintf("(s.name > %s OR (s.name = %s AND s.id > %s))", a.Add(name), a.Add(name), a.Add(id)))
-	}
-	query := `SELECT ` + siteColumns + ` FROM sites s WHERE ` + store.Where(conds) + ` ORDER BY s.name, s.id LIMIT ` + a.Add(page.Limit+1)
-	if page.Number > 0 {
-		query += ` OFFSET ` + a.Add(page.Offset())
-	}
-	rows, err := s.db.SQL.QueryContext(ctx, query, a.Values()...)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	defer rows.Close()
-	var out []Site
-	for rows.Next() {
-		st, err := scanSite(rows)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		out = append(out, st)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
-	}
-	out, next := trimPage(out, page.Limit, func(st Site) string { return store.EncodeCursor(st.Name, st.ID) })
-	if page.Number > 0 {
-		next = ""
-	}
-	return out, next, total, nil
+	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: siteColumns, From: " FROM sites s", Conds: conds,
+		Args: &a, SortKey: "s.name", SortID: "s.id"}, page, scanSite, func(st Site) (string, string) { return st.Name, st.ID })
 }
 
 // GetSite returns a site in scope.
