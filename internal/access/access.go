@@ -69,6 +69,32 @@ func (s Scope) OrgFilter(a *store.Args, orgCol, partnerCol string) string {
 	return "FALSE"
 }
 
+// TenantFilter renders the condition for rows that belong either to a partner itself (the
+// organization column NULL) or to one of its organizations (users, API keys, audit entries):
+// a partner caller sees its partner's rows except those of organizations outside a selected
+// set; an organization caller its organization's rows; a system caller all.
+func (s Scope) TenantFilter(a *store.Args, orgCol, partnerCol string) string {
+	switch s.Level {
+	case LevelSystem:
+		return "TRUE"
+	case LevelPartner:
+		if s.PartnerID == "" {
+			return "FALSE"
+		}
+		cond := partnerCol + " = " + a.Add(s.PartnerID)
+		if s.OrgIDs != nil {
+			cond += " AND (" + orgCol + " IS NULL OR " + orgCol + " IN " + a.In(s.OrgIDs) + ")"
+		}
+		return cond
+	case LevelOrganization:
+		if s.OrgID == "" {
+			return "FALSE"
+		}
+		return orgCol + " = " + a.Add(s.OrgID)
+	}
+	return "FALSE"
+}
+
 // PartnerFilter renders the condition for rows that belong to a partner as a whole (users,
 // roles, keys of the partner level): a partner caller sees its partner's rows, an
 // organization caller none, a system caller all.

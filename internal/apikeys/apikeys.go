@@ -128,31 +128,6 @@ func nullTime(t sql.NullTime) *time.Time {
 	return &u
 }
 
-// scopeFilter renders the condition that keeps keys the caller may see: a system caller
-// all; a partner caller its partner's keys, organization keys only of organizations it
-// reaches; an organization caller its organization's keys. An unset scope sees nothing.
-func scopeFilter(scope access.Scope, a *store.Args) string {
-	switch scope.Level {
-	case access.LevelSystem:
-		return "TRUE"
-	case access.LevelPartner:
-		if scope.PartnerID == "" {
-			return "FALSE"
-		}
-		cond := "k.partner_id = " + a.Add(scope.PartnerID)
-		if scope.OrgIDs != nil {
-			cond += " AND (k.org_id IS NULL OR k.org_id IN " + a.In(scope.OrgIDs) + ")"
-		}
-		return cond
-	case access.LevelOrganization:
-		if scope.OrgID == "" {
-			return "FALSE"
-		}
-		return "k.org_id = " + a.Add(scope.OrgID)
-	}
-	return "FALSE"
-}
-
 // scopeCovers reports whether a caller of scope reaches everything a key of the given level
 // and tenancy may reach, so handing it the key's raw value gives it nothing new.
 func scopeCovers(scope access.Scope, k APIKey) bool {
@@ -183,7 +158,7 @@ type ListFilter struct {
 // (legacy page mode) the total.
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]APIKey, string, *int, error) {
 	var a store.Args
-	conds := []string{scopeFilter(access.ScopeFrom(ctx), &a)}
+	conds := []string{access.ScopeFrom(ctx).TenantFilter(&a, "k.org_id", "k.partner_id")}
 	now := s.now()
 	switch f.Status {
 	case "":
@@ -208,7 +183,7 @@ func (s *Service) Get(ctx context.Context, id string) (APIKey, error) {
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (APIKey, error) {
 	var a store.Args
-	conds := []string{"k.id = " + a.Add(id), scopeFilter(scope, &a)}
+	conds := []string{"k.id = " + a.Add(id), scope.TenantFilter(&a, "k.org_id", "k.partner_id")}
 	k, err := s.scanKey(q.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys k WHERE `+store.Where(conds), a.Values()...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, apperr.NotFound("API key")

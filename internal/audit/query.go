@@ -89,33 +89,6 @@ func parseTime(field, s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// scopeFilter renders who may read which entries; every query of the log goes through it.
-// System callers read everything. A partner caller reads its partner's entries that belong
-// to no organization or to an organization in its scope. An organization caller reads its
-// organization's entries. Entries with neither partner nor organization are system-only.
-// The zero Scope reads nothing.
-func scopeFilter(s access.Scope, a *store.Args) string {
-	switch s.Level {
-	case access.LevelSystem:
-		return "TRUE"
-	case access.LevelPartner:
-		if s.PartnerID == "" {
-			return "FALSE"
-		}
-		cond := "partner_id = " + a.Add(s.PartnerID)
-		if s.OrgIDs != nil {
-			cond += " AND (org_id IS NULL OR org_id IN " + a.In(s.OrgIDs) + ")"
-		}
-		return cond
-	case access.LevelOrganization:
-		if s.OrgID == "" {
-			return "FALSE"
-		}
-		return "org_id = " + a.Add(s.OrgID)
-	}
-	return "FALSE"
-}
-
 // likeEscape escapes LIKE wildcards so user text matches literally (with ESCAPE '\').
 func likeEscape(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
@@ -123,7 +96,7 @@ func likeEscape(s string) string {
 
 // conditions renders the scope and the criteria.
 func (c Criteria) conditions(s access.Scope, a *store.Args) []string {
-	conds := []string{scopeFilter(s, a)}
+	conds := []string{s.TenantFilter(a, "org_id", "partner_id")}
 	eq := func(col, v string) {
 		if v != "" {
 			conds = append(conds, col+" = "+a.Add(v))
@@ -202,7 +175,7 @@ func (l *Log) Get(ctx context.Context, id string) (LogEntry, error) {
 		return LogEntry{}, apperr.NotFound("audit entry")
 	}
 	var a store.Args
-	conds := []string{scopeFilter(access.ScopeFrom(ctx), &a), "id = " + a.Add(id)}
+	conds := []string{access.ScopeFrom(ctx).TenantFilter(&a, "org_id", "partner_id"), "id = " + a.Add(id)}
 	e, err := scanEntry(l.db.SQL.QueryRowContext(ctx, `SELECT `+entryColumns+` FROM audit_logs WHERE `+store.Where(conds), a.Values()...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return LogEntry{}, apperr.NotFound("audit entry")

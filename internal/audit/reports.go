@@ -151,7 +151,7 @@ func (l *Log) Compliance(ctx context.Context, p Period) (Compliance, error) {
 	}
 	var u store.Args
 	err = l.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN mfa_enabled THEN 1 ELSE 0 END), 0)
-		FROM users WHERE status = 'active' AND `+userScope(scope, &u), u.Values()...).
+		FROM users WHERE status = 'active' AND `+scope.TenantFilter(&u, "org_id", "partner_id"), u.Values()...).
 		Scan(&out.MFAAdoption.Users, &out.MFAAdoption.WithMFA)
 	if err != nil {
 		return out, fmt.Errorf("count mfa adoption: %w", err)
@@ -160,31 +160,6 @@ func (l *Log) Compliance(ctx context.Context, p Period) (Compliance, error) {
 		out.MFAAdoption.Percent = math.Round(float64(out.MFAAdoption.WithMFA)*1000/float64(out.MFAAdoption.Users)) / 10
 	}
 	return out, nil
-}
-
-// userScope renders which users count for a caller: system all; partner its partner's users
-// (partner-level, and organization-level ones of organizations in scope); organization its
-// organization's users.
-func userScope(s access.Scope, a *store.Args) string {
-	switch s.Level {
-	case access.LevelSystem:
-		return "TRUE"
-	case access.LevelPartner:
-		if s.PartnerID == "" {
-			return "FALSE"
-		}
-		cond := "partner_id = " + a.Add(s.PartnerID)
-		if s.OrgIDs != nil {
-			cond += " AND (org_id IS NULL OR org_id IN " + a.In(s.OrgIDs) + ")"
-		}
-		return cond
-	case access.LevelOrganization:
-		if s.OrgID == "" {
-			return "FALSE"
-		}
-		return "org_id = " + a.Add(s.OrgID)
-	}
-	return "FALSE"
 }
 
 // Stats summarizes the log in scope.
@@ -218,7 +193,7 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 	out := Stats{ByCategory: map[string]int{}, ByResult: map[string]int{}, TopActions: []ActionCount{}}
 	group := func(col string, limit int, each func(key string, n int)) error {
 		var a store.Args
-		q := `SELECT ` + col + `, COUNT(*) FROM audit_logs WHERE ` + scopeFilter(scope, &a) +
+		q := `SELECT ` + col + `, COUNT(*) FROM audit_logs WHERE ` + scope.TenantFilter(&a, "org_id", "partner_id") +
 			` GROUP BY ` + col + ` ORDER BY COUNT(*) DESC, ` + col
 		if limit > 0 {
 			q += ` LIMIT ` + a.Add(limit)
@@ -252,7 +227,7 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 	since := today.AddDate(0, 0, -(days - 1))
 	var a store.Args
 	day := dayExpr(l.db.Dialect)
-	rows, err := l.db.SQL.QueryContext(ctx, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scopeFilter(scope, &a)+
+	rows, err := l.db.SQL.QueryContext(ctx, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scope.TenantFilter(&a, "org_id", "partner_id")+
 		` AND occurred_at >= `+a.Add(since)+` GROUP BY `+day, a.Values()...)
 	if err != nil {
 		return out, fmt.Errorf("count audit entries per day: %w", err)
