@@ -13,7 +13,7 @@ var mfaGated = map[string]bool{
 	"create-site":          true, "update-site": true, "delete-site": true,
 	// Users and their access.
 	"invite-user": true, "resend-invite": true, "update-user": true, "delete-user": true,
-	"assign-user-role": true,
+	"assign-user-role": true, "issue-password-reset": true,
 	// Roles.
 	"create-role": true, "update-role": true, "delete-role": true, "clone-role": true,
 	// Access reviews.

@@ -89,6 +89,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.APIKeys = apikeys.New(db, logger)
 	a.Auth.SetAPIKeys(a.APIKeys)
 	a.Identity = identity.New(db, logger, sender, identity.Options{PublicURL: cfg.PublicURL, InviteTTL: cfg.InviteTTL})
+	a.Auth.SetUsers(a.Identity)
 
 	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
 		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version})

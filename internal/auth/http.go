@@ -105,6 +105,17 @@ type resetInput struct {
 	}
 }
 
+type adminResetInput struct {
+	ID string `path:"id" format:"uuid"`
+}
+
+type adminResetOutput struct {
+	Body struct {
+		EmailSent bool   `json:"emailSent"`
+		ResetURL  string `json:"resetUrl,omitempty" doc:"Present when SMTP is not configured: pass it to the user."`
+	}
+}
+
 type changePasswordInput struct {
 	Body struct {
 		CurrentPassword string `json:"currentPassword" maxLength:"1024"`
@@ -205,6 +216,15 @@ func (s *Service) Register(api *httpapi.Server) {
 		Status: http.StatusNoContent, Summary: "Set a new password with a reset token", Description: "Every session of the user ends."},
 		func(ctx context.Context, in *resetInput) (*struct{}, error) {
 			return nil, s.ResetPassword(ctx, in.Body.Token, in.Body.Password)
+		})
+	httpapi.Register(api, httpapi.Route{ID: "issue-password-reset", Method: http.MethodPost, Path: "/users/{id}/password-reset",
+		Tag: "Users", Permission: "users:write", Summary: "Issue a password-reset link for a user",
+		Description: "Mails the link (valid one hour) when SMTP is configured; otherwise returns it as resetUrl. The user must be active and manageable by the caller."},
+		func(ctx context.Context, in *adminResetInput) (*adminResetOutput, error) {
+			link, err := s.AdminPasswordReset(ctx, in.ID)
+			out := &adminResetOutput{}
+			out.Body.ResetURL, out.Body.EmailSent = link, link == ""
+			return out, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "change-password", Method: http.MethodPost, Path: "/auth/change-password", Tag: tag,
 		Status: http.StatusNoContent, Summary: "Change the caller's password", Description: "Every session of the user ends; sign in again."},

@@ -134,6 +134,15 @@ func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link s
 	return "", nil
 }
 
+// AdminPasswordReset issues a reset link for a user the caller may manage: mailed when SMTP
+// is configured, returned (for the administrator to pass on) when it is not.
+func (s *Service) AdminPasswordReset(ctx context.Context, userID string) (link string, err error) {
+	if _, err := s.users.ManageableUser(ctx, userID); err != nil {
+		return "", err
+	}
+	return s.IssuePasswordReset(ctx, userID)
+}
+
 // ResetPassword sets a new password with a reset token; every session of the user ends.
 func (s *Service) ResetPassword(ctx context.Context, token, password string) error {
 	if err := CheckPasswordPolicy("password", password); err != nil {

@@ -60,6 +60,12 @@ type Service struct {
 	// dummyHash is verified when an email is unknown, so both paths cost one argon2id run.
 	dummyHash string
 	apiKeys   APIKeyVerifier
+	users     UserGate
+}
+
+// UserGate finds a user the caller may manage (package identity implements it).
+type UserGate interface {
+	ManageableUser(ctx context.Context, id string) (identity.User, error)
 }
 
 // APIKeyVerifier resolves an X-API-Key to a principal (package apikeys implements it).
@@ -76,6 +82,9 @@ func New(db *store.DB, opts Options, box *secrets.Box, limiter *ratelimit.Limite
 
 // SetAPIKeys installs the API key verifier (it depends on this package's principal loading).
 func (s *Service) SetAPIKeys(v APIKeyVerifier) { s.apiKeys = v }
+
+// SetUsers installs the check administrators' password resets go through.
+func (s *Service) SetUsers(g UserGate) { s.users = g }
 
 // Session is the answer of a completed sign-in.
 type Session struct {

@@ -143,6 +143,16 @@ func getUser(ctx context.Context, q store.Querier, scope access.Scope, id string
 	return u, loadOrgIDs(ctx, q, []*User{&u})
 }
 
+// ManageableUser returns a user in the caller's scope that the caller may manage (404 when
+// out of scope, 403 when the user's role holds permissions the caller lacks).
+func (s *Service) ManageableUser(ctx context.Context, id string) (User, error) {
+	p, err := caller(ctx)
+	if err != nil {
+		return User{}, err
+	}
+	return manageable(ctx, s.db.SQL, p, id)
+}
+
 // manageable loads a user in scope that the caller may change: the caller must hold every
 // permission of the user's role, so nobody manages someone more powerful.
 func manageable(ctx context.Context, q store.Querier, p *access.Principal, id string) (User, error) {
