@@ -171,14 +171,14 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]AP
 	default:
 		return nil, "", nil, apperr.Invalid("status", "use active, revoked or expired")
 	}
-	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: keyColumns, From: " FROM api_keys k", Conds: conds,
+	return store.List(ctx, s.db, store.ListQuery{Columns: keyColumns, From: " FROM api_keys k", Conds: conds,
 		Args: &a, SortKey: "k.id", SortID: "k.id", Desc: true}, page, s.scanKey,
 		func(k APIKey) (string, string) { return k.ID, k.ID })
 }
 
 // Get returns a key in the caller's scope.
 func (s *Service) Get(ctx context.Context, id string) (APIKey, error) {
-	return s.get(ctx, s.db.SQL, access.ScopeFrom(ctx), id)
+	return s.get(ctx, s.db, access.ScopeFrom(ctx), id)
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (APIKey, error) {

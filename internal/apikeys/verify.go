@@ -31,7 +31,7 @@ func (s *Service) Verify(ctx context.Context, rawKey string) (*access.Principal,
 	var createdBy sql.NullString
 	var expires, revoked, lastUsed sql.NullTime
 	var perms string
-	err := s.db.SQL.QueryRowContext(ctx, `SELECT id, name, created_by, permissions, expires_at, revoked_at, last_used_at
+	err := s.db.QueryRowContext(ctx, `SELECT id, name, created_by, permissions, expires_at, revoked_at, last_used_at
 		FROM api_keys WHERE key_hash = $1`, hashKey(rawKey)).Scan(&id, &name, &createdBy, &perms, &expires, &revoked, &lastUsed)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, invalidKey()
@@ -43,7 +43,7 @@ func (s *Service) Verify(ctx context.Context, rawKey string) (*access.Principal,
 	if status(nullTime(revoked), nullTime(expires), now) != StatusActive || !createdBy.Valid {
 		return nil, invalidKey()
 	}
-	creator, err := auth.PrincipalForUser(ctx, s.db.SQL, createdBy.String)
+	creator, err := auth.PrincipalForUser(ctx, s.db, createdBy.String)
 	if err != nil {
 		return nil, fmt.Errorf("load creator of API key %s: %w", id, err)
 	}
@@ -72,7 +72,7 @@ func (s *Service) Verify(ctx context.Context, rawKey string) (*access.Principal,
 // touch records the use of a key, at most once a minute per key across all nodes (the
 // condition is in the UPDATE). A failure is logged, never the request's failure.
 func (s *Service) touch(ctx context.Context, id string, now time.Time) {
-	_, err := s.db.SQL.ExecContext(ctx, `UPDATE api_keys SET last_used_at = $1
+	_, err := s.db.ExecContext(ctx, `UPDATE api_keys SET last_used_at = $1
 		WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $3)`, now, id, now.Add(-lastUsedEvery))
 	if err != nil {
 		s.logger.WarnContext(ctx, "record API key use", "apiKeyId", id, "error", err)

@@ -76,7 +76,7 @@ func (l *Log) Security(ctx context.Context, e Entry) {
 	if e.Result == "" {
 		e.Result = ResultDenied
 	}
-	if err := insert(ctx, l.db.SQL, e); err != nil {
+	if err := insert(ctx, l.db, e); err != nil {
 		l.logger.ErrorContext(ctx, "record security event", "action", e.Action, "error", err)
 	}
 }

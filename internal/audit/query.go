@@ -164,7 +164,7 @@ func ptr(s sql.NullString) *string {
 func (l *Log) List(ctx context.Context, c Criteria, page store.Page) ([]LogEntry, string, *int, error) {
 	var a store.Args
 	conds := c.conditions(access.ScopeFrom(ctx), &a)
-	return store.List(ctx, l.db.SQL, store.ListQuery{Columns: entryColumns, From: " FROM audit_logs", Conds: conds,
+	return store.List(ctx, l.db, store.ListQuery{Columns: entryColumns, From: " FROM audit_logs", Conds: conds,
 		Args: &a, SortKey: "id", SortID: "id", Desc: true}, page, scanEntry,
 		func(e LogEntry) (string, string) { return e.ID, e.ID })
 }
@@ -176,7 +176,7 @@ func (l *Log) Get(ctx context.Context, id string) (LogEntry, error) {
 	}
 	var a store.Args
 	conds := []string{access.ScopeFrom(ctx).TenantFilter(&a, "org_id", "partner_id"), "id = " + a.Add(id)}
-	e, err := scanEntry(l.db.SQL.QueryRowContext(ctx, `SELECT `+entryColumns+` FROM audit_logs WHERE `+store.Where(conds), a.Values()...))
+	e, err := scanEntry(l.db.QueryRowContext(ctx, `SELECT `+entryColumns+` FROM audit_logs WHERE `+store.Where(conds), a.Values()...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return LogEntry{}, apperr.NotFound("audit entry")
 	}
@@ -199,7 +199,7 @@ func (l *Log) batch(ctx context.Context, s access.Scope, c Criteria, before stri
 }
 
 func (l *Log) query(ctx context.Context, query string, args ...any) ([]LogEntry, error) {
-	rows, err := l.db.SQL.QueryContext(ctx, query, args...)
+	rows, err := l.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query audit entries: %w", err)
 	}

@@ -64,7 +64,7 @@ const maxActivityRows = 1000
 func (l *Log) UserActivity(ctx context.Context, p Period) ([]ActorActivity, error) {
 	var a store.Args
 	conds := Criteria{FromTime: p.From, ToTime: p.To}.conditions(access.ScopeFrom(ctx), &a)
-	rows, err := l.db.SQL.QueryContext(ctx, `SELECT actor_id, actor_email, actor_type, COUNT(*),
+	rows, err := l.db.QueryContext(ctx, `SELECT actor_id, actor_email, actor_type, COUNT(*),
 		COALESCE(SUM(CASE WHEN category = 'change' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN category = 'security' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN result <> 'success' THEN 1 ELSE 0 END), 0),
@@ -139,7 +139,7 @@ func (l *Log) Compliance(ctx context.Context, p Period) (Compliance, error) {
 	out := Compliance{From: p.From, To: p.To}
 	var a store.Args
 	conds := Criteria{FromTime: p.From, ToTime: p.To}.conditions(scope, &a)
-	err := l.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*),
+	err := l.db.QueryRowContext(ctx, `SELECT COUNT(*),
 		COALESCE(SUM(CASE WHEN category = 'change' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN category = 'security' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN action = 'auth.login' AND result = 'failure' THEN 1 ELSE 0 END), 0),
@@ -150,7 +150,7 @@ func (l *Log) Compliance(ctx context.Context, p Period) (Compliance, error) {
 		return out, fmt.Errorf("count compliance events: %w", err)
 	}
 	var u store.Args
-	err = l.db.SQL.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN mfa_enabled THEN 1 ELSE 0 END), 0)
+	err = l.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN mfa_enabled THEN 1 ELSE 0 END), 0)
 		FROM users WHERE status = 'active' AND `+scope.TenantFilter(&u, "org_id", "partner_id"), u.Values()...).
 		Scan(&out.MFAAdoption.Users, &out.MFAAdoption.WithMFA)
 	if err != nil {
@@ -198,7 +198,7 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 		if limit > 0 {
 			q += ` LIMIT ` + a.Add(limit)
 		}
-		rows, err := l.db.SQL.QueryContext(ctx, q, a.Values()...)
+		rows, err := l.db.QueryContext(ctx, q, a.Values()...)
 		if err != nil {
 			return fmt.Errorf("count audit entries by %s: %w", col, err)
 		}
@@ -227,7 +227,7 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 	since := today.AddDate(0, 0, -(days - 1))
 	var a store.Args
 	day := dayExpr(l.db.Dialect)
-	rows, err := l.db.SQL.QueryContext(ctx, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scope.TenantFilter(&a, "org_id", "partner_id")+
+	rows, err := l.db.QueryContext(ctx, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scope.TenantFilter(&a, "org_id", "partner_id")+
 		` AND occurred_at >= `+a.Add(since)+` GROUP BY `+day, a.Values()...)
 	if err != nil {
 		return out, fmt.Errorf("count audit entries per day: %w", err)

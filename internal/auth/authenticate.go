@@ -42,7 +42,7 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 	if err != nil {
 		return nil, apperr.Unauthorized("invalid or expired access token")
 	}
-	cred, err := loadCredential(ctx, s.db.SQL, `u.id = $1 AND EXISTS (SELECT 1 FROM refresh_tokens t
+	cred, err := loadCredential(ctx, s.db, `u.id = $1 AND EXISTS (SELECT 1 FROM refresh_tokens t
 		WHERE t.family_id = $2 AND t.revoked_at IS NULL)`, c.Subject, c.SessionID)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 	if cred == nil || cred.Status != identity.StatusActive || cred.TokenEpoch != c.Epoch {
 		return nil, apperr.Unauthorized("session ended; sign in again")
 	}
-	p, err := UserPrincipal(ctx, s.db.SQL, cred)
+	p, err := UserPrincipal(ctx, s.db, cred)
 	if err != nil {
 		return nil, err
 	}

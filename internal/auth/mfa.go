@@ -44,14 +44,14 @@ func (s *Service) checkPassword(ctx context.Context, userID, password string) (*
 	} else if wait > 0 {
 		return nil, apperr.RateLimited(wait)
 	}
-	c, err := loadCredential(ctx, s.db.SQL, "u.id = $1", userID)
+	c, err := loadCredential(ctx, s.db, "u.id = $1", userID)
 	if err != nil {
 		return nil, err
 	}
 	if c == nil || !c.PasswordHash.Valid || !VerifyPassword(password, c.PasswordHash.String) {
 		s.audit.Security(ctx, audit.Entry{Action: "auth.password_check", ResourceType: "user", ResourceID: userID,
 			Result: audit.ResultFailure})
-		if _, err := s.limiter.Count(ctx, s.db.SQL, key, mfaPerUser); err != nil {
+		if _, err := s.limiter.Count(ctx, s.db, key, mfaPerUser); err != nil {
 			return nil, err
 		}
 		return nil, apperr.Unauthorized("current password is wrong")
@@ -83,7 +83,7 @@ func (s *Service) SetupMFA(ctx context.Context, p *access.Principal, password st
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.db.SQL.ExecContext(ctx, `UPDATE users SET mfa_pending_secret = $1, updated_at = $2 WHERE id = $3`,
+	if _, err := s.db.ExecContext(ctx, `UPDATE users SET mfa_pending_secret = $1, updated_at = $2 WHERE id = $3`,
 		s.box.Seal(key.Secret()), store.Now(), c.ID); err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, pass
 		return nil, apperr.Conflict("MFA is already enabled")
 	}
 	var pending sql.NullString
-	if err := s.db.SQL.QueryRowContext(ctx, `SELECT mfa_pending_secret FROM users WHERE id = $1`, c.ID).Scan(&pending); err != nil {
+	if err := s.db.QueryRowContext(ctx, `SELECT mfa_pending_secret FROM users WHERE id = $1`, c.ID).Scan(&pending); err != nil {
 		return nil, err
 	}
 	if !pending.Valid {
@@ -191,7 +191,7 @@ func (s *Service) VerifyMFA(ctx context.Context, tempToken, code string) (*Sessi
 	if _, err := s.limiter.Hit(ctx, "mfa:"+claims.Subject, mfaPerUser); err != nil {
 		return nil, err
 	}
-	c, err := loadCredential(ctx, s.db.SQL, "u.id = $1", claims.Subject)
+	c, err := loadCredential(ctx, s.db, "u.id = $1", claims.Subject)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func (s *Service) StepUp(ctx context.Context, p *access.Principal, code string) 
 	if _, err := s.limiter.Hit(ctx, "mfa:"+p.UserID, mfaPerUser); err != nil {
 		return nil, err
 	}
-	c, err := loadCredential(ctx, s.db.SQL, "u.id = $1", p.UserID)
+	c, err := loadCredential(ctx, s.db, "u.id = $1", p.UserID)
 	if err != nil {
 		return nil, err
 	}

@@ -80,7 +80,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 	if _, err := s.limiter.Hit(ctx, "forgot:ip:"+access.RequestFrom(ctx).IP, loginPerIP); err != nil {
 		return err
 	}
-	c, err := loadCredential(ctx, s.db.SQL, "u.email = $1", email)
+	c, err := loadCredential(ctx, s.db, "u.email = $1", email)
 	if err != nil || c == nil || c.Status != identity.StatusActive {
 		return err
 	}
@@ -95,7 +95,7 @@ func (s *Service) ForgotPassword(ctx context.Context, email string) error {
 // IssuePasswordReset creates a reset token for the user and mails the link when SMTP is
 // configured; it returns the link when it is not (for an administrator to pass on).
 func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link string, err error) {
-	c, err := loadCredential(ctx, s.db.SQL, "u.id = $1", userID)
+	c, err := loadCredential(ctx, s.db, "u.id = $1", userID)
 	if err != nil {
 		return "", err
 	}

@@ -178,7 +178,7 @@ func (s *Service) Login(ctx context.Context, email, password string) (*LoginResu
 		e.Message = "too many failed sign-ins; this account is locked for a while"
 		return nil, e
 	}
-	c, err := loadCredential(ctx, s.db.SQL, "u.email = $1", email)
+	c, err := loadCredential(ctx, s.db, "u.email = $1", email)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (s *Service) Login(ctx context.Context, email, password string) (*LoginResu
 	if c == nil || !c.PasswordHash.Valid || c.Status != identity.StatusActive || !ok {
 		return nil, s.loginFailed(ctx, email, c)
 	}
-	if err := s.limiter.Clear(ctx, s.db.SQL, "login:failures:"+email); err != nil {
+	if err := s.limiter.Clear(ctx, s.db, "login:failures:"+email); err != nil {
 		return nil, err
 	}
 	if c.MFAEnabled {
@@ -214,15 +214,15 @@ func (s *Service) loginFailed(ctx context.Context, email string, c *credentialRo
 	if c != nil {
 		entry.ResourceID, entry.PartnerID, entry.OrgID = c.ID, c.PartnerID.String, c.OrgID.String
 	}
-	res, err := s.limiter.Count(ctx, s.db.SQL, "login:failures:"+email, failureWindow)
+	res, err := s.limiter.Count(ctx, s.db, "login:failures:"+email, failureWindow)
 	if err != nil {
 		return err
 	}
 	if res.Count >= failureWindow.Limit {
-		if _, err := s.limiter.Count(ctx, s.db.SQL, "login:locked:"+email, lockoutPeriod); err != nil {
+		if _, err := s.limiter.Count(ctx, s.db, "login:locked:"+email, lockoutPeriod); err != nil {
 			return err
 		}
-		if err := s.limiter.Clear(ctx, s.db.SQL, "login:failures:"+email); err != nil {
+		if err := s.limiter.Clear(ctx, s.db, "login:failures:"+email); err != nil {
 			return err
 		}
 		entry.Details["lockedMinutes"] = int(lockoutPeriod.Window.Minutes())
@@ -284,7 +284,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		expires, famExp    time.Time
 		revoked            sql.NullTime
 	)
-	err := s.db.SQL.QueryRowContext(ctx, `SELECT id, user_id, family_id, mfa, expires_at, family_expires_at, revoked_at
+	err := s.db.QueryRowContext(ctx, `SELECT id, user_id, family_id, mfa, expires_at, family_expires_at, revoked_at
 		FROM refresh_tokens WHERE token_hash = $1`, secrets.Hash(raw)).
 		Scan(&id, &userID, &family, &mfa, &expires, &famExp, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -342,7 +342,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 }
 
 func (s *Service) revokeFamily(ctx context.Context, family, userID, reason string) error {
-	if _, err := s.db.SQL.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
+	if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
 		store.Now(), family); err != nil {
 		return err
 	}
@@ -355,7 +355,7 @@ func (s *Service) revokeFamily(ctx context.Context, family, userID, reason strin
 func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string) error {
 	var family string
 	if refreshToken != "" {
-		err := s.db.SQL.QueryRowContext(ctx, `SELECT family_id FROM refresh_tokens WHERE token_hash = $1`,
+		err := s.db.QueryRowContext(ctx, `SELECT family_id FROM refresh_tokens WHERE token_hash = $1`,
 			secrets.Hash(refreshToken)).Scan(&family)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -368,7 +368,7 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 	if family == "" {
 		return apperr.Unauthorized("send the refresh token, or the access token of the session to end")
 	}
-	_, err := s.db.SQL.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
+	_, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
 		store.Now(), family)
 	return err
 }
@@ -382,7 +382,7 @@ func PurgeExpired(ctx context.Context, db *store.DB) (int64, error) {
 		`DELETE FROM refresh_tokens WHERE family_expires_at < $1 OR (revoked_at IS NOT NULL AND expires_at < $1)`,
 		`DELETE FROM user_tokens WHERE expires_at < $1`,
 	} {
-		res, err := db.SQL.ExecContext(ctx, q, now)
+		res, err := db.ExecContext(ctx, q, now)
 		if err != nil {
 			return total, err
 		}

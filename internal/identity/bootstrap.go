@@ -85,7 +85,7 @@ func defaultRole(level access.Level) string {
 // HasUsers reports whether any user exists.
 func HasUsers(ctx context.Context, db *store.DB) (bool, error) {
 	var n int
-	err := db.SQL.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n)
+	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM users`).Scan(&n)
 	return n > 0, err
 }
 

@@ -141,7 +141,7 @@ func (s *Service) ListAccessReviews(ctx context.Context, status string, page sto
 		conds = append(conds, "ar.status = "+a.Add(status))
 	}
 	// IDs are time-ordered: sorting by ID alone is newest first.
-	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: reviewColumns, From: ` FROM access_reviews ar`, Conds: conds, Args: &a,
+	return store.List(ctx, s.db, store.ListQuery{Columns: reviewColumns, From: ` FROM access_reviews ar`, Conds: conds, Args: &a,
 		SortKey: "ar.id", SortID: "ar.id", Desc: true}, page, scanReview,
 		func(r AccessReview) (string, string) { return r.ID, r.ID })
 }
@@ -152,7 +152,7 @@ func (s *Service) GetAccessReview(ctx context.Context, id string) (AccessReview,
 	if err != nil {
 		return AccessReview{}, err
 	}
-	return getReview(ctx, s.db.SQL, p.Scope, id)
+	return getReview(ctx, s.db, p.Scope, id)
 }
 
 func getReview(ctx context.Context, q store.Querier, scope access.Scope, id string) (AccessReview, error) {

@@ -118,7 +118,7 @@ func (s *Service) ListRoles(ctx context.Context, f RoleListFilter, page store.Pa
 		conds = append(conds, "LOWER(r.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
 	}
 	count := `(SELECT COUNT(*) FROM users u WHERE u.role_id = r.id AND ` + userFilter(p.Scope, &a) + `)`
-	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: roleColumns + ", " + count, From: ` FROM roles r`, Conds: conds, Args: &a,
+	return store.List(ctx, s.db, store.ListQuery{Columns: roleColumns + ", " + count, From: ` FROM roles r`, Conds: conds, Args: &a,
 		SortKey: "r.name", SortID: "r.id"}, page,
 		func(row scanner) (Role, error) { return scanRole(row, true) },
 		func(r Role) (string, string) { return r.Name, r.ID })
@@ -130,7 +130,7 @@ func (s *Service) GetRole(ctx context.Context, id string) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
-	return getRole(ctx, s.db.SQL, p.Scope, id)
+	return getRole(ctx, s.db, p.Scope, id)
 }
 
 func getRole(ctx context.Context, q store.Querier, scope access.Scope, id string) (Role, error) {
@@ -462,7 +462,7 @@ func (s *Service) RoleUsers(ctx context.Context, id string, page store.Page) ([]
 	if !p.Can("users:read") {
 		return nil, "", nil, apperr.Forbidden("missing permission users:read")
 	}
-	if _, err := getRole(ctx, s.db.SQL, p.Scope, id); err != nil {
+	if _, err := getRole(ctx, s.db, p.Scope, id); err != nil {
 		return nil, "", nil, err
 	}
 	return s.ListUsers(ctx, UserListFilter{RoleID: id}, page)
@@ -476,7 +476,7 @@ func (s *Service) AssignableRoles(ctx context.Context) ([]Role, error) {
 		return nil, err
 	}
 	var a store.Args
-	rows, err := s.db.SQL.QueryContext(ctx, `SELECT `+roleColumns+` FROM roles r WHERE `+roleFilter(p.Scope, &a)+
+	rows, err := s.db.QueryContext(ctx, `SELECT `+roleColumns+` FROM roles r WHERE `+roleFilter(p.Scope, &a)+
 		` ORDER BY r.name, r.id`, a.Values()...)
 	if err != nil {
 		return nil, err

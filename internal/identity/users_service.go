@@ -36,7 +36,7 @@ func (s *Service) GetMe(ctx context.Context) (Me, error) {
 	if err != nil {
 		return Me{}, err
 	}
-	u, err := LoadUser(ctx, s.db.SQL, p.UserID)
+	u, err := LoadUser(ctx, s.db, p.UserID)
 	if err != nil {
 		return Me{}, err
 	}
@@ -109,7 +109,7 @@ func (s *Service) ListUsers(ctx context.Context, f UserListFilter, page store.Pa
 	if f.OrgID != "" {
 		conds = append(conds, "u.org_id = "+a.Add(f.OrgID))
 	}
-	users, next, total, err := store.List(ctx, s.db.SQL, store.ListQuery{Columns: userColumns, From: userFrom, Conds: conds, Args: &a,
+	users, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: userColumns, From: userFrom, Conds: conds, Args: &a,
 		SortKey: "u.email", SortID: "u.id"}, page, scanUser, func(u User) (string, string) { return u.Email, u.ID })
 	if err != nil {
 		return nil, "", nil, err
@@ -118,7 +118,7 @@ func (s *Service) ListUsers(ctx context.Context, f UserListFilter, page store.Pa
 	for i := range users {
 		ptrs[i] = &users[i]
 	}
-	return users, next, total, loadOrgIDs(ctx, s.db.SQL, ptrs)
+	return users, next, total, loadOrgIDs(ctx, s.db, ptrs)
 }
 
 // GetUser returns a user in the caller's scope.
@@ -127,7 +127,7 @@ func (s *Service) GetUser(ctx context.Context, id string) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	return getUser(ctx, s.db.SQL, p.Scope, id)
+	return getUser(ctx, s.db, p.Scope, id)
 }
 
 func getUser(ctx context.Context, q store.Querier, scope access.Scope, id string) (User, error) {
@@ -150,7 +150,7 @@ func (s *Service) ManageableUser(ctx context.Context, id string) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	return manageable(ctx, s.db.SQL, p, id)
+	return manageable(ctx, s.db, p, id)
 }
 
 // manageable loads a user in scope that the caller may change: the caller must hold every

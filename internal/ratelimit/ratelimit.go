@@ -35,7 +35,7 @@ type Result struct {
 // Hit counts one hit on key and returns 429 RATE_LIMITED (with Retry-After) when the
 // window's budget is spent. The count and the window are one atomic upsert.
 func (l *Limiter) Hit(ctx context.Context, key string, r Rule) (Result, error) {
-	res, err := l.add(ctx, l.db.SQL, key, r)
+	res, err := l.add(ctx, l.db, key, r)
 	if err != nil {
 		return res, err
 	}
@@ -55,7 +55,7 @@ func (l *Limiter) Count(ctx context.Context, q store.Querier, key string, r Rule
 func (l *Limiter) Blocked(ctx context.Context, key string, r Rule) (time.Duration, error) {
 	var count int
 	var until time.Time
-	err := l.db.SQL.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
+	err := l.db.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
 		key, store.Now()).Scan(&count, &until)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && count < r.Limit) {
 		return 0, nil
@@ -74,7 +74,7 @@ func (l *Limiter) Clear(ctx context.Context, q store.Querier, key string) error 
 
 // Purge deletes expired windows; the periodic cleanup job calls it.
 func (l *Limiter) Purge(ctx context.Context) (int64, error) {
-	res, err := l.db.SQL.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, store.Now())
+	res, err := l.db.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, store.Now())
 	if err != nil {
 		return 0, err
 	}

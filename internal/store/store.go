@@ -38,6 +38,8 @@ type DB struct {
 	Pool *pgxpool.Pool
 	// Path is the database file on SQLite (empty on PostgreSQL).
 	Path string
+	// stmts caches prepared statements on SQLite; nil on PostgreSQL.
+	stmts *stmtCache
 }
 
 // Open connects to the database named by url: "sqlite:PATH" or "postgres://...".
@@ -86,7 +88,7 @@ func openSQLite(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &DB{SQL: db, Dialect: SQLite, Path: path}, nil
+	return &DB{SQL: db, Dialect: SQLite, Path: path, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}}}, nil
 }
 
 func openPostgres(ctx context.Context, url string) (*DB, error) {
@@ -111,6 +113,9 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 
 // Close releases the pools.
 func (db *DB) Close() error {
+	if db.stmts != nil {
+		db.stmts.close()
+	}
 	err := db.SQL.Close()
 	if db.Pool != nil {
 		db.Pool.Close()
@@ -123,7 +128,7 @@ func (db *DB) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var one int
-	return db.SQL.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	return db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 }
 
 // Querier is what both *sql.DB and *sql.Tx offer; read helpers take it so they work inside

@@ -151,13 +151,13 @@ func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page s
 	if f.PartnerID != "" {
 		conds = append(conds, "o.partner_id = "+a.Add(f.PartnerID))
 	}
-	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
+	return store.List(ctx, s.db, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
 		Args: &a, SortKey: "o.name", SortID: "o.id"}, page, scanOrg, func(o Organization) (string, string) { return o.Name, o.ID })
 }
 
 // GetOrganization returns an organization in scope.
 func (s *Service) GetOrganization(ctx context.Context, id string) (Organization, error) {
-	return s.getOrg(ctx, s.db.SQL, access.ScopeFrom(ctx), id, false)
+	return s.getOrg(ctx, s.db, access.ScopeFrom(ctx), id, false)
 }
 
 func (s *Service) getOrg(ctx context.Context, q store.Querier, scope access.Scope, id string, withDeleted bool) (Organization, error) {

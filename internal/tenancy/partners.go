@@ -106,14 +106,14 @@ func (s *Service) ListPartners(ctx context.Context, page store.Page) ([]Partner,
 	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
 		return nil, "", nil, err
 	}
-	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: partnerColumns, From: " FROM partners",
+	return store.List(ctx, s.db, store.ListQuery{Columns: partnerColumns, From: " FROM partners",
 		Conds: []string{"deleted_at IS NULL"}, Args: &store.Args{}, SortKey: "name", SortID: "id"}, page, scanPartner,
 		func(p Partner) (string, string) { return p.Name, p.ID })
 }
 
 // GetPartner returns a partner in scope.
 func (s *Service) GetPartner(ctx context.Context, id string) (Partner, error) {
-	return s.getPartner(ctx, s.db.SQL, access.ScopeFrom(ctx), id)
+	return s.getPartner(ctx, s.db, access.ScopeFrom(ctx), id)
 }
 
 func (s *Service) getPartner(ctx context.Context, q store.Querier, scope access.Scope, id string) (Partner, error) {

@@ -103,13 +103,13 @@ func (s *Service) ListSites(ctx context.Context, f SiteListFilter, page store.Pa
 	if f.Search != "" {
 		conds = append(conds, "LOWER(s.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
 	}
-	return store.List(ctx, s.db.SQL, store.ListQuery{Columns: siteColumns, From: " FROM sites s", Conds: conds,
+	return store.List(ctx, s.db, store.ListQuery{Columns: siteColumns, From: " FROM sites s", Conds: conds,
 		Args: &a, SortKey: "s.name", SortID: "s.id"}, page, scanSite, func(st Site) (string, string) { return st.Name, st.ID })
 }
 
 // GetSite returns a site in scope.
 func (s *Service) GetSite(ctx context.Context, id string) (Site, error) {
-	return s.getSite(ctx, s.db.SQL, access.ScopeFrom(ctx), id)
+	return s.getSite(ctx, s.db, access.ScopeFrom(ctx), id)
 }
 
 func (s *Service) getSite(ctx context.Context, q store.Querier, scope access.Scope, id string) (Site, error) {

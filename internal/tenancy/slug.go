@@ -67,7 +67,9 @@ func chooseSlug(ctx context.Context, tx *sql.Tx, table, name string, explicit *s
 		return *explicit, validSlug(*explicit)
 	}
 	base := Slugify(name)
-	rows, err := tx.QueryContext(ctx, `SELECT slug FROM `+table+` WHERE slug = $1 OR slug LIKE $2`, base, base+"-%")
+	// "base" and every "base-..." sort between "base" and "base." ('.' follows '-'), so a
+	// range on the unique slug index finds them without scanning the table.
+	rows, err := tx.QueryContext(ctx, `SELECT slug FROM `+table+` WHERE slug >= $1 AND slug < $2`, base, base+".")
 	if err != nil {
 		return "", err
 	}

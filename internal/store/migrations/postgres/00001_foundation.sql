@@ -1,8 +1,10 @@
 -- +goose Up
+-- Slugs are ASCII and compare byte-wise (COLLATE "C", as on SQLite), so a prefix range
+-- over the unique index finds "acme" and its "acme-N" siblings.
 CREATE TABLE partners (
     id                UUID PRIMARY KEY,
     name              TEXT NOT NULL,
-    slug              TEXT NOT NULL UNIQUE,
+    slug              TEXT COLLATE "C" NOT NULL UNIQUE,
     status            TEXT NOT NULL DEFAULT 'active',
     max_organizations INTEGER,
     org_count         INTEGER NOT NULL DEFAULT 0,
@@ -17,7 +19,7 @@ CREATE TABLE organizations (
     id                             UUID PRIMARY KEY,
     partner_id                     UUID NOT NULL REFERENCES partners(id),
     name                           TEXT NOT NULL,
-    slug                           TEXT NOT NULL UNIQUE,
+    slug                           TEXT COLLATE "C" NOT NULL UNIQUE,
     type                           TEXT NOT NULL DEFAULT 'customer',
     status                         TEXT NOT NULL DEFAULT 'active',
     max_enrollment_key_ttl_minutes INTEGER,
