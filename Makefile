@@ -18,5 +18,8 @@ test-postgres:
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/gale ./cmd/gale
 
+# The backend follows TEST_DATABASE_URL, as for the tests; scripts/loadtest.sh measures a real
+# gale process with wrk instead.
 bench:
-	go test -run '^$$' -bench . -benchtime 5s ./internal/bench/
+	go test -run '^$$' -bench ListOrganizations -benchtime 4000x -count 3 ./internal/bench/
+	go test -run '^$$' -bench PasswordVerify -benchtime 20x ./internal/bench/

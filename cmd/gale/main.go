@@ -75,6 +75,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			app.TuneRuntime()
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			a, err := app.New(ctx, cfg, logger)

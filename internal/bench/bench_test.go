@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gale/internal/access"
+	"gale/internal/app"
 	"gale/internal/apptest"
 	"gale/internal/auth"
 	"gale/internal/store"
@@ -55,6 +56,7 @@ func seedOrganizations(b *testing.B, e *apptest.Env, n int) apptest.Caller {
 // 10,000 organizations, from 16 concurrent clients over loopback HTTP. It reports requests
 // per second and the p50 and p99 latency.
 func BenchmarkListOrganizations(b *testing.B) {
+	app.TuneRuntime() // as gale serve does
 	e := apptest.New(b)
 	caller := seedOrganizations(b, e, 10_000)
 	url := e.Server.URL + "/api/v1/orgs/organizations?limit=100"
