@@ -62,27 +62,7 @@ var (
 )
 
 func sqlitePath(t testing.TB) string {
-	sqliteOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gale-template-")
-		if err != nil {
-			sqliteErr = err
-			return
-		}
-		sqliteTemplate = filepath.Join(dir, "template.db")
-		db, err := store.Open(context.Background(), "sqlite:"+sqliteTemplate)
-		if err != nil {
-			sqliteErr = err
-			return
-		}
-		if err := db.Migrate(context.Background(), slog.New(slog.DiscardHandler)); err != nil {
-			sqliteErr = err
-		}
-		// Fold the WAL into the main file so a plain copy is a complete database.
-		if _, err := db.SQL.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil && sqliteErr == nil {
-			sqliteErr = err
-		}
-		db.Close()
-	})
+	sqliteOnce.Do(func() { sqliteTemplate, sqliteErr = prepareSQLiteTemplate() })
 	if sqliteErr != nil {
 		t.Fatalf("prepare sqlite template: %v", sqliteErr)
 	}
@@ -91,6 +71,36 @@ func sqlitePath(t testing.TB) string {
 		t.Fatalf("copy sqlite template: %v", err)
 	}
 	return path
+}
+
+// prepareSQLiteTemplate migrates a database named after the schema, shared by every test
+// process: the first to need it builds it under a private name and renames it into place
+// (atomic), so concurrent processes never see a half-built template.
+func prepareSQLiteTemplate() (string, error) {
+	final := filepath.Join(os.TempDir(), "gale-template-"+schemaHash()+".db")
+	if _, err := os.Stat(final); err == nil {
+		return final, nil
+	}
+	dir, err := os.MkdirTemp("", "gale-template-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	build := filepath.Join(dir, "template.db")
+	db, err := store.Open(context.Background(), "sqlite:"+build)
+	if err != nil {
+		return "", err
+	}
+	err = db.Migrate(context.Background(), slog.New(slog.DiscardHandler))
+	if err == nil {
+		// Fold the WAL into the main file so a plain copy is a complete database.
+		_, err = db.SQL.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+	}
+	db.Close()
+	if err != nil {
+		return "", err
+	}
+	return final, os.Rename(build, final)
 }
 
 func copyFile(src, dst string) error {
