@@ -26,20 +26,20 @@ type Contact struct {
 
 // Organization is the API view of an organization (a customer of the partner).
 type Organization struct {
-	ID                         string         `json:"id" format:"uuid"`
-	PartnerID                  string         `json:"partnerId" format:"uuid"`
-	Name                       string         `json:"name"`
-	Slug                       string         `json:"slug"`
-	Type                       string         `json:"type"`
-	Status                     string         `json:"status" enum:"active,trial,suspended,churned"`
-	MaxEnrollmentKeyTTLMinutes *int           `json:"maxEnrollmentKeyTtlMinutes" doc:"Longest lifetime of an enrollment key minted for this organization; null means no cap."`
-	ContractStart              *string        `json:"contractStart" format:"date"`
-	ContractEnd                *string        `json:"contractEnd" format:"date"`
-	BillingContact             *Contact       `json:"billingContact"`
-	Settings                   map[string]any `json:"settings"`
-	CreatedAt                  time.Time      `json:"createdAt"`
-	UpdatedAt                  time.Time      `json:"updatedAt"`
-	DeletedAt                  *time.Time     `json:"deletedAt,omitempty"`
+	ID                         string          `json:"id" format:"uuid"`
+	PartnerID                  string          `json:"partnerId" format:"uuid"`
+	Name                       string          `json:"name"`
+	Slug                       string          `json:"slug"`
+	Type                       string          `json:"type"`
+	Status                     string          `json:"status" enum:"active,trial,suspended,churned"`
+	MaxEnrollmentKeyTTLMinutes *int            `json:"maxEnrollmentKeyTtlMinutes" doc:"Longest lifetime of an enrollment key minted for this organization; null means no cap."`
+	ContractStart              *string         `json:"contractStart" format:"date"`
+	ContractEnd                *string         `json:"contractEnd" format:"date"`
+	BillingContact             *Contact        `json:"billingContact"`
+	Settings                   json.RawMessage `json:"settings" doc:"Free-form organization settings (a JSON object)."`
+	CreatedAt                  time.Time       `json:"createdAt"`
+	UpdatedAt                  time.Time       `json:"updatedAt"`
+	DeletedAt                  *time.Time      `json:"deletedAt,omitempty"`
 }
 
 // OrganizationInput holds the writable fields; nil fields are left as they are (on create,
@@ -91,7 +91,7 @@ func scanOrg(row store.Scanner) (Organization, error) {
 			o.BillingContact = &c
 		}
 	}
-	o.Settings = decodeObject(settings)
+	o.Settings = json.RawMessage(settings)
 	if deleted.Valid {
 		o.DeletedAt = &deleted.Time
 	}

@@ -35,16 +35,16 @@ const (
 
 // Partner is the API view of a partner.
 type Partner struct {
-	ID                string         `json:"id" format:"uuid"`
-	Name              string         `json:"name"`
-	Slug              string         `json:"slug"`
-	Status            string         `json:"status" enum:"active,suspended"`
-	MaxOrganizations  *int           `json:"maxOrganizations" doc:"Cap on the partner's organizations; null means no cap."`
-	OrganizationCount int            `json:"organizationCount"`
-	BillingEmail      *string        `json:"billingEmail"`
-	Settings          map[string]any `json:"settings"`
-	CreatedAt         time.Time      `json:"createdAt"`
-	UpdatedAt         time.Time      `json:"updatedAt"`
+	ID                string          `json:"id" format:"uuid"`
+	Name              string          `json:"name"`
+	Slug              string          `json:"slug"`
+	Status            string          `json:"status" enum:"active,suspended"`
+	MaxOrganizations  *int            `json:"maxOrganizations" doc:"Cap on the partner's organizations; null means no cap."`
+	OrganizationCount int             `json:"organizationCount"`
+	BillingEmail      *string         `json:"billingEmail"`
+	Settings          json.RawMessage `json:"settings" doc:"Free-form partner settings (a JSON object)."`
+	CreatedAt         time.Time       `json:"createdAt"`
+	UpdatedAt         time.Time       `json:"updatedAt"`
 }
 
 // PartnerInput holds the writable fields of a partner; nil fields are left as they are.
@@ -76,14 +76,8 @@ func scanPartner(row store.Scanner) (Partner, error) {
 	if billing.Valid {
 		p.BillingEmail = &billing.String
 	}
-	p.Settings = decodeObject(settings)
+	p.Settings = json.RawMessage(settings)
 	return p, nil
-}
-
-func decodeObject(raw string) map[string]any {
-	m := map[string]any{}
-	_ = json.Unmarshal([]byte(raw), &m)
-	return m
 }
 
 func encodeObject(m map[string]any) string {
