@@ -97,8 +97,8 @@ func (s *Service) scanKey(row store.Scanner) (APIKey, error) {
 	if k.Permissions, err = decodeGrants(perms); err != nil {
 		return k, fmt.Errorf("decode permissions of API key %s: %w", k.ID, err)
 	}
-	k.PartnerID, k.OrgID, k.CreatedBy = nullString(partnerID), nullString(orgID), nullString(createdBy)
-	k.ExpiresAt, k.LastUsedAt, k.RevokedAt = nullTime(expires), nullTime(lastUsed), nullTime(revoked)
+	k.PartnerID, k.OrgID, k.CreatedBy = store.StringPtr(partnerID), store.StringPtr(orgID), store.StringPtr(createdBy)
+	k.ExpiresAt, k.LastUsedAt, k.RevokedAt = store.TimePtr(expires), store.TimePtr(lastUsed), store.TimePtr(revoked)
 	k.Status = status(k.RevokedAt, k.ExpiresAt, s.now())
 	return k, nil
 }
@@ -111,21 +111,6 @@ func status(revoked, expires *time.Time, now time.Time) string {
 		return StatusExpired
 	}
 	return StatusActive
-}
-
-func nullString(s sql.NullString) *string {
-	if !s.Valid {
-		return nil
-	}
-	return &s.String
-}
-
-func nullTime(t sql.NullTime) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	u := t.Time.UTC()
-	return &u
 }
 
 // scopeCovers reports whether a caller of scope reaches everything a key of the given level
@@ -300,16 +285,9 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 		}
 		out = Created{APIKey: k, Key: raw}
 		return audit.Record(ctx, tx, audit.Entry{Action: "api_key.create", ResourceType: "api_key", ResourceID: id,
-			ResourceName: k.Name, PartnerID: deref(k.PartnerID), OrgID: deref(k.OrgID), Details: details(k)})
+			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID), Details: details(k)})
 	})
 	return out, err
-}
-
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 // details is what the audit log keeps of a key: never the raw key or its hash.
@@ -371,7 +349,7 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (APIKey, erro
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "api_key.update", ResourceType: "api_key", ResourceID: id,
-			ResourceName: k.Name, PartnerID: deref(k.PartnerID), OrgID: deref(k.OrgID), Details: changes})
+			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID), Details: changes})
 	})
 	return k, err
 }
@@ -394,7 +372,7 @@ func (s *Service) Revoke(ctx context.Context, id string) error {
 			return apperr.Conflict("the API key is already revoked")
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "api_key.revoke", ResourceType: "api_key", ResourceID: id,
-			ResourceName: k.Name, PartnerID: deref(k.PartnerID), OrgID: deref(k.OrgID),
+			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID),
 			Details: map[string]any{"prefix": k.Prefix}})
 	})
 }
@@ -431,7 +409,7 @@ func (s *Service) Rotate(ctx context.Context, id string) (Created, error) {
 		}
 		out = Created{APIKey: k, Key: raw}
 		return audit.Record(ctx, tx, audit.Entry{Action: "api_key.rotate", ResourceType: "api_key", ResourceID: id,
-			ResourceName: k.Name, PartnerID: deref(k.PartnerID), OrgID: deref(k.OrgID),
+			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID),
 			Details: map[string]any{"oldPrefix": before.Prefix, "prefix": k.Prefix}})
 	})
 	return out, err

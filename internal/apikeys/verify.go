@@ -11,6 +11,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/auth"
 	"gale/internal/secrets"
+	"gale/internal/store"
 )
 
 // lastUsedEvery is how often, at most, a key's last_used_at is written.
@@ -40,7 +41,7 @@ func (s *Service) Verify(ctx context.Context, rawKey string) (*access.Principal,
 		return nil, fmt.Errorf("look up API key: %w", err)
 	}
 	now := s.now()
-	if status(nullTime(revoked), nullTime(expires), now) != StatusActive || !createdBy.Valid {
+	if status(store.TimePtr(revoked), store.TimePtr(expires), now) != StatusActive || !createdBy.Valid {
 		return nil, invalidKey()
 	}
 	creator, err := auth.PrincipalForUser(ctx, s.db, createdBy.String)

@@ -123,19 +123,12 @@ func insert(ctx context.Context, q store.Querier, e Entry) error {
 	_, err = q.ExecContext(ctx, `INSERT INTO audit_logs (id, occurred_at, partner_id, org_id, category, result,
 		actor_type, actor_id, actor_email, action, resource_type, resource_id, resource_name, ip, user_agent,
 		request_id, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-		store.NewID(), store.Now(), nullable(e.PartnerID), nullable(e.OrgID), e.Category, e.Result,
-		string(actor.Type), nullable(actor.ID), nullable(actor.Email), e.Action, e.ResourceType,
-		nullable(e.ResourceID), nullable(e.ResourceName), nullable(req.IP), nullable(req.UserAgent),
-		nullable(req.ID), string(b))
+		store.NewID(), store.Now(), store.NullIfEmpty(e.PartnerID), store.NullIfEmpty(e.OrgID), e.Category, e.Result,
+		string(actor.Type), store.NullIfEmpty(actor.ID), store.NullIfEmpty(actor.Email), e.Action, e.ResourceType,
+		store.NullIfEmpty(e.ResourceID), store.NullIfEmpty(e.ResourceName), store.NullIfEmpty(req.IP), store.NullIfEmpty(req.UserAgent),
+		store.NullIfEmpty(req.ID), string(b))
 	if err != nil {
 		return fmt.Errorf("record audit entry %s: %w", e.Action, err)
 	}
 	return nil
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }

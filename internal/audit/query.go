@@ -142,20 +142,13 @@ func scanEntry(row store.Scanner) (LogEntry, error) {
 		return e, err
 	}
 	e.OccurredAt = e.OccurredAt.UTC()
-	e.PartnerID, e.OrgID, e.ActorID, e.ActorEmail = ptr(partner), ptr(org), ptr(actorID), ptr(actorEmail)
-	e.ResourceID, e.ResourceName, e.IP, e.UserAgent, e.RequestID = ptr(resID), ptr(resName), ptr(ip), ptr(ua), ptr(reqID)
+	e.PartnerID, e.OrgID, e.ActorID, e.ActorEmail = store.StringPtr(partner), store.StringPtr(org), store.StringPtr(actorID), store.StringPtr(actorEmail)
+	e.ResourceID, e.ResourceName, e.IP, e.UserAgent, e.RequestID = store.StringPtr(resID), store.StringPtr(resName), store.StringPtr(ip), store.StringPtr(ua), store.StringPtr(reqID)
 	e.Details = map[string]any{}
 	if details != "" {
 		_ = json.Unmarshal([]byte(details), &e.Details)
 	}
 	return e, nil
-}
-
-func ptr(s sql.NullString) *string {
-	if !s.Valid {
-		return nil
-	}
-	return &s.String
 }
 
 // List returns entries in the caller's scope that match c, newest first. In cursor mode the

@@ -84,7 +84,7 @@ func (l *Log) UserActivity(ctx context.Context, p Period) ([]ActorActivity, erro
 		if err := rows.Scan(&id, &email, &r.ActorType, &r.Actions, &r.Changes, &r.SecurityEvents, &r.Failures, &last); err != nil {
 			return nil, fmt.Errorf("read user activity: %w", err)
 		}
-		r.ActorID, r.ActorEmail = ptr(id), ptr(email)
+		r.ActorID, r.ActorEmail = store.StringPtr(id), store.StringPtr(email)
 		if r.LastActivityAt, err = aggregateTime(last); err != nil {
 			return nil, err
 		}

@@ -58,7 +58,7 @@ func CreateUser(ctx context.Context, db *store.DB, u NewUser) (string, error) {
 		now := store.Now()
 		_, err := tx.ExecContext(ctx, `INSERT INTO users (id, email, name, password_hash, status, scope, partner_id, org_id,
 			role_id, org_access, created_at, updated_at) VALUES ($1, $2, $3, $4, 'active', $5, $6, $7, $8, 'all', $9, $9)`,
-			id, email, u.Name, u.PasswordHash, string(u.Level), nullable(u.PartnerID), nullable(u.OrgID), u.RoleID, now)
+			id, email, u.Name, u.PasswordHash, string(u.Level), store.NullIfEmpty(u.PartnerID), store.NullIfEmpty(u.OrgID), u.RoleID, now)
 		if store.IsUniqueViolation(err) {
 			return apperr.Conflict("a user with email " + email + " already exists")
 		}
@@ -97,11 +97,4 @@ func UserIDByEmail(ctx context.Context, q store.Querier, email string) (string, 
 		return "", apperr.NotFound("user")
 	}
 	return id, err
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }

@@ -121,7 +121,7 @@ func (s *Service) InviteUser(ctx context.Context, in InviteInput) (InviteResult,
 		id, now := store.NewID(), store.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO users (id, email, name, status, scope, partner_id, org_id, role_id, org_access,
 			created_at, updated_at) VALUES ($1, $2, $3, 'invited', $4, $5, $6, $7, 'all', $8, $8)`,
-			id, email, name, string(r.Scope), nullable(partnerID), nullable(orgID), r.ID, now)
+			id, email, name, string(r.Scope), store.NullIfEmpty(partnerID), store.NullIfEmpty(orgID), r.ID, now)
 		if store.IsUniqueViolation(err) {
 			return apperr.Conflict("a user with email " + email + " already exists")
 		}
@@ -167,7 +167,7 @@ func (s *Service) ResendInvite(ctx context.Context, userID string) (InviteResult
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "user.invite_resent", ResourceType: "user", ResourceID: userID,
-			ResourceName: u.Email, PartnerID: deref(u.PartnerID), OrgID: deref(u.OrgID)})
+			ResourceName: u.Email, PartnerID: store.Deref(u.PartnerID), OrgID: store.Deref(u.OrgID)})
 	})
 	if err != nil {
 		return InviteResult{}, err

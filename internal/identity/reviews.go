@@ -88,8 +88,8 @@ func scanReview(row scanner) (AccessReview, error) {
 	if err != nil {
 		return r, err
 	}
-	r.PartnerID, r.OrgID, r.CreatedBy, r.CompletedBy = nullString(partnerID), nullString(orgID), nullString(createdBy), nullString(completedBy)
-	r.DueAt, r.CompletedAt = nullTime(due), nullTime(completed)
+	r.PartnerID, r.OrgID, r.CreatedBy, r.CompletedBy = store.StringPtr(partnerID), store.StringPtr(orgID), store.StringPtr(createdBy), store.StringPtr(completedBy)
+	r.DueAt, r.CompletedAt = store.TimePtr(due), store.TimePtr(completed)
 	return r, nil
 }
 
@@ -105,17 +105,9 @@ func scanItem(row scanner) (AccessReviewItem, error) {
 	if err != nil {
 		return it, err
 	}
-	it.PartnerID, it.OrgID, it.DecidedBy = nullString(partnerID), nullString(orgID), nullString(decidedBy)
-	it.DecidedAt, it.AppliedAt = nullTime(decided), nullTime(applied)
+	it.PartnerID, it.OrgID, it.DecidedBy = store.StringPtr(partnerID), store.StringPtr(orgID), store.StringPtr(decidedBy)
+	it.DecidedAt, it.AppliedAt = store.TimePtr(decided), store.TimePtr(applied)
 	return it, nil
-}
-
-func nullTime(t sql.NullTime) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	v := t.Time
-	return &v
 }
 
 // reviewFilter renders the condition keeping access reviews (alias ar) the scope may see: a
@@ -201,8 +193,8 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO access_reviews (id, partner_id, org_id, scope, name, description, status, due_at,
 			created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'in_progress', $7, $8, $9)`,
-			id, nullable(p.Scope.PartnerID), nullable(p.Scope.OrgID), string(p.Scope.Level), name, in.Description, due,
-			nullable(p.UserID), now)
+			id, store.NullIfEmpty(p.Scope.PartnerID), store.NullIfEmpty(p.Scope.OrgID), string(p.Scope.Level), name, in.Description, due,
+			store.NullIfEmpty(p.UserID), now)
 		if err != nil {
 			return err
 		}
@@ -289,7 +281,7 @@ func (s *Service) DecideItem(ctx context.Context, reviewID, itemID string, d Dec
 		now := store.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE access_review_items SET decision = $1, note = $2, decided_by = $3, decided_at = $4
 			WHERE id = $5 AND review_id = $6 AND EXISTS (SELECT 1 FROM access_reviews WHERE id = $6 AND status = 'in_progress')`,
-			d.Decision, d.Note, nullable(p.UserID), now, itemID, reviewID)
+			d.Decision, d.Note, store.NullIfEmpty(p.UserID), now, itemID, reviewID)
 		if err != nil {
 			return err
 		}
@@ -300,7 +292,7 @@ func (s *Service) DecideItem(ctx context.Context, reviewID, itemID string, d Dec
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "access_review.decide", ResourceType: "access_review", ResourceID: reviewID,
-			ResourceName: r.Name, PartnerID: deref(r.PartnerID), OrgID: deref(r.OrgID), Details: map[string]any{
+			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: map[string]any{
 				"itemId": itemID, "userId": it.UserID, "userEmail": it.UserEmail, "decision": it.Decision, "note": it.Note}})
 	})
 	return it, err
@@ -328,7 +320,7 @@ func (s *Service) CompleteAccessReview(ctx context.Context, id string) (AccessRe
 		}
 		now := store.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE access_reviews SET status = 'completed', completed_at = $1, completed_by = $2
-			WHERE id = $3 AND status = 'in_progress'`, now, nullable(p.UserID), id)
+			WHERE id = $3 AND status = 'in_progress'`, now, store.NullIfEmpty(p.UserID), id)
 		if err != nil {
 			return err
 		}
@@ -349,7 +341,7 @@ func (s *Service) CompleteAccessReview(ctx context.Context, id string) (AccessRe
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "access_review.complete", ResourceType: "access_review", ResourceID: id,
-			ResourceName: r.Name, PartnerID: deref(r.PartnerID), OrgID: deref(r.OrgID),
+			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID),
 			Details: map[string]any{"itemCount": r.ItemCount, "revoked": revoked}})
 	})
 	return r, err
@@ -378,7 +370,7 @@ func (s *Service) applyRevoke(ctx context.Context, tx *sql.Tx, p *access.Princip
 		return err
 	}
 	return audit.Record(ctx, tx, audit.Entry{Action: "access_review.revoke", ResourceType: "user", ResourceID: it.UserID,
-		ResourceName: it.UserEmail, PartnerID: deref(it.PartnerID), OrgID: deref(it.OrgID), Details: map[string]any{
+		ResourceName: it.UserEmail, PartnerID: store.Deref(it.PartnerID), OrgID: store.Deref(it.OrgID), Details: map[string]any{
 			"reviewId": r.ID, "reviewName": r.Name, "itemId": it.ID, "roleId": it.RoleID, "roleName": it.RoleName,
 			"note": it.Note, "outcome": outcome}})
 }

@@ -69,7 +69,7 @@ func scanRole(row scanner, withCount bool) (Role, error) {
 	if err := row.Scan(dest...); err != nil {
 		return r, err
 	}
-	r.PartnerID, r.OrgID = nullString(partnerID), nullString(orgID)
+	r.PartnerID, r.OrgID = store.StringPtr(partnerID), store.StringPtr(orgID)
 	r.Permissions = []string{}
 	if err := json.Unmarshal([]byte(perms), &r.Permissions); err != nil {
 		return r, err
@@ -295,7 +295,7 @@ func insertRole(ctx context.Context, tx *sql.Tx, key, pid, oid string, scope acc
 	perms, _ := json.Marshal(grants)
 	_, err := tx.ExecContext(ctx, `INSERT INTO roles (id, tenant_key, partner_id, org_id, scope, name, description, built_in,
 		permissions, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, FALSE, $8, $9, $9)`,
-		id, key, nullable(pid), nullable(oid), string(scope), name, desc, string(perms), now)
+		id, key, store.NullIfEmpty(pid), store.NullIfEmpty(oid), string(scope), name, desc, string(perms), now)
 	if err != nil {
 		return Role{}, nameConflict(err, name)
 	}
@@ -362,7 +362,7 @@ func (s *Service) UpdateRole(ctx context.Context, id string, in RoleInput) (Role
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.update", ResourceType: "role", ResourceID: id,
-			ResourceName: r.Name, PartnerID: deref(r.PartnerID), OrgID: deref(r.OrgID), Details: audit.Diff(before, r)})
+			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: audit.Diff(before, r)})
 	})
 	return r, err
 }
@@ -389,7 +389,7 @@ func (s *Service) DeleteRole(ctx context.Context, id string) error {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.delete", ResourceType: "role", ResourceID: id,
-			ResourceName: r.Name, PartnerID: deref(r.PartnerID), OrgID: deref(r.OrgID), Details: audit.Snapshot(r)})
+			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
 	})
 }
 
@@ -504,9 +504,9 @@ func (r Role) usableAt(level access.Level, partnerID, orgID string) bool {
 	case r.tenantKey == tenantBuiltIn:
 		return true
 	case strings.HasPrefix(r.tenantKey, "p:"):
-		return level != access.LevelSystem && deref(r.PartnerID) == partnerID
+		return level != access.LevelSystem && store.Deref(r.PartnerID) == partnerID
 	case strings.HasPrefix(r.tenantKey, "o:"):
-		return level == access.LevelOrganization && deref(r.OrgID) == orgID
+		return level == access.LevelOrganization && store.Deref(r.OrgID) == orgID
 	}
 	return false
 }
@@ -520,11 +520,4 @@ func checkAssignable(p *access.Principal, r Role, level access.Level, partnerID,
 		return apperr.Forbidden("you cannot assign a role with permissions you do not hold yourself")
 	}
 	return nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

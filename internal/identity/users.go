@@ -64,19 +64,12 @@ func scanUser(row scanner) (User, error) {
 	if err != nil {
 		return u, err
 	}
-	u.PartnerID, u.OrgID = nullString(partnerID), nullString(orgID)
+	u.PartnerID, u.OrgID = store.StringPtr(partnerID), store.StringPtr(orgID)
 	if lastLogin.Valid {
 		t := lastLogin.Time
 		u.LastLoginAt = &t
 	}
 	return u, nil
-}
-
-func nullString(s sql.NullString) *string {
-	if !s.Valid {
-		return nil
-	}
-	return &s.String
 }
 
 // LoadUser reads one user by ID without a scope check: for callers that already proved who

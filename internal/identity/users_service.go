@@ -71,7 +71,7 @@ func (s *Service) UpdateMe(ctx context.Context, name *string) (Me, error) {
 				return err
 			}
 			return audit.Record(ctx, tx, audit.Entry{Action: "user.update", ResourceType: "user", ResourceID: p.UserID,
-				ResourceName: after.Email, PartnerID: deref(after.PartnerID), OrgID: deref(after.OrgID), Details: audit.Diff(before, after)})
+				ResourceName: after.Email, PartnerID: store.Deref(after.PartnerID), OrgID: store.Deref(after.OrgID), Details: audit.Diff(before, after)})
 		})
 		if err != nil {
 			return Me{}, err
@@ -212,7 +212,7 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 			if in.OrgAccess != nil {
 				mode = *in.OrgAccess
 			}
-			if err := setOrgAccess(ctx, tx, p, id, deref(before.PartnerID), mode, in.OrgIDs); err != nil {
+			if err := setOrgAccess(ctx, tx, p, id, store.Deref(before.PartnerID), mode, in.OrgIDs); err != nil {
 				return err
 			}
 		}
@@ -239,7 +239,7 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 			action = "user." + map[string]string{StatusDisabled: "disable", StatusActive: "enable"}[*in.Status]
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: action, ResourceType: "user", ResourceID: id, ResourceName: u.Email,
-			PartnerID: deref(u.PartnerID), OrgID: deref(u.OrgID), Details: audit.Diff(before, u)})
+			PartnerID: store.Deref(u.PartnerID), OrgID: store.Deref(u.OrgID), Details: audit.Diff(before, u)})
 	})
 	return u, err
 }
@@ -343,7 +343,7 @@ func (s *Service) DeleteUser(ctx context.Context, id string) error {
 		details := audit.Snapshot(u)
 		details["apiKeysRevoked"] = keys
 		return audit.Record(ctx, tx, audit.Entry{Action: "user.delete", ResourceType: "user", ResourceID: id, ResourceName: u.Email,
-			PartnerID: deref(u.PartnerID), OrgID: deref(u.OrgID), Details: details})
+			PartnerID: store.Deref(u.PartnerID), OrgID: store.Deref(u.OrgID), Details: details})
 	})
 }
 
@@ -363,7 +363,7 @@ func (s *Service) AssignRole(ctx context.Context, id, roleID string) (User, erro
 		if err != nil {
 			return err
 		}
-		if err := checkAssignable(p, r, before.Scope, deref(before.PartnerID), deref(before.OrgID)); err != nil {
+		if err := checkAssignable(p, r, before.Scope, store.Deref(before.PartnerID), store.Deref(before.OrgID)); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET role_id = $1, updated_at = $2 WHERE id = $3`, roleID, store.Now(), id); err != nil {
@@ -373,7 +373,7 @@ func (s *Service) AssignRole(ctx context.Context, id, roleID string) (User, erro
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "user.role_change", ResourceType: "user", ResourceID: id, ResourceName: u.Email,
-			PartnerID: deref(u.PartnerID), OrgID: deref(u.OrgID), Details: map[string]any{
+			PartnerID: store.Deref(u.PartnerID), OrgID: store.Deref(u.OrgID), Details: map[string]any{
 				"from": map[string]any{"roleId": before.RoleID, "roleName": before.RoleName},
 				"to":   map[string]any{"roleId": u.RoleID, "roleName": u.RoleName}}})
 	})

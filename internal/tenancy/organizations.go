@@ -343,7 +343,7 @@ func (s *Service) UpdateOrganization(ctx context.Context, id string, in Organiza
 		if in.Settings != nil {
 			set("settings", encodeObject(*in.Settings))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE organizations SET `+joinComma(sets)+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE organizations SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
 			return slugConflict(err)
 		}
 		if o, err = s.getOrg(ctx, tx, scope, id, false); err != nil {

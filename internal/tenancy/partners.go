@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gale/internal/access"
@@ -207,7 +208,7 @@ func (s *Service) UpdatePartner(ctx context.Context, id string, in PartnerInput)
 		if in.Settings != nil {
 			sets = append(sets, "settings = "+a.Add(encodeObject(*in.Settings)))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE partners SET `+joinComma(sets)+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE partners SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
 			return slugConflict(err)
 		}
 		if p, err = s.getPartner(ctx, tx, scope, id); err != nil {
@@ -244,15 +245,4 @@ func (s *Service) DeletePartner(ctx context.Context, id string) error {
 		return audit.Record(ctx, tx, audit.Entry{Action: "partner.delete", ResourceType: "partner", ResourceID: id,
 			ResourceName: p.Name, PartnerID: id})
 	})
-}
-
-func joinComma(parts []string) string {
-	out := ""
-	for i, p := range parts {
-		if i > 0 {
-			out += ", "
-		}
-		out += p
-	}
-	return out
 }

@@ -210,7 +210,7 @@ func (s *Service) UpdateSite(ctx context.Context, id string, in SiteInput) (Site
 		if in.Contact != nil {
 			sets = append(sets, "contact = "+a.Add(encodeJSON(in.Contact)))
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE sites SET `+joinComma(sets)+` WHERE id = `+a.Add(id), a.Values()...)
+		_, err = tx.ExecContext(ctx, `UPDATE sites SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id), a.Values()...)
 		if store.IsUniqueViolation(err) {
 			return apperr.Conflict("the organization already has a site with that name")
 		}
