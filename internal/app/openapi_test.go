@@ -12,6 +12,7 @@ import (
 
 type operation struct {
 	OperationID string                     `json:"operationId"`
+	Description string                     `json:"description"`
 	Summary     string                     `json:"summary"`
 	Tags        []string                   `json:"tags"`
 	Security    []map[string][]string      `json:"security"`
@@ -72,6 +73,23 @@ func TestMFAGatedOperationsExistAndAreDocumented(t *testing.T) {
 		}
 		if !strings.Contains(string(doc), "`"+id+"`") {
 			t.Errorf("MFA-gated operation %s is missing from docs/authentication.md", id)
+		}
+	}
+}
+
+// Every signed-in operation names its permission, except those that act only on the caller's
+// own account.
+func TestEveryOperationChecksAPermission(t *testing.T) {
+	self := map[string]bool{"get-me": true, "update-me": true, "mfa-setup": true, "mfa-enable": true,
+		"mfa-disable": true, "mfa-recovery-codes": true, "mfa-step-up": true, "change-password": true}
+	for path, methods := range openAPI(t) {
+		for method, op := range methods {
+			if len(op.Security) == 0 || self[op.OperationID] {
+				continue
+			}
+			if !strings.Contains(op.Description, "Requires permission `") {
+				t.Errorf("%s %s (%s) names no permission", method, path, op.OperationID)
+			}
 		}
 	}
 }
