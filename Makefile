@@ -1,11 +1,11 @@
-# The whole suite runs on the embedded SQLite backend, then again on PostgreSQL when
-# TEST_DATABASE_URL names a database the tests may create databases from.
+# The whole suite runs on the embedded SQLite backend (with the race detector), then again on
+# PostgreSQL when TEST_DATABASE_URL names a database the tests may create databases from.
 .PHONY: test test-sqlite test-postgres build bench
 
 test: test-sqlite test-postgres
 
 test-sqlite:
-	env -u TEST_DATABASE_URL go test -count=1 ./...
+	env -u TEST_DATABASE_URL go test -race -count=1 ./...
 
 test-postgres:
 	@if [ -n "$$TEST_DATABASE_URL" ]; then \
