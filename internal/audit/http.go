@@ -103,10 +103,15 @@ func (l *Log) exportStream(ctx context.Context, f Filters, format string) (*huma
 		hctx.SetHeader("Cache-Control", "no-store")
 		hctx.SetStatus(http.StatusOK)
 		n, err := l.Export(ctx, scope, c, format, hctx.BodyWriter())
+		entry := Entry{Action: "audit.export", ResourceType: "audit_log", Result: ResultSuccess,
+			PartnerID: scope.PartnerID, OrgID: scope.OrgID, Details: map[string]any{"format": format, "rows": n, "filters": f}}
 		if err != nil {
+			entry.Result = ResultFailure
 			l.logger.ErrorContext(ctx, "audit export failed", "rows", n, "error", err,
 				"requestId", access.RequestFrom(ctx).ID)
 		}
+		// Who took a copy of the log is itself worth knowing.
+		l.Security(ctx, entry)
 	}}, nil
 }
 
