@@ -102,3 +102,14 @@ func TestAdministratorIssuesPasswordReset(t *testing.T) {
 		t.Fatalf("reset of another partner's admin = %d, want 404", r.Status)
 	}
 }
+
+func TestMailFailureIsABadGateway(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.SMTPURL = "smtp://127.0.0.1:1" })
+	admin := e.Admin()
+	a := e.NewTenant(admin, "Down")
+	techID, _ := e.CreateUser("tech@down.test", access.LevelPartner, a.PartnerID, "", access.RolePartnerTechnician)
+	r := e.Do(a.Partner, "POST", "/api/v1/users/"+techID+"/password-reset", nil)
+	if r.Status != 502 || r.ErrorCode() != "MAIL_FAILED" || strings.Contains(string(r.Body), "127.0.0.1") {
+		t.Fatalf("reset with the mail server down = %d %s, want 502 MAIL_FAILED without internals", r.Status, r.Body)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
 	"strings"
 
 	"gale/internal/access"
@@ -129,7 +130,9 @@ func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link s
 			s.opts.ResetTTL.String() + " to choose a new password:\n\n" + link +
 			"\n\nIf it was not you, ignore this message; your password stays as it is.\n"})
 	if err != nil {
-		return "", apperr.BadRequest("MAIL_FAILED", "the reset email could not be sent: "+err.Error())
+		s.logger.WarnContext(ctx, "password reset email failed", "userId", c.ID, "error", err)
+		return "", &apperr.Error{Status: http.StatusBadGateway, Code: "MAIL_FAILED",
+			Message: "the reset email could not be sent; check SMTP_URL and the mail server, then try again"}
 	}
 	return "", nil
 }
