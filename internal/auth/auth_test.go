@@ -447,3 +447,30 @@ func TestCleanupPurgesExpiredTokens(t *testing.T) {
 		t.Fatalf("purged refresh token = %d, want 401", r.Status)
 	}
 }
+
+// Only replaying a rotated token is treated as theft; a token of a session that was logged
+// out is merely refused.
+func TestReuseIsRecordedOnlyForRotatedTokens(t *testing.T) {
+	e := apptest.New(t)
+	_, s := login(e, apptest.AdminEmail, apptest.AdminPassword)
+	e.Must(204, apptest.Anonymous, "POST", "/api/v1/auth/logout", map[string]string{"refreshToken": s.RefreshToken})
+	if r := e.Do(apptest.Anonymous, "POST", "/api/v1/auth/refresh", map[string]string{"refreshToken": s.RefreshToken}); r.Status != 401 {
+		t.Fatalf("refresh after logout = %d, want 401", r.Status)
+	}
+	count := func() int {
+		var n int
+		if err := e.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM audit_logs WHERE action = 'auth.session_revoked'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d reuse events after a logout, want 0", n)
+	}
+	_, s2 := login(e, apptest.AdminEmail, apptest.AdminPassword)
+	e.Must(200, apptest.Anonymous, "POST", "/api/v1/auth/refresh", map[string]string{"refreshToken": s2.RefreshToken})
+	e.Do(apptest.Anonymous, "POST", "/api/v1/auth/refresh", map[string]string{"refreshToken": s2.RefreshToken})
+	if n := count(); n != 1 {
+		t.Fatalf("%d reuse events after replaying a rotated token, want 1", n)
+	}
+}

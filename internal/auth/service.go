@@ -282,19 +282,22 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		id, userID, family string
 		mfa                bool
 		expires, famExp    time.Time
-		revoked            sql.NullTime
+		revoked, rotated   sql.NullTime
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT id, user_id, family_id, mfa, expires_at, family_expires_at, revoked_at
+	err := s.db.QueryRowContext(ctx, `SELECT id, user_id, family_id, mfa, expires_at, family_expires_at, revoked_at, rotated_at
 		FROM refresh_tokens WHERE token_hash = $1`, secrets.Hash(raw)).
-		Scan(&id, &userID, &family, &mfa, &expires, &famExp, &revoked)
+		Scan(&id, &userID, &family, &mfa, &expires, &famExp, &revoked, &rotated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, apperr.Unauthorized("invalid refresh token")
 	}
 	if err != nil {
 		return nil, err
 	}
-	if revoked.Valid {
+	if rotated.Valid {
 		return nil, s.revokeFamily(ctx, family, userID, "refresh token reused")
+	}
+	if revoked.Valid {
+		return nil, apperr.Unauthorized("session ended; sign in again")
 	}
 	now := store.Now()
 	if !expires.After(now) || !famExp.After(now) {
