@@ -49,13 +49,16 @@ func caller(ctx context.Context) (*access.Principal, error) {
 
 // userFilter renders the condition keeping users (alias u) the scope may see: system sees
 // every user; a partner its partner-level users and the users of organizations it reaches;
-// an organization its own users. The zero Scope sees nothing.
+// an organization its own users; nobody the users of a deleted organization. The zero Scope
+// sees nothing.
 func userFilter(scope access.Scope, a *store.Args) string {
+	// Users of a soft-deleted organization are hidden with it (and come back on restore).
+	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = u.org_id AND od.deleted_at IS NOT NULL)"
 	if scope.IsSystem() {
-		return "TRUE"
+		return live
 	}
-	return "((u.scope = 'partner' AND " + scope.PartnerFilter(a, "u.partner_id") + ") OR (u.scope = 'organization' AND " +
-		scope.OrgFilter(a, "u.org_id", "u.partner_id") + "))"
+	return "(" + live + " AND ((u.scope = 'partner' AND " + scope.PartnerFilter(a, "u.partner_id") +
+		") OR (u.scope = 'organization' AND " + scope.OrgFilter(a, "u.org_id", "u.partner_id") + ")))"
 }
 
 // roleFilter renders the condition keeping roles (alias r) the scope may see: built-in roles

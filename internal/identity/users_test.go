@@ -394,3 +394,25 @@ func TestUsersTenancyIsolation(t *testing.T) {
 		t.Fatalf("alpha sees %v", got)
 	}
 }
+
+func TestUsersOfADeletedOrganizationAreHidden(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	a := e.NewTenant(admin, "Gone")
+	var orgUser string
+	if err := e.App.DB.SQL.QueryRow(`SELECT id FROM users WHERE email = 'gone-org@gale.test'`).Scan(&orgUser); err != nil {
+		t.Fatal(err)
+	}
+	e.Must(http.StatusOK, a.Partner, "GET", "/api/v1/users/"+orgUser, nil)
+	e.Must(http.StatusNoContent, a.Partner, "DELETE", "/api/v1/orgs/organizations/"+a.OrgID, nil)
+	for _, c := range []apptest.Caller{a.Partner, admin} {
+		if r := e.Do(c, "GET", "/api/v1/users/"+orgUser, nil); r.Status != http.StatusNotFound {
+			t.Fatalf("user of a deleted organization = %d, want 404", r.Status)
+		}
+		if strings.Contains(string(e.Must(http.StatusOK, c, "GET", "/api/v1/users", nil).Body), orgUser) {
+			t.Fatal("user of a deleted organization is listed")
+		}
+	}
+	e.Must(http.StatusOK, a.Partner, "POST", "/api/v1/orgs/organizations/"+a.OrgID+"/restore", nil)
+	e.Must(http.StatusOK, a.Partner, "GET", "/api/v1/users/"+orgUser, nil)
+}
