@@ -46,34 +46,20 @@ func (s Scope) OrgLimited() bool { return s.Level == LevelPartner && s.OrgIDs !=
 
 // OrgFilter renders the condition that keeps rows of organizations in scope, given the
 // row's organization and partner columns. Every query of tenant data goes through it (or
-// PartnerFilter), so an unset scope fails closed.
+// TenantFilter, or PartnerFilter), so an unset scope fails closed.
 func (s Scope) OrgFilter(a *store.Args, orgCol, partnerCol string) string {
-	switch s.Level {
-	case LevelSystem:
-		return "TRUE"
-	case LevelPartner:
-		if s.PartnerID == "" {
-			return "FALSE"
-		}
-		cond := partnerCol + " = " + a.Add(s.PartnerID)
-		if s.OrgIDs != nil {
-			cond += " AND " + orgCol + " IN " + a.In(s.OrgIDs)
-		}
-		return cond
-	case LevelOrganization:
-		if s.OrgID == "" {
-			return "FALSE"
-		}
-		return orgCol + " = " + a.Add(s.OrgID)
-	}
-	return "FALSE"
+	return s.filter(a, orgCol, partnerCol, false)
 }
 
 // TenantFilter renders the condition for rows that belong either to a partner itself (the
 // organization column NULL) or to one of its organizations (users, API keys, audit entries):
-// a partner caller sees its partner's rows except those of organizations outside a selected
-// set; an organization caller its organization's rows; a system caller all.
+// as OrgFilter, except that a partner caller limited to selected organizations still sees
+// its partner's own rows.
 func (s Scope) TenantFilter(a *store.Args, orgCol, partnerCol string) string {
+	return s.filter(a, orgCol, partnerCol, true)
+}
+
+func (s Scope) filter(a *store.Args, orgCol, partnerCol string, partnerRows bool) string {
 	switch s.Level {
 	case LevelSystem:
 		return "TRUE"
@@ -82,10 +68,14 @@ func (s Scope) TenantFilter(a *store.Args, orgCol, partnerCol string) string {
 			return "FALSE"
 		}
 		cond := partnerCol + " = " + a.Add(s.PartnerID)
-		if s.OrgIDs != nil {
-			cond += " AND (" + orgCol + " IS NULL OR " + orgCol + " IN " + a.In(s.OrgIDs) + ")"
+		if s.OrgIDs == nil {
+			return cond
 		}
-		return cond
+		in := orgCol + " IN " + a.In(s.OrgIDs)
+		if partnerRows {
+			in = "(" + orgCol + " IS NULL OR " + in + ")"
+		}
+		return cond + " AND " + in
 	case LevelOrganization:
 		if s.OrgID == "" {
 			return "FALSE"

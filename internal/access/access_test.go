@@ -101,3 +101,16 @@ func TestBuiltInRolesHoldValidGrants(t *testing.T) {
 		}
 	}
 }
+
+func TestTenantFilterKeepsPartnerRowsOfALimitedPartner(t *testing.T) {
+	s := access.Scope{Level: access.LevelPartner, PartnerID: "p1", OrgIDs: []string{"o1"}}
+	var a store.Args
+	if got := s.TenantFilter(&a, "org_id", "partner_id"); got != "partner_id = $1 AND (org_id IS NULL OR org_id IN ($2))" {
+		t.Errorf("TenantFilter = %q", got)
+	}
+	all := access.Scope{Level: access.LevelPartner, PartnerID: "p1"}
+	var b store.Args
+	if got := all.TenantFilter(&b, "org_id", "partner_id"); got != "partner_id = $1" {
+		t.Errorf("unlimited TenantFilter = %q", got)
+	}
+}
