@@ -474,3 +474,24 @@ func TestReuseIsRecordedOnlyForRotatedTokens(t *testing.T) {
 		t.Fatalf("%d reuse events after replaying a rotated token, want 1", n)
 	}
 }
+
+// Re-checking a password is for a signed-in user; an API key acting for that user cannot
+// manage the user's MFA or password.
+func TestAPIKeyCannotManageMFAOrPassword(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	var key struct {
+		Key string `json:"key"`
+	}
+	e.Must(201, admin, "POST", "/api/v1/api-keys", map[string]any{"name": "k", "permissions": []string{"*:read"}}).JSON(t, &key)
+	c := apptest.Key(key.Key)
+	for _, path := range []string{"/api/v1/auth/mfa/setup", "/api/v1/auth/mfa/recovery-codes"} {
+		if r := e.Do(c, "POST", path, map[string]string{"currentPassword": apptest.AdminPassword}); r.Status != 403 {
+			t.Errorf("API key on %s = %d, want 403", path, r.Status)
+		}
+	}
+	if r := e.Do(c, "POST", "/api/v1/auth/change-password", map[string]string{"currentPassword": apptest.AdminPassword,
+		"newPassword": "Other-Passw0rd"}); r.Status != 403 {
+		t.Errorf("API key changing the password = %d, want 403", r.Status)
+	}
+}

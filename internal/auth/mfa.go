@@ -35,9 +35,14 @@ type MFASetup struct {
 	OTPAuthURL string `json:"otpAuthUrl"`
 }
 
-// checkPassword loads the caller's credential row and checks its password; five wrong
-// passwords in five minutes block further checks until the window ends.
-func (s *Service) checkPassword(ctx context.Context, userID, password string) (*credentialRow, error) {
+// checkPassword makes the caller, who must be a signed-in user (not an API key), prove its
+// password again, and returns its credential row. Five wrong passwords in five minutes block
+// further checks until the window ends.
+func (s *Service) checkPassword(ctx context.Context, p *access.Principal, password string) (*credentialRow, error) {
+	if err := requireUser(p); err != nil {
+		return nil, err
+	}
+	userID := p.UserID
 	key := "password-check:" + userID
 	if wait, err := s.limiter.Blocked(ctx, key, mfaPerUser); err != nil {
 		return nil, err
@@ -68,10 +73,7 @@ func requireUser(p *access.Principal) error {
 
 // SetupMFA starts enrolment: a new secret is kept pending until EnableMFA confirms a code.
 func (s *Service) SetupMFA(ctx context.Context, p *access.Principal, password string) (*MFASetup, error) {
-	if err := requireUser(p); err != nil {
-		return nil, err
-	}
-	c, err := s.checkPassword(ctx, p.UserID, password)
+	c, err := s.checkPassword(ctx, p, password)
 	if err != nil {
 		return nil, err
 	}
@@ -92,10 +94,7 @@ func (s *Service) SetupMFA(ctx context.Context, p *access.Principal, password st
 
 // EnableMFA confirms the pending secret with a code and returns one-time recovery codes.
 func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, password string) ([]string, error) {
-	if err := requireUser(p); err != nil {
-		return nil, err
-	}
-	c, err := s.checkPassword(ctx, p.UserID, password)
+	c, err := s.checkPassword(ctx, p, password)
 	if err != nil {
 		return nil, err
 	}
@@ -133,10 +132,7 @@ func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, pass
 
 // DisableMFA turns MFA off after a valid code (TOTP or recovery) and the password.
 func (s *Service) DisableMFA(ctx context.Context, p *access.Principal, code, password string) error {
-	if err := requireUser(p); err != nil {
-		return err
-	}
-	c, err := s.checkPassword(ctx, p.UserID, password)
+	c, err := s.checkPassword(ctx, p, password)
 	if err != nil {
 		return err
 	}
@@ -161,10 +157,7 @@ func (s *Service) DisableMFA(ctx context.Context, p *access.Principal, code, pas
 
 // RegenerateRecoveryCodes replaces every recovery code.
 func (s *Service) RegenerateRecoveryCodes(ctx context.Context, p *access.Principal, password string) ([]string, error) {
-	if err := requireUser(p); err != nil {
-		return nil, err
-	}
-	c, err := s.checkPassword(ctx, p.UserID, password)
+	c, err := s.checkPassword(ctx, p, password)
 	if err != nil {
 		return nil, err
 	}

@@ -164,13 +164,10 @@ func (s *Service) ResetPassword(ctx context.Context, token, password string) err
 // ChangePassword replaces the caller's password after checking the current one. Every
 // session ends (the token epoch moves); the caller signs in again.
 func (s *Service) ChangePassword(ctx context.Context, p *access.Principal, current, next string) error {
-	if err := requireUser(p); err != nil {
-		return err
-	}
 	if err := CheckPasswordPolicy("newPassword", next); err != nil {
 		return err
 	}
-	if _, err := s.checkPassword(ctx, p.UserID, current); err != nil {
+	if _, err := s.checkPassword(ctx, p, current); err != nil {
 		return err
 	}
 	hash := HashPassword(next, s.opts.Argon2)
