@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"gale/internal/access"
@@ -322,23 +321,22 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (APIKey, erro
 		if err != nil {
 			return err
 		}
-		var a store.Args
-		sets := []string{"updated_at = " + a.Add(s.now())}
+		ch := store.NewChanges(s.now())
 		changes := map[string]any{}
 		if in.Name != nil {
-			sets = append(sets, "name = "+a.Add(*in.Name))
+			ch.Set("name", *in.Name)
 			changes["name"] = map[string]any{"from": before.Name, "to": *in.Name}
 		}
 		if grants != nil {
-			sets = append(sets, "permissions = "+a.Add(encodeGrants(grants)))
+			ch.Set("permissions", encodeGrants(grants))
 			changes["permissions"] = map[string]any{"from": before.Permissions, "to": grants}
 		}
 		if expires != nil {
-			sets = append(sets, "expires_at = "+a.Add(expires))
+			ch.Set("expires_at", expires)
 			changes["expiresAt"] = map[string]any{"from": before.ExpiresAt, "to": expires}
 		}
-		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id)+` AND revoked_at IS NULL`,
-			a.Values()...)
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id)+` AND revoked_at IS NULL`,
+			ch.Args.Values()...)
 		if err != nil {
 			return fmt.Errorf("update API key %s: %w", id, err)
 		}

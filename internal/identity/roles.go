@@ -330,17 +330,16 @@ func (s *Service) UpdateRole(ctx context.Context, id string, in RoleInput) (Role
 		if err != nil {
 			return err
 		}
-		var a store.Args
-		sets := []string{"updated_at = " + a.Add(store.Now())}
+		ch := store.NewChanges(store.Now())
 		if in.Name != nil {
 			name := strings.TrimSpace(*in.Name)
 			if name == "" {
 				return apperr.Invalid("name", "name cannot be empty")
 			}
-			sets = append(sets, "name = "+a.Add(name))
+			ch.Set("name", name)
 		}
 		if in.Description != nil {
-			sets = append(sets, "description = "+a.Add(*in.Description))
+			ch.Set("description", *in.Description)
 		}
 		if in.Permissions != nil {
 			grants, err := validateGrants(p, before.Scope, in.Permissions)
@@ -348,10 +347,10 @@ func (s *Service) UpdateRole(ctx context.Context, id string, in RoleInput) (Role
 				return err
 			}
 			raw, _ := json.Marshal(grants)
-			sets = append(sets, "permissions = "+a.Add(string(raw)))
+			ch.Set("permissions", string(raw))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE roles SET `+strings.Join(sets, ", ")+` WHERE built_in = FALSE AND id = `+a.Add(id),
-			a.Values()...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE roles SET `+ch.SQL()+` WHERE built_in = FALSE AND id = `+ch.Args.Add(id),
+			ch.Args.Values()...); err != nil {
 			name := before.Name
 			if in.Name != nil {
 				name = *in.Name

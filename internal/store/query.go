@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"gale/internal/apperr"
 )
@@ -87,3 +88,23 @@ func (p Page) Offset() int {
 	}
 	return (p.Number - 1) * p.Limit
 }
+
+// Changes collects the columns a partial update sets, starting with updated_at. Use SQL()
+// after SET, and Args for the placeholders of the WHERE clause that follows.
+type Changes struct {
+	Args Args
+	sets []string
+}
+
+// NewChanges starts an update stamped with now.
+func NewChanges(now time.Time) *Changes {
+	c := &Changes{}
+	c.Set("updated_at", now)
+	return c
+}
+
+// Set adds "col = $n" for v.
+func (c *Changes) Set(col string, v any) { c.sets = append(c.sets, col+" = "+c.Args.Add(v)) }
+
+// SQL is the SET list: "updated_at = $1, name = $2, ...".
+func (c *Changes) SQL() string { return strings.Join(c.sets, ", ") }

@@ -310,40 +310,38 @@ func (s *Service) UpdateOrganization(ctx context.Context, id string, in Organiza
 		if err != nil {
 			return err
 		}
-		var a store.Args
-		sets := []string{"updated_at = " + a.Add(store.Now())}
-		set := func(col string, v any) { sets = append(sets, col+" = "+a.Add(v)) }
-		if in.Name != nil {
-			set("name", *in.Name)
+		ch := store.NewChanges(store.Now())
+				if in.Name != nil {
+			ch.Set("name", *in.Name)
 		}
 		if in.Slug != nil {
 			if err := validSlug(*in.Slug); err != nil {
 				return err
 			}
-			set("slug", *in.Slug)
+			ch.Set("slug", *in.Slug)
 		}
 		if in.Type != nil {
-			set("type", *in.Type)
+			ch.Set("type", *in.Type)
 		}
 		if in.Status != nil {
-			set("status", *in.Status)
+			ch.Set("status", *in.Status)
 		}
 		if in.MaxEnrollmentKeyTTLMinutes != nil {
-			set("max_enrollment_key_ttl_minutes", *in.MaxEnrollmentKeyTTLMinutes)
+			ch.Set("max_enrollment_key_ttl_minutes", *in.MaxEnrollmentKeyTTLMinutes)
 		}
 		if in.ContractStart != nil {
-			set("contract_start", start)
+			ch.Set("contract_start", start)
 		}
 		if in.ContractEnd != nil {
-			set("contract_end", end)
+			ch.Set("contract_end", end)
 		}
 		if in.BillingContact != nil {
-			set("billing_contact", encodeContact(in.BillingContact))
+			ch.Set("billing_contact", encodeContact(in.BillingContact))
 		}
 		if in.Settings != nil {
-			set("settings", encodeObject(*in.Settings))
+			ch.Set("settings", encodeObject(*in.Settings))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE organizations SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE organizations SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
 			return slugConflict(err)
 		}
 		if o, err = s.getOrg(ctx, tx, scope, id, false); err != nil {

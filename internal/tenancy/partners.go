@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"gale/internal/access"
@@ -185,30 +184,29 @@ func (s *Service) UpdatePartner(ctx context.Context, id string, in PartnerInput)
 		if err != nil {
 			return err
 		}
-		var a store.Args
-		sets := []string{"updated_at = " + a.Add(store.Now())}
+		ch := store.NewChanges(store.Now())
 		if in.Name != nil {
-			sets = append(sets, "name = "+a.Add(*in.Name))
+			ch.Set("name", *in.Name)
 		}
 		if in.Slug != nil {
 			if err := validSlug(*in.Slug); err != nil {
 				return err
 			}
-			sets = append(sets, "slug = "+a.Add(*in.Slug))
+			ch.Set("slug", *in.Slug)
 		}
 		if in.Status != nil {
-			sets = append(sets, "status = "+a.Add(*in.Status))
+			ch.Set("status", *in.Status)
 		}
 		if in.MaxOrganizations != nil {
-			sets = append(sets, "max_organizations = "+a.Add(*in.MaxOrganizations))
+			ch.Set("max_organizations", *in.MaxOrganizations)
 		}
 		if in.BillingEmail != nil {
-			sets = append(sets, "billing_email = "+a.Add(*in.BillingEmail))
+			ch.Set("billing_email", *in.BillingEmail)
 		}
 		if in.Settings != nil {
-			sets = append(sets, "settings = "+a.Add(encodeObject(*in.Settings)))
+			ch.Set("settings", encodeObject(*in.Settings))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE partners SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id), a.Values()...); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE partners SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
 			return slugConflict(err)
 		}
 		if p, err = s.getPartner(ctx, tx, scope, id); err != nil {

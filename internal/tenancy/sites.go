@@ -196,21 +196,20 @@ func (s *Service) UpdateSite(ctx context.Context, id string, in SiteInput) (Site
 		if err != nil {
 			return err
 		}
-		var a store.Args
-		sets := []string{"updated_at = " + a.Add(store.Now())}
+		ch := store.NewChanges(store.Now())
 		if in.Name != nil {
-			sets = append(sets, "name = "+a.Add(strings.TrimSpace(*in.Name)))
+			ch.Set("name", strings.TrimSpace(*in.Name))
 		}
 		if in.Timezone != nil {
-			sets = append(sets, "timezone = "+a.Add(*in.Timezone))
+			ch.Set("timezone", *in.Timezone)
 		}
 		if in.Address != nil {
-			sets = append(sets, "address = "+a.Add(encodeJSON(in.Address)))
+			ch.Set("address", encodeJSON(in.Address))
 		}
 		if in.Contact != nil {
-			sets = append(sets, "contact = "+a.Add(encodeJSON(in.Contact)))
+			ch.Set("contact", encodeJSON(in.Contact))
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE sites SET `+strings.Join(sets, ", ")+` WHERE id = `+a.Add(id), a.Values()...)
+		_, err = tx.ExecContext(ctx, `UPDATE sites SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...)
 		if store.IsUniqueViolation(err) {
 			return apperr.Conflict("the organization already has a site with that name")
 		}
