@@ -311,7 +311,7 @@ func (s *Service) UpdateOrganization(ctx context.Context, id string, in Organiza
 			return err
 		}
 		ch := store.NewChanges(store.Now())
-				if in.Name != nil {
+		if in.Name != nil {
 			ch.Set("name", *in.Name)
 		}
 		if in.Slug != nil {
