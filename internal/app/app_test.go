@@ -159,3 +159,24 @@ func TestPeriodicCleanupRunsOnTheJobQueue(t *testing.T) {
 		t.Fatal("the cleanup job did not run within 30s of the queue starting")
 	}
 }
+
+func TestReadyFollowsTheDatabaseAndHealthDoesNot(t *testing.T) {
+	e := apptest.New(t)
+	e.Must(200, apptest.Anonymous, "GET", "/ready", nil)
+	e.App.DB.SQL.Close()
+	r := e.Do(apptest.Anonymous, "GET", "/ready", nil)
+	if r.Status != 503 || r.ErrorCode() != "NOT_READY" {
+		t.Fatalf("/ready without a database = %d %s, want 503 NOT_READY", r.Status, r.Body)
+	}
+	e.Must(200, apptest.Anonymous, "GET", "/health", nil)
+}
+
+func TestMetricsCountRequestsByRoute(t *testing.T) {
+	e := apptest.New(t)
+	e.Do(apptest.Anonymous, "GET", "/api/v1/orgs/organizations", nil)
+	body := string(e.Must(200, apptest.Anonymous, "GET", "/metrics", nil).Body)
+	want := `gale_http_requests_total{method="GET",route="GET /api/v1/orgs/organizations",status="401"} 1`
+	if !strings.Contains(body, want) || !strings.Contains(body, "gale_http_request_duration_seconds_bucket") {
+		t.Fatalf("metrics lack %s:\n%.2000s", want, body)
+	}
+}
