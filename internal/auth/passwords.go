@@ -16,11 +16,9 @@ import (
 	"gale/internal/store"
 )
 
-// One-time token kinds in user_tokens.
-const (
-	TokenInvite        = "invite"
-	TokenPasswordReset = "password_reset"
-)
+// TokenPasswordReset is the user_tokens kind of password-reset links; invitation links are
+// identity.TokenInvite.
+const TokenPasswordReset = "password_reset"
 
 // redeemToken marks an unused, unexpired token of kind as used and returns its user. The
 // conditional update lets only one caller redeem a token.
@@ -44,7 +42,7 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password, name string
 	hash := HashPassword(password, s.opts.Argon2)
 	var c *credentialRow
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		userID, err := redeemToken(ctx, tx, TokenInvite, token)
+		userID, err := redeemToken(ctx, tx, identity.TokenInvite, token)
 		if err != nil {
 			return err
 		}

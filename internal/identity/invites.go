@@ -13,8 +13,9 @@ import (
 	"gale/internal/store"
 )
 
-// tokenInvite is the user_tokens kind POST /auth/accept-invite redeems.
-const tokenInvite = "invite"
+// TokenInvite is the user_tokens kind of invitation links (POST /auth/accept-invite redeems
+// them).
+const TokenInvite = "invite"
 
 // InviteInput is an invitation request. The new user's level is the role's scope.
 type InviteInput struct {
@@ -179,12 +180,12 @@ func (s *Service) ResendInvite(ctx context.Context, userID string) (InviteResult
 func (s *Service) issueInvite(ctx context.Context, tx *sql.Tx, userID string) (string, error) {
 	now := store.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND kind = $3
-		AND used_at IS NULL AND revoked_at IS NULL`, now, userID, tokenInvite); err != nil {
+		AND used_at IS NULL AND revoked_at IS NULL`, now, userID, TokenInvite); err != nil {
 		return "", err
 	}
 	token := secrets.Token("", 32)
 	_, err := tx.ExecContext(ctx, `INSERT INTO user_tokens (id, user_id, kind, token_hash, expires_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`, store.NewID(), userID, tokenInvite, secrets.Hash(token), now.Add(s.opts.InviteTTL), now)
+		VALUES ($1, $2, $3, $4, $5, $6)`, store.NewID(), userID, TokenInvite, secrets.Hash(token), now.Add(s.opts.InviteTTL), now)
 	return token, err
 }
 
