@@ -1,6 +1,6 @@
 # The whole suite runs on the embedded SQLite backend (with the race detector), then again on
 # PostgreSQL when TEST_DATABASE_URL names a database the tests may create databases from.
-.PHONY: test test-sqlite test-postgres build bench
+.PHONY: test test-sqlite test-postgres build bench agents
 
 test: test-sqlite test-postgres
 
@@ -23,3 +23,20 @@ build:
 bench:
 	go test -run '^$$' -bench ListOrganizations -benchtime 4000x -count 3 ./internal/bench/
 	go test -run '^$$' -bench PasswordVerify -benchtime 20x ./internal/bench/
+
+# Agent binaries for every supported platform, named as gale agent-release register-dir expects.
+# VERSION is what git describe makes of the latest v* tag (without its v, e.g. 1.2.3 or
+# 1.2.3-4-gabc1234-dirty), else 0.0.0-dev.<commit>: always a version the server accepts.
+GIT_TAG_VERSION = $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null | sed 's/^v//')
+GIT_COMMIT = $(shell git rev-parse --short HEAD 2>/dev/null)
+VERSION ?= $(or $(GIT_TAG_VERSION),0.0.0-dev$(if $(GIT_COMMIT),.$(GIT_COMMIT)))
+AGENT_PLATFORMS := linux/amd64 linux/arm64 windows/amd64 windows/arm64 darwin/amd64 darwin/arm64
+
+agents:
+	@mkdir -p dist/agents
+	@for p in $(AGENT_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+		echo "gale-agent $(VERSION) $$os/$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" \
+			-o dist/agents/gale-agent-$$os-$$arch$$ext ./cmd/gale-agent || exit 1; \
+	done

@@ -128,6 +128,7 @@ const (
 	ActorAPIKey           ActorKind = "api_key"
 	ActorServicePrincipal ActorKind = "service_principal"
 	ActorSystem           ActorKind = "system"
+	ActorAgent            ActorKind = "agent"
 	ActorAnonymous        ActorKind = "anonymous"
 )
 

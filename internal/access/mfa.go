@@ -20,6 +20,8 @@ var mfaGated = map[string]bool{
 	"create-access-review": true, "decide-access-review-item": true, "complete-access-review": true,
 	// API keys.
 	"create-api-key": true, "update-api-key": true, "revoke-api-key": true, "rotate-api-key": true,
+	// Devices leaving a customer: moved to another organization, or retired.
+	"move-device-org": true, "decommission-device": true,
 }
 
 // MFAGated reports whether the operation is MFA-gated.

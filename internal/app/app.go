@@ -13,15 +13,21 @@ import (
 	"time"
 
 	"gale/internal/access"
+	"gale/internal/agentdist"
+	"gale/internal/agenthub"
 	"gale/internal/apikeys"
 	"gale/internal/audit"
 	"gale/internal/auth"
 	"gale/internal/config"
+	"gale/internal/customfields"
+	"gale/internal/devices"
+	"gale/internal/enrollment"
 	"gale/internal/httpapi"
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
 	"gale/internal/ratelimit"
+	"gale/internal/search"
 	"gale/internal/secrets"
 	"gale/internal/store"
 	"gale/internal/tenancy"
@@ -43,7 +49,19 @@ type App struct {
 	Identity *identity.Service
 	Audit    *audit.Log
 	Limiter  *ratelimit.Limiter
-	jobs     *jobs.Runner
+	// Enrollment manages enrollment keys; Devices holds enrolled endpoints; Agents is this
+	// node's live channel to their agents.
+	Enrollment *enrollment.Service
+	Devices    *devices.Service
+	Agents     *agenthub.Hub
+	bus        agenthub.Bus
+	jobs       *jobs.Runner
+	// CustomFields manages custom field definitions and device values; Search answers /tags
+	// and /search.
+	CustomFields *customfields.Service
+	Search       *search.Service
+	// AgentDist keeps the released gale-agent binaries and serves them to endpoints.
+	AgentDist *agentdist.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -102,6 +120,14 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.APIKeys.Register(a.HTTP)
 	a.Audit.Register(a.HTTP)
 	a.Identity.Register(a.HTTP)
+	a.AgentDist = agentdist.New(db, logger, agentdist.Options{PublicURL: cfg.PublicURL})
+	a.AgentDist.RegisterRoutes(a.HTTP)
+
+	a.buildDevices(ctx)
+	a.CustomFields = customfields.New(db, logger)
+	a.CustomFields.Register(a.HTTP)
+	a.Search = search.New(db, logger)
+	a.Search.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
@@ -154,7 +180,8 @@ func (a *App) Handler() http.Handler { return a.HTTP.Handler() }
 
 // StartJobs starts the background job queue.
 func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
-	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup})
+	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup},
+		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
@@ -221,11 +248,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Close stops jobs (if started) and closes the database.
+// Close stops jobs (if started), drops agent connections and closes the database.
 func (a *App) Close() {
 	if a.jobs != nil {
 		_ = a.jobs.Stop(context.Background())
 		a.jobs = nil
 	}
+	a.Agents.Close()
+	a.bus.Close()
 	a.DB.Close()
 }

@@ -6,6 +6,7 @@ package apptest
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -54,10 +55,13 @@ func Config(t testing.TB) config.Config {
 	return cfg
 }
 
-// New starts a server for t, stopped when t ends.
+// New starts a server for t, stopped when t ends. Its PUBLIC_URL is the test server's own
+// address (options may change it), so links and the install script point at it.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
 	cfg := Config(t)
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -65,16 +69,18 @@ func New(t testing.TB, opts ...Option) *Env {
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	return start(t, cfg, logger)
+	return start(t, srv, cfg, logger)
 }
 
-func start(t testing.TB, cfg config.Config, logger *slog.Logger) *Env {
+func start(t testing.TB, srv *httptest.Server, cfg config.Config, logger *slog.Logger) *Env {
 	t.Helper()
 	a, err := app.New(context.Background(), cfg, logger)
 	if err != nil {
+		srv.Close()
 		t.Fatalf("start app: %v", err)
 	}
-	srv := httptest.NewServer(a.Handler())
+	srv.Config.Handler = a.Handler()
+	srv.Start()
 	t.Cleanup(func() {
 		srv.Close()
 		a.Close()
@@ -86,7 +92,7 @@ func start(t testing.TB, cfg config.Config, logger *slog.Logger) *Env {
 // balancer would run.
 func (e *Env) SecondNode() *Env {
 	e.T.Helper()
-	return start(e.T, e.App.Config, e.App.Logger)
+	return start(e.T, httptest.NewUnstartedServer(nil), e.App.Config, e.App.Logger)
 }
 
 type testWriter struct{ t testing.TB }
@@ -301,6 +307,50 @@ func (e *Env) CreatePartnerDirect() string {
 	if _, err := e.App.DB.SQL.Exec(`INSERT INTO partners (id, name, slug, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)`,
 		id, "Direct "+id, "direct-"+id, now); err != nil {
 		e.T.Fatalf("insert partner: %v", err)
+	}
+	return id
+}
+
+// DeviceRow is a device inserted straight into the database for tests that need devices
+// without a running agent. Empty fields get plausible values.
+type DeviceRow struct {
+	PartnerID, OrgID, SiteID string
+	Hostname                 string
+	Status                   string // default online
+	OSType, OSName           string // default linux, Debian GNU/Linux
+	OSVersion                string
+	LastSeen                 time.Time // default now
+	Tags                     []string
+}
+
+// InsertDevice adds d to the database and returns its ID.
+func (e *Env) InsertDevice(d DeviceRow) string {
+	e.T.Helper()
+	id, now := store.NewID(), store.Now()
+	if d.Status == "" {
+		d.Status = "online"
+	}
+	if d.OSType == "" {
+		d.OSType, d.OSName = "linux", "Debian GNU/Linux"
+	}
+	if d.LastSeen.IsZero() {
+		d.LastSeen = now
+	}
+	err := e.App.DB.Write(context.Background(), func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type, os_name, os_version,
+			created_at, updated_at, enrolled_at, last_seen_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $10, $11)`,
+			id, d.PartnerID, d.OrgID, d.SiteID, d.Hostname, d.Status, d.OSType, d.OSName, d.OSVersion, now, d.LastSeen.UTC()); err != nil {
+			return err
+		}
+		for _, tag := range d.Tags {
+			if _, err := tx.Exec(`INSERT INTO device_tags (device_id, partner_id, tag) VALUES ($1, $2, $3)`, id, d.PartnerID, tag); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		e.T.Fatalf("insert device: %v", err)
 	}
 	return id
 }

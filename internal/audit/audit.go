@@ -81,6 +81,12 @@ func (l *Log) Security(ctx context.Context, e Entry) {
 	}
 }
 
+// RecordAction records a change made outside the database (on a device, by its agent) once
+// it has happened, in a transaction of its own.
+func (l *Log) RecordAction(ctx context.Context, e Entry) error {
+	return insert(ctx, l.db, e)
+}
+
 // RecordDenied records a refused operation; it implements httpapi.SecurityRecorder.
 func (l *Log) RecordDenied(ctx context.Context, operation, reason string) {
 	p := access.PrincipalFrom(ctx)

@@ -62,6 +62,28 @@ type Config struct {
 	Argon2Iterations   uint32
 	Argon2Parallelism  uint8
 	LoginResponseFloor time.Duration
+
+	// EnrollmentSecret is AGENT_ENROLLMENT_SECRET: what agents present with keys that have no
+	// secret of their own. Empty means such keys cannot enroll.
+	EnrollmentSecret string
+	// AgentHeartbeatInterval is the heartbeat period the server gives agents.
+	AgentHeartbeatInterval time.Duration
+	// AgentPingInterval is how often the server pings an agent's live channel.
+	AgentPingInterval time.Duration
+	// DeviceOfflineAfter marks a device offline after this long without a heartbeat.
+	DeviceOfflineAfter time.Duration
+	// AgentSilentAfter sets mainAgentSilentSince when the watchdog reports but the main agent
+	// has been quiet this long.
+	AgentSilentAfter time.Duration
+	// DeviceMetricsRetention is how long each device's metrics history is kept.
+	DeviceMetricsRetention time.Duration
+	// DeviceProvisionTTL is the lifetime of a provisioned device's enrollment payload.
+	DeviceProvisionTTL time.Duration
+	// AgentEnrollPerMinute limits enrollments per client address (0: no limit).
+	AgentEnrollPerMinute int
+	// EnrollmentKeyDefaultTTL is the lifetime of an enrollment key created without ttlMinutes
+	// or expiresAt (still clamped by the organization's cap).
+	EnrollmentKeyDefaultTTL time.Duration
 }
 
 // Defaults returns the configuration used when no variable is set.
@@ -86,6 +108,15 @@ func Defaults() Config {
 		Argon2Iterations:   3,
 		Argon2Parallelism:  4,
 		LoginResponseFloor: 350 * time.Millisecond,
+
+		AgentHeartbeatInterval:  60 * time.Second,
+		AgentPingInterval:       30 * time.Second,
+		DeviceOfflineAfter:      5 * time.Minute,
+		AgentSilentAfter:        15 * time.Minute,
+		DeviceMetricsRetention:  6 * time.Hour,
+		DeviceProvisionTTL:      7 * 24 * time.Hour,
+		AgentEnrollPerMinute:    10,
+		EnrollmentKeyDefaultTTL: 60 * time.Minute,
 	}
 }
 
@@ -111,6 +142,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	str("SMTP_URL", &c.SMTPURL)
 	str("SMTP_FROM", &c.SMTPFrom)
 	c.BootstrapAdminPassword = getenv("BOOTSTRAP_ADMIN_PASSWORD")
+	c.EnrollmentSecret = getenv("AGENT_ENROLLMENT_SECRET")
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 
 	if v := getenv("LOG_LEVEL"); v != "" {
@@ -146,9 +178,18 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("MAX_BODY_BYTES", 1024, 1<<30, func(n int64) { c.MaxBodyBytes = n })
 	intVar("SHUTDOWN_TIMEOUT_SECONDS", 1, 3600, func(n int64) { c.ShutdownTimeout = time.Duration(n) * time.Second })
 	intVar("INVITE_TTL_HOURS", 1, 24*90, func(n int64) { c.InviteTTL = time.Duration(n) * time.Hour })
+	intVar("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES", 1, 525600, func(n int64) { c.EnrollmentKeyDefaultTTL = time.Duration(n) * time.Minute })
 	intVar("ARGON2_MEMORY_KIB", 8, 4<<20, func(n int64) { c.Argon2MemoryKiB = uint32(n) })
 	intVar("ARGON2_ITERATIONS", 1, 100, func(n int64) { c.Argon2Iterations = uint32(n) })
 	intVar("ARGON2_PARALLELISM", 1, 64, func(n int64) { c.Argon2Parallelism = uint8(n) })
+	seconds := func(d *time.Duration) func(int64) { return func(n int64) { *d = time.Duration(n) * time.Second } }
+	intVar("AGENT_HEARTBEAT_INTERVAL_SECONDS", 5, 3600, seconds(&c.AgentHeartbeatInterval))
+	intVar("AGENT_PING_INTERVAL_SECONDS", 5, 600, seconds(&c.AgentPingInterval))
+	intVar("DEVICE_OFFLINE_AFTER_SECONDS", 15, 86400, seconds(&c.DeviceOfflineAfter))
+	intVar("AGENT_SILENT_AFTER_SECONDS", 60, 86400, seconds(&c.AgentSilentAfter))
+	intVar("DEVICE_METRICS_RETENTION_HOURS", 1, 24*90, func(n int64) { c.DeviceMetricsRetention = time.Duration(n) * time.Hour })
+	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
+	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
 
 	if v := getenv("TRUSTED_PROXIES"); v != "" {
 		for _, part := range strings.Split(v, ",") {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"gale/internal/config"
 )
@@ -35,20 +36,32 @@ func TestDefaultsNeedNoConfiguration(t *testing.T) {
 
 func TestInvalidSettingsAreNamed(t *testing.T) {
 	for name, vars := range map[string]map[string]string{
-		"ENABLE_2FA":        {"ENABLE_2FA": "maybe"},
-		"DATABASE_URL":      {"DATABASE_URL": "mysql://x"},
-		"MAX_BODY_BYTES":    {"MAX_BODY_BYTES": "-1"},
-		"TRUSTED_PROXIES":   {"TRUSTED_PROXIES": "10.0.0.0/8, nonsense"},
-		"GALE_ENV":          {"GALE_ENV": "staging"},
-		"BOOTSTRAP_ADMIN":   {"BOOTSTRAP_ADMIN_EMAIL": "a@b.c"},
-		"LOG_FORMAT":        {"LOG_FORMAT": "xml"},
-		"ARGON2_MEMORY_KIB": {"ARGON2_MEMORY_KIB": "lots"},
+		"ENABLE_2FA":                         {"ENABLE_2FA": "maybe"},
+		"DATABASE_URL":                       {"DATABASE_URL": "mysql://x"},
+		"MAX_BODY_BYTES":                     {"MAX_BODY_BYTES": "-1"},
+		"TRUSTED_PROXIES":                    {"TRUSTED_PROXIES": "10.0.0.0/8, nonsense"},
+		"GALE_ENV":                           {"GALE_ENV": "staging"},
+		"BOOTSTRAP_ADMIN":                    {"BOOTSTRAP_ADMIN_EMAIL": "a@b.c"},
+		"LOG_FORMAT":                         {"LOG_FORMAT": "xml"},
+		"ARGON2_MEMORY_KIB":                  {"ARGON2_MEMORY_KIB": "lots"},
+		"ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": {"ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": "525601"},
 	} {
 		vars["DATA_DIR"] = t.TempDir()
 		_, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v does not name the setting", name, err)
 		}
+	}
+}
+
+func TestEnrollmentKeyDefaultTTL(t *testing.T) {
+	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
+	if err != nil || c.EnrollmentKeyDefaultTTL != 60*time.Minute {
+		t.Fatalf("default enrollment key lifetime = %v (%v), want 60m", c.EnrollmentKeyDefaultTTL, err)
+	}
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": "1440"}), slog.New(slog.DiscardHandler))
+	if err != nil || c.EnrollmentKeyDefaultTTL != 24*time.Hour {
+		t.Fatalf("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES=1440 gave %v (%v)", c.EnrollmentKeyDefaultTTL, err)
 	}
 }
 

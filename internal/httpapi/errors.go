@@ -136,8 +136,8 @@ func fieldName(location string) string {
 	return location
 }
 
-// writeError writes e as the envelope on a plain http.ResponseWriter.
-func writeError(w http.ResponseWriter, e *apperr.Error) {
+// WriteError answers a plain handler's request with e in the error envelope.
+func WriteError(w http.ResponseWriter, e *apperr.Error) {
 	ae := apiError{e}
 	for k, v := range ae.GetHeaders() {
 		w.Header()[k] = v

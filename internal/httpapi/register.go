@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -31,6 +32,8 @@ type Route struct {
 	Status int
 	// MaxBodyBytes overrides the server's body limit for this operation.
 	MaxBodyBytes int64
+	// Errors are further error statuses to document (e.g. 404), with the envelope as body.
+	Errors []int
 }
 
 // Register adds an operation whose handler runs only after the caller is authenticated,
@@ -47,6 +50,7 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 		DefaultStatus: r.Status,
 		MaxBodyBytes:  s.opts.MaxBodyBytes,
 		Middlewares:   huma.Middlewares{s.authorize(r)},
+		Errors:        slices.Clone(r.Errors),
 	}
 	if r.MaxBodyBytes > 0 {
 		op.MaxBodyBytes = r.MaxBodyBytes

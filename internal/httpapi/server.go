@@ -228,7 +228,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 				}
 				s.logger.Error("panic serving request", "panic", v, "path", r.URL.Path,
 					"requestId", w.Header().Get("X-Request-Id"))
-				writeError(w, internalError())
+				WriteError(w, internalError())
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -243,7 +243,7 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 		// are exact, so only the path itself may match it.
 		_, pattern := mux.Handler(r)
 		if pattern != "" && strings.HasSuffix(pattern, "/") && !strings.HasSuffix(pattern, " "+r.URL.Path) {
-			writeError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
+			WriteError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
 				Message: "no route " + r.Method + " " + r.URL.Path})
 			return
 		}
@@ -255,7 +255,7 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 		mux.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			writeError(w, &apperr.Error{Status: http.StatusMethodNotAllowed, Code: apperr.CodeMethod,
+			WriteError(w, &apperr.Error{Status: http.StatusMethodNotAllowed, Code: apperr.CodeMethod,
 				Message: "method " + r.Method + " not allowed on " + r.URL.Path})
 			return
 		}
@@ -268,7 +268,7 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 			_, _ = w.Write(probe.body.Bytes())
 			return
 		}
-		writeError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
+		WriteError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
 			Message: "no route " + r.Method + " " + r.URL.Path})
 	})
 }

@@ -215,7 +215,7 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 func snapshotItems(ctx context.Context, tx *sql.Tx, scope access.Scope, reviewID string) error {
 	var a store.Args
 	rows, err := tx.QueryContext(ctx, `SELECT u.id, u.email, u.name, u.role_id, r.name, u.partner_id, u.org_id, u.org_access`+
-		userFrom+` WHERE u.status <> 'disabled' AND `+userFilter(scope, &a)+` ORDER BY u.email`, a.Values()...)
+		userFrom+` WHERE u.status <> 'disabled' AND `+UserFilter(scope, &a)+` ORDER BY u.email`, a.Values()...)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func (s *Service) ListRoles(ctx context.Context, f RoleListFilter, page store.Pa
 	if f.Search != "" {
 		conds = append(conds, "LOWER(r.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
 	}
-	count := `(SELECT COUNT(*) FROM users u WHERE u.role_id = r.id AND ` + userFilter(p.Scope, &a) + `)`
+	count := `(SELECT COUNT(*) FROM users u WHERE u.role_id = r.id AND ` + UserFilter(p.Scope, &a) + `)`
 	return store.List(ctx, s.db, store.ListQuery{Columns: roleColumns + ", " + count, From: ` FROM roles r`, Conds: conds, Args: &a,
 		SortKey: "r.name", SortID: "r.id"}, page,
 		func(row scanner) (Role, error) { return scanRole(row, true) },

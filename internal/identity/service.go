@@ -47,11 +47,11 @@ func caller(ctx context.Context) (*access.Principal, error) {
 	return p, nil
 }
 
-// userFilter renders the condition keeping users (alias u) the scope may see: system sees
+// UserFilter renders the condition keeping users (alias u) the scope may see: system sees
 // every user; a partner its partner-level users and the users of organizations it reaches;
 // an organization its own users; nobody the users of a deleted organization. The zero Scope
-// sees nothing.
-func userFilter(scope access.Scope, a *store.Args) string {
+// sees nothing. Other packages that show users (global search) use it so the rule stays one.
+func UserFilter(scope access.Scope, a *store.Args) string {
 	// Users of a soft-deleted organization are hidden with it (and come back on restore).
 	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = u.org_id AND od.deleted_at IS NOT NULL)"
 	if scope.IsSystem() {

@@ -95,7 +95,7 @@ func (s *Service) ListUsers(ctx context.Context, f UserListFilter, page store.Pa
 		return nil, "", nil, err
 	}
 	var a store.Args
-	conds := []string{userFilter(p.Scope, &a)}
+	conds := []string{UserFilter(p.Scope, &a)}
 	if f.Search != "" {
 		like := a.Add("%" + strings.ToLower(f.Search) + "%")
 		conds = append(conds, "(LOWER(u.email) LIKE "+like+" OR LOWER(u.name) LIKE "+like+")")
@@ -132,7 +132,7 @@ func (s *Service) GetUser(ctx context.Context, id string) (User, error) {
 
 func getUser(ctx context.Context, q store.Querier, scope access.Scope, id string) (User, error) {
 	var a store.Args
-	conds := []string{"u.id = " + a.Add(id), userFilter(scope, &a)}
+	conds := []string{"u.id = " + a.Add(id), UserFilter(scope, &a)}
 	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+userFrom+` WHERE `+store.Where(conds), a.Values()...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return u, apperr.NotFound("user")

@@ -21,6 +21,16 @@ func Token(prefix string, n int) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
+// HexToken returns n random bytes in lower-case hex, for secrets people paste into a
+// command line (enrollment keys), where base64's punctuation gets in the way.
+func HexToken(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
 // Hash is the stored form of a token: hex SHA-256. Tokens carry 256 bits of randomness, so
 // a fast hash is enough; passwords use argon2id instead.
 func Hash(token string) string {

@@ -21,6 +21,9 @@ type ListQuery struct {
 	SortKey string
 	SortID  string
 	Desc    bool
+	// KeyArg turns the cursor's sort key back into a query argument when the column is not
+	// text (a timestamp, say); nil passes the string as it is.
+	KeyArg func(string) (any, error)
 }
 
 // List runs q in cursor mode, or in legacy page mode (then with the total). It returns the
@@ -51,8 +54,16 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 		if q.SortKey == q.SortID {
 			conds = append(conds, fmt.Sprintf("%s %s %s", q.SortID, cmp, a.Add(id)))
 		} else {
-			conds = append(conds, fmt.Sprintf("(%s %s %s OR (%s = %s AND %s %s %s))", q.SortKey, cmp, a.Add(k),
-				q.SortKey, a.Add(k), q.SortID, cmp, a.Add(id)))
+			var karg any = k
+			if q.KeyArg != nil {
+				v, err := q.KeyArg(k)
+				if err != nil {
+					return nil, "", nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
+				}
+				karg = v
+			}
+			conds = append(conds, fmt.Sprintf("(%s %s %s OR (%s = %s AND %s %s %s))", q.SortKey, cmp, a.Add(karg),
+				q.SortKey, a.Add(karg), q.SortID, cmp, a.Add(id)))
 		}
 	}
 	order := fmt.Sprintf(" ORDER BY %s %s", q.SortKey, dir)

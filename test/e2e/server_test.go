@@ -21,30 +21,37 @@ import (
 
 var (
 	buildOnce sync.Once
-	binary    string
+	binDir    string
 	buildErr  error
 )
 
-// galeBinary builds cmd/gale once per test process.
-func galeBinary(t *testing.T) string {
+// build compiles cmd/gale and cmd/gale-agent once per test process.
+func build(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "gale-e2e-")
-		if err != nil {
-			buildErr = err
+		if binDir, buildErr = os.MkdirTemp("", "gale-e2e-"); buildErr != nil {
 			return
 		}
-		binary = filepath.Join(dir, "gale")
-		out, err := exec.Command("go", "build", "-o", binary, "../../cmd/gale").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("%v: %s", err, out)
+		for _, cmd := range []string{"gale", "gale-agent"} {
+			out, err := exec.Command("go", "build", "-ldflags", "-X main.version=9.9.9-e2e", "-o", filepath.Join(binDir, cmd),
+				"../../cmd/"+cmd).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("build %s: %v: %s", cmd, err, out)
+				return
+			}
 		}
 	})
 	if buildErr != nil {
-		t.Fatalf("build gale: %v", buildErr)
+		t.Fatal(buildErr)
 	}
-	return binary
+	return binDir
 }
+
+// galeBinary is the built server.
+func galeBinary(t *testing.T) string { return filepath.Join(build(t), "gale") }
+
+// agentBinary is the built agent.
+func agentBinary(t *testing.T) string { return filepath.Join(build(t), "gale-agent") }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

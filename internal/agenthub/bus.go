@@ -1,0 +1,148 @@
+package agenthub
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"gale/internal/store"
+)
+
+// Bus channels.
+const (
+	chanWork     = "gale_agent_work"
+	chanStop     = "gale_agent_stop"
+	chanCallDone = "gale_agent_call_done"
+)
+
+// Bus carries short notifications between server nodes: a device has work, a device must
+// stop, a call was answered. On SQLite (one node) it stays in the process; on PostgreSQL it
+// is LISTEN/NOTIFY, so the node holding an agent's socket hears of work queued on another.
+// A lost notification only costs latency: agents also pull their work on every heartbeat.
+type Bus interface {
+	Publish(ctx context.Context, channel, payload string)
+	// Subscribe delivers every payload published on channel to fn until the bus closes.
+	Subscribe(channel string, fn func(payload string))
+	Close()
+}
+
+// NewBus returns the bus for db's backend.
+func NewBus(ctx context.Context, db *store.DB, logger *slog.Logger) Bus {
+	if db.Dialect == store.Postgres {
+		return newPGBus(ctx, db, logger)
+	}
+	return newLocalBus()
+}
+
+type subscribers struct {
+	mu   sync.RWMutex
+	subs map[string][]func(string)
+}
+
+func (s *subscribers) add(channel string, fn func(string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.subs == nil {
+		s.subs = map[string][]func(string){}
+	}
+	s.subs[channel] = append(s.subs[channel], fn)
+}
+
+func (s *subscribers) deliver(channel, payload string) {
+	s.mu.RLock()
+	fns := s.subs[channel]
+	s.mu.RUnlock()
+	for _, fn := range fns {
+		fn(payload)
+	}
+}
+
+type localBus struct{ subscribers }
+
+func newLocalBus() *localBus { return &localBus{} }
+
+func (b *localBus) Publish(_ context.Context, channel, payload string) { b.deliver(channel, payload) }
+func (b *localBus) Subscribe(channel string, fn func(string))          { b.add(channel, fn) }
+func (b *localBus) Close()                                             {}
+
+// pgBus listens on one dedicated connection and notifies through the pool.
+type pgBus struct {
+	subscribers
+	db     *store.DB
+	logger *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newPGBus(ctx context.Context, db *store.DB, logger *slog.Logger) *pgBus {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b := &pgBus{db: db, logger: logger, cancel: cancel, done: make(chan struct{})}
+	ready := make(chan struct{})
+	go b.listen(ctx, ready)
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		logger.Warn("agent bus: LISTEN not ready after 5s; agents still get their work on their next heartbeat")
+	}
+	return b
+}
+
+func (b *pgBus) Publish(ctx context.Context, channel, payload string) {
+	if _, err := b.db.SQL.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		b.logger.WarnContext(ctx, "agent bus: notify failed", "channel", channel, "error", err)
+	}
+}
+
+func (b *pgBus) Subscribe(channel string, fn func(string)) { b.add(channel, fn) }
+
+func (b *pgBus) Close() {
+	b.cancel()
+	<-b.done
+}
+
+// listen holds a connection with LISTEN on every channel, reconnecting after failures.
+func (b *pgBus) listen(ctx context.Context, ready chan struct{}) {
+	defer close(b.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := b.listenOnce(ctx, ready)
+		if ctx.Err() != nil {
+			return
+		}
+		b.logger.Warn("agent bus: listener lost its connection; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (b *pgBus) listenOnce(ctx context.Context, ready chan struct{}) error {
+	conn, err := b.db.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	for _, ch := range []string{chanWork, chanStop, chanCallDone} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			// The connection's state is unknown after an interrupted wait: drop it.
+			_ = conn.Conn().Close(context.Background())
+			return err
+		}
+		b.deliver(n.Channel, n.Payload)
+	}
+}

@@ -1,0 +1,167 @@
+package agenthub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"gale/internal/agentproto"
+	"gale/internal/devices"
+)
+
+// conn is one agent's socket on this node.
+type conn struct {
+	hub    *Hub
+	agent  devices.Agent
+	ws     *websocket.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	wakeup chan struct{}
+	once   sync.Once
+}
+
+func (c *conn) wake() {
+	select {
+	case c.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+func (c *conn) send(typ, id string, payload any) error {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return err
+	}
+	msg, err := json.Marshal(agentproto.Message{ID: id, Type: typ, Payload: raw})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, msg)
+}
+
+func (c *conn) close(code websocket.StatusCode, reason string) {
+	c.once.Do(func() {
+		c.cancel()
+		_ = c.ws.Close(code, reason)
+	})
+}
+
+// stop tells the agent its device was decommissioned and closes the socket.
+func (c *conn) stop() {
+	_ = c.send(agentproto.TypeStop, "", struct {
+		Reason string `json:"reason"`
+	}{"device decommissioned"})
+	c.close(websocket.StatusNormalClosure, "device decommissioned")
+}
+
+// deliverLoop pushes queued commands and calls whenever the connection is woken.
+func (c *conn) deliverLoop() {
+	log := c.hub.logger.With("deviceId", c.agent.DeviceID)
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.wakeup:
+		}
+		cmds, err := c.hub.devices.TakeQueued(c.ctx, c.agent.DeviceID)
+		if err != nil && c.ctx.Err() == nil {
+			log.Warn("taking queued commands failed", "error", err)
+		}
+		for _, cmd := range cmds {
+			if err := c.send(agentproto.TypeCommand, cmd.ID, cmd); err != nil {
+				log.Warn("command not delivered; it times out unless the agent reports it", "commandId", cmd.ID, "error", err)
+			}
+		}
+		calls, err := c.hub.devices.TakeCalls(c.ctx, c.agent.DeviceID)
+		if err != nil && c.ctx.Err() == nil {
+			log.Warn("taking queued calls failed", "error", err)
+		}
+		for _, call := range calls {
+			if err := c.send(agentproto.TypeCall, call.ID, call); err != nil {
+				log.Warn("call not delivered", "callId", call.ID, "error", err)
+			}
+		}
+	}
+}
+
+// pingLoop closes the connection when the agent stops answering pings.
+func (c *conn) pingLoop(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, every)
+		err := c.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			c.close(websocket.StatusPolicyViolation, "no pong")
+			return
+		}
+	}
+}
+
+// readLoop handles what the agent sends until the socket closes.
+func (c *conn) readLoop() {
+	log := c.hub.logger.With("deviceId", c.agent.DeviceID)
+	for {
+		_, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.close(websocket.StatusNormalClosure, "")
+			return
+		}
+		var msg agentproto.Message
+		if err := json.Unmarshal(data, &msg); err != nil {
+			log.Warn("unreadable agent message", "error", err)
+			continue
+		}
+		if err := c.handle(msg); err != nil && c.ctx.Err() == nil {
+			log.Warn("agent message failed", "type", msg.Type, "error", err)
+		}
+	}
+}
+
+func (c *conn) handle(msg agentproto.Message) error {
+	switch msg.Type {
+	case agentproto.TypeHeartbeat:
+		var hb agentproto.Heartbeat
+		if err := json.Unmarshal(msg.Payload, &hb); err != nil {
+			return err
+		}
+		start := time.Now()
+		err := c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
+		c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return err
+		}
+		c.wake()
+		return c.send(agentproto.TypeHeartbeatAck, msg.ID, struct{}{})
+	case agentproto.TypeCommandResult:
+		var r agentproto.CommandResult
+		if err := json.Unmarshal(msg.Payload, &r); err != nil {
+			return err
+		}
+		return c.hub.devices.RecordResult(c.ctx, c.agent, r)
+	case agentproto.TypeCallResult:
+		var r agentproto.CallResult
+		if err := json.Unmarshal(msg.Payload, &r); err != nil {
+			return err
+		}
+		ok, err := c.hub.devices.AnswerCall(c.ctx, c.agent, r)
+		if ok {
+			c.hub.bus.Publish(c.ctx, chanCallDone, r.CallID)
+		}
+		return err
+	default:
+		return fmt.Errorf("unknown message type %q", msg.Type)
+	}
+}

@@ -1,0 +1,238 @@
+// Package agenthub holds the live channel to agents: one WebSocket per agent, over which
+// the server pushes commands and system-tool calls the moment they are queued, and the
+// agent sends heartbeats and results. State that matters lives in the database (devices);
+// the hub only carries it, so an agent may reconnect to any node.
+package agenthub
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gale/internal/agentproto"
+	"gale/internal/apperr"
+	"gale/internal/devices"
+	"gale/internal/httpapi"
+)
+
+// Options tune the hub.
+type Options struct {
+	// PingInterval is how often the server pings each agent; a missing pong closes the socket.
+	PingInterval time.Duration
+	// MaxMessageBytes limits one frame from an agent.
+	MaxMessageBytes int64
+}
+
+// Hub tracks this node's agent connections.
+type Hub struct {
+	devices *devices.Service
+	bus     Bus
+	logger  *slog.Logger
+	opts    Options
+
+	mu    sync.Mutex
+	conns map[string]*conn
+
+	waiters sync.Map // call ID → chan struct{}
+
+	heartbeatSeconds prometheus.Histogram
+	connections      prometheus.Gauge
+}
+
+// New returns a hub over the device service and bus, registering its metrics.
+func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Registerer, opts Options) *Hub {
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = 30 * time.Second
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 64 << 20
+	}
+	h := &Hub{devices: dev, bus: bus, logger: logger, opts: opts, conns: map[string]*conn{},
+		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
+			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
+			Help: "Agent WebSocket connections held by this node."}),
+	}
+	if reg != nil {
+		reg.MustRegister(h.heartbeatSeconds, h.connections)
+	}
+	bus.Subscribe(chanWork, func(id string) {
+		if c := h.conn(id); c != nil {
+			c.wake()
+		}
+	})
+	bus.Subscribe(chanStop, func(id string) {
+		if c := h.conn(id); c != nil {
+			c.stop()
+		}
+	})
+	bus.Subscribe(chanCallDone, func(id string) {
+		if ch, ok := h.waiters.Load(id); ok {
+			select {
+			case ch.(chan struct{}) <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return h
+}
+
+// Work tells the node holding the device's socket that it has queued work.
+func (h *Hub) Work(ctx context.Context, deviceID string) { h.bus.Publish(ctx, chanWork, deviceID) }
+
+// Stop tells the node holding the device's socket to stop the agent.
+func (h *Hub) Stop(ctx context.Context, deviceID string) { h.bus.Publish(ctx, chanStop, deviceID) }
+
+// Connected reports whether this node holds a socket of the device.
+func (h *Hub) Connected(deviceID string) bool { return h.conn(deviceID) != nil }
+
+func (h *Hub) conn(deviceID string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[deviceID]
+}
+
+// register makes c the device's connection, closing an older one: one socket per agent.
+func (h *Hub) register(c *conn) {
+	h.mu.Lock()
+	old := h.conns[c.agent.DeviceID]
+	h.conns[c.agent.DeviceID] = c
+	h.mu.Unlock()
+	h.connections.Inc()
+	if old != nil {
+		old.close(websocket.StatusPolicyViolation, "replaced by a newer connection of the same agent")
+	}
+}
+
+func (h *Hub) unregister(c *conn) {
+	h.mu.Lock()
+	if h.conns[c.agent.DeviceID] == c {
+		delete(h.conns, c.agent.DeviceID)
+	}
+	h.mu.Unlock()
+	h.connections.Dec()
+}
+
+// Close closes every connection (shutdown); agents reconnect to another node or later.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.close(websocket.StatusGoingAway, "server shutting down")
+	}
+}
+
+// BearerToken returns the token of an Authorization: Bearer header.
+func BearerToken(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// ServeHTTP upgrades an authenticated agent to its live channel.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	agent, err := h.devices.AuthenticateAgent(r.Context(), BearerToken(r))
+	if err != nil {
+		if ae, ok := apperr.As(err); ok {
+			httpapi.WriteError(w, ae)
+			return
+		}
+		h.logger.ErrorContext(r.Context(), "agent authentication failed", "error", err)
+		httpapi.WriteError(w, &apperr.Error{Status: http.StatusInternalServerError, Code: apperr.CodeInternal, Message: "internal error"})
+		return
+	}
+	if agent.Role != agentproto.RoleAgent {
+		httpapi.WriteError(w, apperr.Forbidden("the watchdog reports over HTTP; only the main agent opens the live channel"))
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(h.opts.MaxMessageBytes)
+	ctx, cancel := context.WithCancel(devices.AgentContext(context.WithoutCancel(r.Context()), agent))
+	c := &conn{hub: h, agent: agent, ws: ws, ctx: ctx, cancel: cancel, wakeup: make(chan struct{}, 1)}
+	h.register(c)
+	defer h.unregister(c)
+	defer cancel()
+	if err := c.send(agentproto.TypeWelcome, "", agentproto.Welcome{DeviceID: agent.DeviceID, Config: h.devices.AgentConfig()}); err != nil {
+		return
+	}
+	c.wake()
+	go c.deliverLoop()
+	go c.pingLoop(h.opts.PingInterval)
+	c.readLoop()
+}
+
+// Call asks a device's agent to run a system tool and waits for the answer. The device must
+// already be known to be in the caller's scope.
+func (h *Hub) Call(ctx context.Context, deviceID, method string, args any, timeout time.Duration) (json.RawMessage, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	id, err := h.devices.QueueCall(ctx, deviceID, method, raw, timeout)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{}, 1)
+	h.waiters.Store(id, done)
+	defer h.waiters.Delete(id)
+	h.Work(ctx, deviceID)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	// The poll covers a notification lost between nodes.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		select {
+		case <-done:
+		case <-poll.C:
+		case <-deadline.C:
+			_ = h.devices.ExpireCall(context.WithoutCancel(ctx), id)
+			return nil, &apperr.Error{Status: http.StatusGatewayTimeout, Code: "AGENT_TIMEOUT",
+				Message: "the agent did not answer within " + timeout.String() + "; it may be busy or its connection may have dropped: try again"}
+		case <-ctx.Done():
+			_ = h.devices.ExpireCall(context.WithoutCancel(ctx), id)
+			return nil, ctx.Err()
+		}
+		result, callErr, answered, err := h.devices.CallOutcome(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !answered {
+			continue
+		}
+		if callErr != nil {
+			return nil, callError(callErr)
+		}
+		return result, nil
+	}
+}
+
+// callError turns an agent's refusal into the API's error.
+func callError(e *agentproto.CallError) error {
+	switch e.Code {
+	case agentproto.ErrNotFound:
+		return &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound, Message: e.Message}
+	case agentproto.ErrInvalid, agentproto.ErrUnknownMethod:
+		return &apperr.Error{Status: http.StatusBadRequest, Code: apperr.CodeValidation, Message: e.Message}
+	case agentproto.ErrNotSupported:
+		return &apperr.Error{Status: http.StatusBadRequest, Code: agentproto.ErrNotSupported, Message: e.Message}
+	default:
+		return &apperr.Error{Status: http.StatusBadGateway, Code: agentproto.ErrFailed, Message: "the operation failed on the device: " + e.Message}
+	}
+}

@@ -1,0 +1,291 @@
+// Package agentproto holds the wire messages shared by the Gale server and gale-agent: the
+// enrollment exchange, the WebSocket envelope and its message kinds, heartbeats, commands,
+// inventory and the system-tool calls. Field names are camelCase JSON, like the REST API.
+//
+// The server accepts agents of the same protocol Version or older; fields are only ever
+// added, so an older agent simply leaves new ones out.
+package agentproto
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Version is the agent protocol version. It rises only when a message changes meaning.
+const Version = 1
+
+// Paths of the agent endpoints, relative to the API root (/api/v1).
+const (
+	PathEnroll    = "/agents/enroll"
+	PathWebSocket = "/agents/ws"
+	// PathHeartbeat is the HTTP fallback of the WebSocket heartbeat; {agentId} is the device ID.
+	PathHeartbeat = "/agents/{agentId}/heartbeat"
+	// PathInventory takes an Inventory document over HTTP (it can be large).
+	PathInventory = "/agents/{agentId}/inventory"
+	// PathCommandResult takes a CommandResult over HTTP when the socket is down.
+	PathCommandResult = "/agents/{agentId}/commands/{commandId}/result"
+)
+
+// HeaderEnrollmentSecret may carry the enrollment secret instead of the body.
+const HeaderEnrollmentSecret = "X-Enrollment-Secret"
+
+// OS types, as agents report them and as the API shows them.
+const (
+	OSLinux   = "linux"
+	OSWindows = "windows"
+	OSMacOS   = "macos"
+)
+
+// EnrollRequest is the body of POST /agents/enroll.
+type EnrollRequest struct {
+	EnrollmentKey    string `json:"enrollmentKey"`
+	EnrollmentSecret string `json:"enrollmentSecret,omitempty"`
+	// SiteID asks for a site of the key's organization; a key pinned to a site ignores it.
+	SiteID       string    `json:"siteId,omitempty"`
+	Hostname     string    `json:"hostname"`
+	OSType       string    `json:"osType"`
+	OSVersion    string    `json:"osVersion"`
+	Architecture string    `json:"architecture"`
+	AgentVersion string    `json:"agentVersion"`
+	Hardware     *Hardware `json:"hardwareInfo,omitempty"`
+}
+
+// EnrollResponse answers a successful enrollment (201).
+type EnrollResponse struct {
+	AgentID  string `json:"agentId"`
+	DeviceID string `json:"deviceId"`
+	// AuthToken authenticates the main agent; WatchdogAuthToken the watchdog. Each is shown
+	// once and stored by the server only as a hash.
+	AuthToken         string `json:"authToken"`
+	WatchdogAuthToken string `json:"watchdogAuthToken"`
+	OrgID             string `json:"orgId"`
+	SiteID            string `json:"siteId"`
+	Config            Config `json:"config"`
+}
+
+// Config is what the server tells an agent about how to behave.
+type Config struct {
+	HeartbeatIntervalSeconds         int `json:"heartbeatIntervalSeconds"`
+	MetricsCollectionIntervalSeconds int `json:"metricsCollectionIntervalSeconds"`
+	InventoryIntervalMinutes         int `json:"inventoryIntervalMinutes"`
+}
+
+// Message is the envelope of every WebSocket frame, in both directions.
+type Message struct {
+	// ID correlates a call with its result; empty for one-way messages.
+	ID      string          `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// Message types from the server to the agent.
+const (
+	// TypeWelcome is the first frame after the upgrade; payload Welcome.
+	TypeWelcome = "welcome"
+	// TypeCommand delivers a Command.
+	TypeCommand = "command"
+	// TypeCall asks a system-tool Call; the agent answers TypeCallResult with the same ID.
+	TypeCall = "call"
+	// TypeConfig carries a new Config.
+	TypeConfig = "config"
+	// TypeStop tells the agent its device was decommissioned: stop working and exit.
+	TypeStop = "stop"
+	// TypeHeartbeatAck confirms a heartbeat was recorded; it carries the heartbeat's ID.
+	TypeHeartbeatAck = "heartbeat_ack"
+)
+
+// Message types from the agent to the server.
+const (
+	TypeHeartbeat     = "heartbeat"
+	TypeCommandResult = "command_result"
+	TypeCallResult    = "call_result"
+)
+
+// Welcome is the server's first frame on a socket.
+type Welcome struct {
+	DeviceID string `json:"deviceId"`
+	Config   Config `json:"config"`
+}
+
+// Agent roles: the main agent and its watchdog authenticate with different tokens.
+const (
+	RoleAgent    = "agent"
+	RoleWatchdog = "watchdog"
+)
+
+// Heartbeat is sent every Config.HeartbeatIntervalSeconds, over the socket or over HTTP.
+type Heartbeat struct {
+	AgentVersion  string   `json:"agentVersion"`
+	Metrics       *Metrics `json:"metrics,omitempty"`
+	UptimeSeconds int64    `json:"uptimeSeconds"`
+	LastUser      string   `json:"lastUser,omitempty"`
+	PendingReboot bool     `json:"pendingReboot"`
+	// MainAgentAlive is reported by the watchdog: whether the main agent answers it.
+	MainAgentAlive *bool `json:"mainAgentAlive,omitempty"`
+	// WatchdogState is reported by the watchdog: "connected" while it merely watches,
+	// "failover" while it is restarting or standing in for the main agent.
+	WatchdogState string `json:"watchdogState,omitempty"`
+}
+
+// Metrics is one sample of the machine's health.
+type Metrics struct {
+	CPUPercent   float64 `json:"cpuPercent"`
+	RAMPercent   float64 `json:"ramPercent"`
+	RAMUsedMB    int64   `json:"ramUsedMb"`
+	RAMTotalMB   int64   `json:"ramTotalMb"`
+	DiskPercent  float64 `json:"diskPercent"`
+	DiskUsedGB   float64 `json:"diskUsedGb"`
+	DiskTotalGB  float64 `json:"diskTotalGb"`
+	ProcessCount int     `json:"processCount"`
+	Load1        float64 `json:"load1,omitempty"`
+}
+
+// HeartbeatResponse answers an HTTP heartbeat: pending commands (which become "sent"),
+// a changed configuration, or the order to stop.
+type HeartbeatResponse struct {
+	Commands []Command `json:"commands"`
+	Config   *Config   `json:"config,omitempty"`
+	Stop     bool      `json:"stop,omitempty"`
+}
+
+// Command types an agent carries out.
+const (
+	CommandRefreshInventory = "refresh_inventory"
+	CommandRunScript        = "run_script"
+	CommandReboot           = "reboot"
+	CommandShutdown         = "shutdown"
+)
+
+// Command is work for the agent; it answers with a CommandResult.
+type Command struct {
+	ID             string          `json:"id"`
+	Type           string          `json:"type"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	TimeoutSeconds int             `json:"timeoutSeconds"`
+}
+
+// Script languages of run_script.
+const (
+	LanguageBash       = "bash"
+	LanguageSh         = "sh"
+	LanguagePython     = "python"
+	LanguagePowerShell = "powershell"
+	LanguageCmd        = "cmd"
+)
+
+// RunScript is the payload of a run_script command.
+type RunScript struct {
+	Language string            `json:"language"`
+	Script   string            `json:"script"`
+	Args     []string          `json:"args,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	// MaxOutputBytes caps each of stdout and stderr; the rest is dropped and Truncated set.
+	MaxOutputBytes int `json:"maxOutputBytes"`
+}
+
+// PowerDelay is the payload of reboot and shutdown: seconds to wait first (default 0).
+type PowerDelay struct {
+	DelaySeconds int `json:"delaySeconds,omitempty"`
+}
+
+// Command result statuses reported by the agent.
+const (
+	ResultCompleted = "completed"
+	ResultFailed    = "failed"
+	ResultTimedOut  = "timed_out"
+)
+
+// CommandResult is the outcome of a Command.
+type CommandResult struct {
+	CommandID  string          `json:"commandId"`
+	Status     string          `json:"status"`
+	ExitCode   *int            `json:"exitCode,omitempty"`
+	Stdout     string          `json:"stdout,omitempty"`
+	Stderr     string          `json:"stderr,omitempty"`
+	Truncated  bool            `json:"truncated,omitempty"`
+	DurationMs int64           `json:"durationMs"`
+	Error      string          `json:"error,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
+
+// Inventory is the full picture of a machine, replaced as a whole on every collection.
+type Inventory struct {
+	CollectedAt time.Time          `json:"collectedAt"`
+	Hostname    string             `json:"hostname"`
+	OS          OSInfo             `json:"os"`
+	Hardware    Hardware           `json:"hardware"`
+	Disks       []Disk             `json:"disks"`
+	Network     []NetworkInterface `json:"network"`
+	Software    []Software         `json:"software"`
+	Users       []LoggedInUser     `json:"users"`
+	// Errors name the collectors that failed, so the rest still arrives.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// OSInfo describes the operating system.
+type OSInfo struct {
+	Type          string    `json:"type"`
+	Name          string    `json:"name"`
+	Version       string    `json:"version"`
+	Build         string    `json:"build,omitempty"`
+	KernelVersion string    `json:"kernelVersion,omitempty"`
+	Architecture  string    `json:"architecture"`
+	BootTime      time.Time `json:"bootTime"`
+	UptimeSeconds int64     `json:"uptimeSeconds"`
+	Timezone      string    `json:"timezone,omitempty"`
+}
+
+// Hardware describes the machine; fields the platform does not expose stay empty.
+type Hardware struct {
+	Manufacturer   string `json:"manufacturer,omitempty"`
+	Model          string `json:"model,omitempty"`
+	SerialNumber   string `json:"serialNumber,omitempty"`
+	BIOSVersion    string `json:"biosVersion,omitempty"`
+	CPUModel       string `json:"cpuModel,omitempty"`
+	CPUCores       int    `json:"cpuCores,omitempty"`
+	CPUThreads     int    `json:"cpuThreads,omitempty"`
+	CPUMhz         int    `json:"cpuMhz,omitempty"`
+	MemoryBytes    uint64 `json:"memoryBytes,omitempty"`
+	Virtualization string `json:"virtualization,omitempty"`
+}
+
+// Disk is one mounted file system.
+type Disk struct {
+	Device      string  `json:"device"`
+	Mountpoint  string  `json:"mountpoint"`
+	FSType      string  `json:"fsType"`
+	TotalBytes  uint64  `json:"totalBytes"`
+	UsedBytes   uint64  `json:"usedBytes"`
+	FreeBytes   uint64  `json:"freeBytes"`
+	UsedPercent float64 `json:"usedPercent"`
+}
+
+// NetworkInterface is one network adapter and its addresses (CIDR notation).
+type NetworkInterface struct {
+	Name       string   `json:"name"`
+	MACAddress string   `json:"macAddress,omitempty"`
+	Addresses  []string `json:"addresses"`
+	MTU        int      `json:"mtu,omitempty"`
+	Up         bool     `json:"up"`
+	Loopback   bool     `json:"loopback,omitempty"`
+}
+
+// Software is one installed package.
+type Software struct {
+	Name         string `json:"name"`
+	Version      string `json:"version"`
+	Publisher    string `json:"publisher,omitempty"`
+	Architecture string `json:"architecture,omitempty"`
+	InstallDate  string `json:"installDate,omitempty"`
+	SizeBytes    int64  `json:"sizeBytes,omitempty"`
+	// Source is the package system: dpkg, rpm, msi, app, brew.
+	Source string `json:"source"`
+}
+
+// LoggedInUser is one interactive session.
+type LoggedInUser struct {
+	Username  string    `json:"username"`
+	Terminal  string    `json:"terminal,omitempty"`
+	Host      string    `json:"host,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+}

@@ -1,0 +1,473 @@
+package devices
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/agentproto"
+	"gale/internal/apperr"
+	"gale/internal/audit"
+	"gale/internal/secrets"
+	"gale/internal/store"
+)
+
+// Agent token prefixes tell the main agent's token from the watchdog's before any lookup.
+const (
+	agentTokenPrefix    = "gale_at_"
+	watchdogTokenPrefix = "gale_wt_"
+)
+
+// Agent is an authenticated agent connection: the device and which of its processes.
+type Agent struct {
+	DeviceID  string
+	PartnerID string
+	OrgID     string
+	Role      string
+}
+
+var errBadAgentToken = apperr.Unauthorized("unknown or revoked agent token; the device may have been decommissioned: enroll again")
+
+// AuthenticateAgent resolves an agent token to its device. Tokens of decommissioned devices
+// were cleared, so they fail here.
+func (s *Service) AuthenticateAgent(ctx context.Context, token string) (Agent, error) {
+	col, role := "agent_token_hash", agentproto.RoleAgent
+	switch {
+	case strings.HasPrefix(token, agentTokenPrefix):
+	case strings.HasPrefix(token, watchdogTokenPrefix):
+		col, role = "watchdog_token_hash", agentproto.RoleWatchdog
+	default:
+		return Agent{}, errBadAgentToken
+	}
+	a := Agent{Role: role}
+	err := s.db.QueryRowContext(ctx, `SELECT id, partner_id, org_id FROM devices WHERE `+col+` = $1 AND decommissioned_at IS NULL`,
+		secrets.Hash(token)).Scan(&a.DeviceID, &a.PartnerID, &a.OrgID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Agent{}, errBadAgentToken
+	}
+	return a, err
+}
+
+// AgentContext marks ctx as acting for the agent, for the audit log.
+func AgentContext(ctx context.Context, a Agent) context.Context {
+	return access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorAgent, ID: a.DeviceID,
+		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: a.PartnerID, OrgID: a.OrgID}})
+}
+
+func validateEnroll(req *agentproto.EnrollRequest) error {
+	req.Hostname = strings.TrimSpace(req.Hostname)
+	switch {
+	case req.EnrollmentKey == "":
+		return apperr.Invalid("enrollmentKey", "enrollmentKey is required")
+	case req.Hostname == "" || len(req.Hostname) > 255:
+		return apperr.Invalid("hostname", "hostname must be 1 to 255 characters")
+	case req.OSType != agentproto.OSLinux && req.OSType != agentproto.OSWindows && req.OSType != agentproto.OSMacOS:
+		return apperr.Invalid("osType", "osType must be linux, windows or macos")
+	case req.SiteID != "" && !store.ValidID(req.SiteID):
+		return apperr.Invalid("siteId", "siteId is not a valid ID")
+	}
+	return nil
+}
+
+// Enroll turns a valid enrollment key into a device (or claims the provisioned device the
+// key was minted for) and returns the agent's credentials, shown this once.
+func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (agentproto.EnrollResponse, error) {
+	if err := validateEnroll(&req); err != nil {
+		return agentproto.EnrollResponse{}, err
+	}
+	agentToken, watchdogToken := secrets.Token(agentTokenPrefix, 32), secrets.Token(watchdogTokenPrefix, 32)
+	var resp agentproto.EnrollResponse
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		key, err := s.keys.Claim(ctx, tx, req.EnrollmentKey, req.EnrollmentSecret, s.opts.EnrollmentSecret)
+		if err != nil {
+			return err
+		}
+		now := store.Now()
+		hw := agentproto.Hardware{}
+		if req.Hardware != nil {
+			hw = *req.Hardware
+		}
+		id, siteID := key.DeviceID, key.SiteID
+		if id != "" {
+			res, err := tx.ExecContext(ctx, `UPDATE devices SET hostname = $1, os_type = $2, os_version = $3, architecture = $4,
+				agent_version = $5, agent_token_hash = $6, watchdog_token_hash = $7, status = $8, enrolled_at = $9,
+				last_seen_at = $9, updated_at = $9, enrollment_key_id = $10 WHERE id = $11 AND enrolled_at IS NULL
+				AND decommissioned_at IS NULL`, req.Hostname, req.OSType, req.OSVersion, req.Architecture, req.AgentVersion,
+				secrets.Hash(agentToken), secrets.Hash(watchdogToken), StatusOnline, now, key.KeyID, id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return apperr.Unauthorized("the provisioned device of this key is already enrolled or was decommissioned")
+			}
+			if err := tx.QueryRowContext(ctx, `SELECT site_id FROM devices WHERE id = $1`, id).Scan(&siteID); err != nil {
+				return err
+			}
+		} else {
+			if siteID == "" {
+				if siteID, err = pickSite(ctx, tx, key.OrgID, req.SiteID); err != nil {
+					return err
+				}
+			}
+			id = store.NewID()
+			_, err = tx.ExecContext(ctx, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type,
+				os_version, architecture, agent_version, manufacturer, model, serial_number, cpu_model, cpu_cores, memory_bytes,
+				agent_token_hash, watchdog_token_hash, enrollment_key_id, created_at, updated_at, enrolled_at, last_seen_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20, $20, $20)`,
+				id, key.PartnerID, key.OrgID, siteID, req.Hostname, StatusOnline, req.OSType, req.OSVersion, req.Architecture,
+				req.AgentVersion, hw.Manufacturer, hw.Model, hw.SerialNumber, hw.CPUModel, hw.CPUCores, int64(hw.MemoryBytes),
+				secrets.Hash(agentToken), secrets.Hash(watchdogToken), key.KeyID, now)
+			if err != nil {
+				return err
+			}
+		}
+		if err := s.changed(ctx, tx, id); err != nil {
+			return err
+		}
+		resp = agentproto.EnrollResponse{AgentID: id, DeviceID: id, AuthToken: agentToken, WatchdogAuthToken: watchdogToken,
+			OrgID: key.OrgID, SiteID: siteID, Config: s.opts.Agent}
+		actx := AgentContext(ctx, Agent{DeviceID: id, PartnerID: key.PartnerID, OrgID: key.OrgID})
+		return audit.Record(actx, tx, audit.Entry{Action: "device.enroll", ResourceType: "device", ResourceID: id,
+			ResourceName: req.Hostname, PartnerID: key.PartnerID, OrgID: key.OrgID,
+			Details: map[string]any{"enrollmentKeyId": key.KeyID, "osType": req.OSType, "agentVersion": req.AgentVersion,
+				"provisioned": key.DeviceID != ""}})
+	})
+	return resp, err
+}
+
+// pickSite is the site an enrolling device lands in: the one it asked for (of the key's
+// organization), else the organization's first site.
+func pickSite(ctx context.Context, q store.Querier, orgID, wanted string) (string, error) {
+	if wanted != "" {
+		return wanted, siteOf(ctx, q, wanted, orgID)
+	}
+	var id string
+	err := q.QueryRowContext(ctx, `SELECT id FROM sites WHERE org_id = $1 ORDER BY created_at, id LIMIT 1`, orgID).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", apperr.Invalid("siteId", "the organization has no site for devices to join; create one first")
+	}
+	return id, err
+}
+
+// ProvisionInput pre-creates a device.
+type ProvisionInput struct {
+	OrgID       string   `json:"orgId,omitempty" format:"uuid" doc:"Required except for organization callers."`
+	SiteID      string   `json:"siteId,omitempty" format:"uuid" doc:"Default: the organization's first site."`
+	Hostname    string   `json:"hostname" minLength:"1" maxLength:"255" doc:"Expected host name; the agent's real one replaces it on enrollment."`
+	DisplayName string   `json:"displayName,omitempty" maxLength:"200"`
+	Tags        []string `json:"tags,omitempty" maxItems:"50"`
+}
+
+// Provisioned is a pre-created device and the one-time payload that enrolls an agent into it.
+type Provisioned struct {
+	Device           Device    `json:"device"`
+	EnrollmentKey    string    `json:"enrollmentKey" doc:"Single-use key bound to this device; shown once."`
+	EnrollmentSecret string    `json:"enrollmentSecret" doc:"Shown once."`
+	ExpiresAt        time.Time `json:"expiresAt"`
+	ServerURL        string    `json:"serverUrl"`
+	Command          string    `json:"command" doc:"The command line to run on the machine once gale-agent is installed."`
+	InstallCommand   string    `json:"installCommand" doc:"One line that downloads, enrolls and installs the agent (Linux and macOS)."`
+}
+
+// Provision pre-creates a device record and mints the single-use key that claims it.
+func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned, error) {
+	scope := access.ScopeFrom(ctx)
+	if in.OrgID == "" {
+		if scope.Level != access.LevelOrganization {
+			return Provisioned{}, apperr.Invalid("orgId", "orgId is required")
+		}
+		in.OrgID = scope.OrgID
+	}
+	tags, err := normalizeTags(in.Tags)
+	if err != nil {
+		return Provisioned{}, err
+	}
+	var out Provisioned
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		var partnerID string
+		err := tx.QueryRowContext(ctx, `SELECT partner_id FROM organizations WHERE id = $1 AND deleted_at IS NULL`, in.OrgID).Scan(&partnerID)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.CanSeeOrg(in.OrgID, partnerID)) {
+			return apperr.Invalid("orgId", "no such organization")
+		}
+		if err != nil {
+			return err
+		}
+		siteID, err := pickSite(ctx, tx, in.OrgID, in.SiteID)
+		if err != nil {
+			return err
+		}
+		id, now := store.NewID(), store.Now()
+		var createdBy any
+		if p := access.PrincipalFrom(ctx); p != nil {
+			createdBy = p.ID
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, display_name, status,
+			created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`, id, partnerID, in.OrgID, siteID,
+			strings.TrimSpace(in.Hostname), store.NullIfEmpty(strings.TrimSpace(in.DisplayName)), StatusPending, createdBy, now); err != nil {
+			return err
+		}
+		if err := replaceTags(ctx, tx, id, partnerID, tags); err != nil {
+			return err
+		}
+		key, secret, keyID, err := s.keys.MintForDevice(ctx, tx, partnerID, in.OrgID, siteID, id, s.opts.ProvisionTTL)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET enrollment_key_id = $1 WHERE id = $2`, keyID, id); err != nil {
+			return err
+		}
+		if err := s.changed(ctx, tx, id); err != nil {
+			return err
+		}
+		if out.Device, err = s.get(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		out.EnrollmentKey, out.EnrollmentSecret, out.ExpiresAt = key, secret, now.Add(s.opts.ProvisionTTL)
+		out.ServerURL = s.opts.PublicURL
+		out.Command = "gale-agent enroll " + key + " --server " + s.opts.PublicURL + " --enrollment-secret " + secret + " --quiet && gale-agent service install && gale-agent service start"
+		out.InstallCommand = "curl -fsSL " + s.opts.PublicURL + "/api/v1/agents/install.sh | sudo sh -s -- --key " + key + " --secret " + secret
+		return audit.Record(ctx, tx, audit.Entry{Action: "device.provision", ResourceType: "device", ResourceID: id,
+			ResourceName: out.Device.Hostname, PartnerID: partnerID, OrgID: in.OrgID, Details: map[string]any{"enrollmentKeyId": keyID}})
+	})
+	return out, err
+}
+
+// Heartbeat records what an agent or its watchdog reports.
+func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) error {
+	now := store.Now()
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		if a.Role == agentproto.RoleWatchdog {
+			return s.watchdogBeat(ctx, tx, a, hb, now)
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1 WHERE id = $2 AND status <> $1 AND decommissioned_at IS NULL`,
+			StatusOnline, a.DeviceID)
+		if err != nil {
+			return err
+		}
+		cameOnline, _ := res.RowsAffected()
+		var metrics any
+		if hb.Metrics != nil {
+			metrics = encodeJSON(hb.Metrics)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
+			uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL
+			WHERE id = $7`, now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID); err != nil {
+			return err
+		}
+		if hb.Metrics != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO device_metrics (device_id, recorded_at, cpu_percent, ram_percent,
+				disk_percent, sample) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, a.DeviceID, now, hb.Metrics.CPUPercent,
+				hb.Metrics.RAMPercent, hb.Metrics.DiskPercent, metrics); err != nil {
+				return err
+			}
+		}
+		if cameOnline > 0 {
+			return s.changed(ctx, tx, a.DeviceID)
+		}
+		return nil
+	})
+}
+
+// watchdogBeat records the watchdog's state, and when the watchdog is alive while the main
+// agent has been silent for longer than SilentAfter, marks since when the main agent is silent.
+func (s *Service) watchdogBeat(ctx context.Context, tx *sql.Tx, a Agent, hb agentproto.Heartbeat, now time.Time) error {
+	state := WatchdogConnected
+	if hb.WatchdogState == WatchdogFailover {
+		state = WatchdogFailover
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE devices SET watchdog_status = $1, watchdog_seen_at = $2,
+		main_agent_silent_since = CASE WHEN main_agent_silent_since IS NULL AND COALESCE(last_seen_at, enrolled_at) < $3
+			THEN COALESCE(last_seen_at, enrolled_at) ELSE main_agent_silent_since END
+		WHERE id = $4`, state, now, now.Add(-s.opts.SilentAfter), a.DeviceID)
+	return err
+}
+
+// StoreInventory replaces a device's inventory as a whole and updates the device's summary
+// fields from it.
+func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.Inventory) error {
+	if len(inv.Software) > maxSoftware {
+		inv.Software = inv.Software[:maxSoftware]
+		inv.Errors = append(inv.Errors, "software: list cut at 10000 packages")
+	}
+	now := store.Now()
+	if inv.CollectedAt.IsZero() {
+		inv.CollectedAt = now
+	}
+	ip, mac := primaryAddress(inv.Network)
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		hostname := strings.TrimSpace(inv.Hostname)
+		res, err := tx.ExecContext(ctx, `UPDATE devices SET hostname = COALESCE(NULLIF($1, ''), hostname), os_type = COALESCE(NULLIF($2, ''), os_type),
+			os_name = $3, os_version = $4, os_build = $5, architecture = COALESCE(NULLIF($6, ''), architecture), manufacturer = $7,
+			model = $8, serial_number = $9, cpu_model = $10, cpu_cores = $11, memory_bytes = $12, ip_address = $13,
+			mac_address = $14, uptime_seconds = $15, inventory_at = $16, updated_at = $16 WHERE id = $17 AND decommissioned_at IS NULL`,
+			hostname, inv.OS.Type, inv.OS.Name, inv.OS.Version, inv.OS.Build, inv.OS.Architecture, inv.Hardware.Manufacturer,
+			inv.Hardware.Model, inv.Hardware.SerialNumber, inv.Hardware.CPUModel, inv.Hardware.CPUCores, int64(inv.Hardware.MemoryBytes),
+			ip, mac, inv.OS.UptimeSeconds, now, a.DeviceID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return errBadAgentToken
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM device_inventory WHERE device_id = $1`, a.DeviceID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_inventory (device_id, os, hardware, disks, network, users, errors,
+			software_count, collected_at, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, a.DeviceID,
+			encodeJSON(inv.OS), encodeJSON(inv.Hardware), encodeJSON(nonNil(inv.Disks)), encodeJSON(nonNil(inv.Network)),
+			encodeJSON(nonNil(inv.Users)), encodeJSON(nonNil(inv.Errors)), len(inv.Software), inv.CollectedAt.UTC(), now); err != nil {
+			return err
+		}
+		if err := replaceSoftware(ctx, tx, a.DeviceID, inv.Software); err != nil {
+			return err
+		}
+		return s.changed(ctx, tx, a.DeviceID)
+	})
+}
+
+const maxSoftware = 10000
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// primaryAddress picks the address technicians look for: the first IPv4 of an interface that
+// is up and not a loopback, else the first IPv6 such address.
+func primaryAddress(ifaces []agentproto.NetworkInterface) (ip, mac string) {
+	var v6, v6mac string
+	for _, n := range ifaces {
+		if n.Loopback || !n.Up {
+			continue
+		}
+		for _, addr := range n.Addresses {
+			p, _, err := net.ParseCIDR(addr)
+			if err != nil {
+				p = net.ParseIP(addr)
+			}
+			if p == nil || p.IsLinkLocalUnicast() || p.IsLoopback() {
+				continue
+			}
+			if p.To4() != nil {
+				return p.String(), n.MACAddress
+			}
+			if v6 == "" {
+				v6, v6mac = p.String(), n.MACAddress
+			}
+		}
+	}
+	return v6, v6mac
+}
+
+func replaceSoftware(ctx context.Context, tx *sql.Tx, deviceID string, sw []agentproto.Software) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM device_software WHERE device_id = $1`, deviceID); err != nil {
+		return err
+	}
+	const batch = 200
+	for start := 0; start < len(sw); start += batch {
+		end := min(start+batch, len(sw))
+		var a store.Args
+		values := make([]string, 0, end-start)
+		for i := start; i < end; i++ {
+			p := sw[i]
+			values = append(values, "("+strings.Join([]string{a.Add(store.NewID()), a.Add(deviceID), a.Add(p.Name), a.Add(p.Version),
+				a.Add(p.Publisher), a.Add(p.Architecture), a.Add(p.InstallDate), a.Add(p.SizeBytes), a.Add(p.Source)}, ", ")+")")
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_software (id, device_id, name, version, publisher, architecture,
+			install_date, size_bytes, source) VALUES `+strings.Join(values, ", "), a.Values()...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordResult stores an agent's report on a command. A result for a command that already
+// reached a final state (it timed out, or was cancelled) is ignored.
+func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.CommandResult) error {
+	status := CommandFailed
+	switch r.Status {
+	case agentproto.ResultCompleted:
+		status = CommandCompleted
+	case agentproto.ResultTimedOut:
+		status = CommandTimedOut
+	}
+	var result any
+	if len(r.Result) > 0 {
+		result = string(r.Result)
+	}
+	var exit any
+	if r.ExitCode != nil {
+		exit = *r.ExitCode
+	}
+	_, err := s.db.SQL.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
+		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9 WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`,
+		status, store.Now(), exit, capOutput(r.Stdout), capOutput(r.Stderr), r.Truncated, r.DurationMs, result,
+		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent)
+	return err
+}
+
+// capOutput keeps a stored stream within the output cap even if an agent sent more.
+func capOutput(s string) any {
+	if s == "" {
+		return nil
+	}
+	if len(s) > DefaultOutputBytes {
+		s = s[:DefaultOutputBytes]
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// Sweep marks devices offline whose agents went quiet, times out commands past their
+// deadline, and trims the metrics history. It runs periodically on one node at a time.
+func (s *Service) Sweep(ctx context.Context) error {
+	now := store.Now()
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM devices WHERE status = $1 AND last_seen_at < $2`, StatusOnline, now.Add(-s.opts.OfflineAfter))
+	if err != nil {
+		return err
+	}
+	var quiet []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		quiet = append(quiet, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range quiet {
+		err := s.db.Write(ctx, func(tx *sql.Tx) error {
+			res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1, updated_at = $2 WHERE id = $3 AND status = $4 AND last_seen_at < $5`,
+				StatusOffline, now, id, StatusOnline, now.Add(-s.opts.OfflineAfter))
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return nil
+			}
+			return s.changed(ctx, tx, id)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2,
+		error = CASE WHEN status = $3 THEN 'the device did not connect in time' ELSE 'the agent did not report a result in time' END
+		WHERE status IN ($3, $4) AND expires_at < $2`, CommandTimedOut, now, CommandQueued, CommandSent); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM device_metrics WHERE recorded_at < $1`, now.Add(-s.opts.MetricsRetention)); err != nil {
+		return err
+	}
+	_, err = s.db.ExecContext(ctx, `DELETE FROM agent_calls WHERE expires_at < $1`, now.Add(-time.Minute))
+	return err
+}

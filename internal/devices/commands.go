@@ -1,0 +1,424 @@
+package devices
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/agentproto"
+	"gale/internal/apperr"
+	"gale/internal/audit"
+	"gale/internal/store"
+)
+
+// Command statuses: queued until delivered, sent while the agent works on it, then one of
+// the final states.
+const (
+	CommandQueued    = "queued"
+	CommandSent      = "sent"
+	CommandCompleted = "completed"
+	CommandFailed    = "failed"
+	CommandTimedOut  = "timed_out"
+	CommandCancelled = "cancelled"
+)
+
+// Command limits.
+const (
+	// QueueTTL is how long a command waits for its device to connect before it times out.
+	QueueTTL = time.Hour
+	// resultGrace is added to a sent command's timeout so the agent's own timeout report wins.
+	resultGrace         = 30 * time.Second
+	maxScriptBytes      = 256 << 10
+	DefaultOutputBytes  = 1 << 20
+	maxBulkDevices      = 500
+	maxDeliverBatch     = 10
+	defaultScriptTimout = 300
+)
+
+var defaultTimeouts = map[string]int{
+	agentproto.CommandRefreshInventory: 300,
+	agentproto.CommandRunScript:        defaultScriptTimout,
+	agentproto.CommandReboot:           120,
+	agentproto.CommandShutdown:         120,
+}
+
+// CommandInput is a command a technician sends.
+type CommandInput struct {
+	Type           string          `json:"type" enum:"refresh_inventory,run_script,reboot,shutdown"`
+	Payload        json.RawMessage `json:"payload,omitempty" doc:"run_script: {language: bash|sh|python|powershell|cmd, script, args?, env?, maxOutputBytes?}; reboot and shutdown: {delaySeconds?}."`
+	TimeoutSeconds int             `json:"timeoutSeconds,omitempty" minimum:"1" maximum:"3600" doc:"How long the agent may take once it has the command; default 300 for scripts and inventory, 120 otherwise."`
+}
+
+// DeviceCommand is a durable command record.
+type DeviceCommand struct {
+	ID             string          `json:"id" format:"uuid"`
+	DeviceID       string          `json:"deviceId" format:"uuid"`
+	OrgID          string          `json:"orgId" format:"uuid"`
+	Type           string          `json:"type"`
+	Payload        json.RawMessage `json:"payload"`
+	Status         string          `json:"status" enum:"queued,sent,completed,failed,timed_out,cancelled"`
+	TimeoutSeconds int             `json:"timeoutSeconds"`
+	CreatedBy      *string         `json:"createdBy"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	SentAt         *time.Time      `json:"sentAt"`
+	CompletedAt    *time.Time      `json:"completedAt"`
+	ExitCode       *int            `json:"exitCode"`
+	Stdout         *string         `json:"stdout"`
+	Stderr         *string         `json:"stderr"`
+	Truncated      bool            `json:"truncated" doc:"Output beyond maxOutputBytes was dropped."`
+	DurationMs     *int64          `json:"durationMs"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          *string         `json:"error"`
+}
+
+const commandColumns = `c.id, c.device_id, c.org_id, c.type, c.payload, c.status, c.timeout_seconds, c.created_by_email, c.created_at,
+	c.sent_at, c.completed_at, c.exit_code, c.stdout, c.stderr, c.truncated, c.duration_ms, c.result, c.error`
+
+func scanCommand(row store.Scanner) (DeviceCommand, error) {
+	var c DeviceCommand
+	var payload string
+	var by, stdout, stderr, result, errMsg sql.NullString
+	var sent, done sql.NullTime
+	var exit sql.NullInt64
+	var dur sql.NullInt64
+	err := row.Scan(&c.ID, &c.DeviceID, &c.OrgID, &c.Type, &payload, &c.Status, &c.TimeoutSeconds, &by, &c.CreatedAt,
+		&sent, &done, &exit, &stdout, &stderr, &c.Truncated, &dur, &result, &errMsg)
+	if err != nil {
+		return c, err
+	}
+	c.Payload = json.RawMessage(payload)
+	c.CreatedBy, c.Stdout, c.Stderr, c.Error = store.StringPtr(by), store.StringPtr(stdout), store.StringPtr(stderr), store.StringPtr(errMsg)
+	c.SentAt, c.CompletedAt = store.TimePtr(sent), store.TimePtr(done)
+	if exit.Valid {
+		n := int(exit.Int64)
+		c.ExitCode = &n
+	}
+	if dur.Valid {
+		c.DurationMs = &dur.Int64
+	}
+	if result.Valid && result.String != "" {
+		c.Result = json.RawMessage(result.String)
+	}
+	return c, nil
+}
+
+// validateCommand checks a command for a device of the given OS and returns its normalized
+// payload and timeout.
+func validateCommand(in CommandInput, osType string) (string, int, error) {
+	timeout, ok := defaultTimeouts[in.Type]
+	if !ok {
+		return "", 0, apperr.Invalid("type", "type must be refresh_inventory, run_script, reboot or shutdown")
+	}
+	if in.TimeoutSeconds > 0 {
+		timeout = in.TimeoutSeconds
+	}
+	var payload any = struct{}{}
+	switch in.Type {
+	case agentproto.CommandRunScript:
+		var rs agentproto.RunScript
+		if err := strictDecode(in.Payload, &rs); err != nil {
+			return "", 0, apperr.Invalid("payload", "run_script needs {language, script, args?, env?, maxOutputBytes?}: "+err.Error())
+		}
+		if err := validateScript(&rs, osType); err != nil {
+			return "", 0, err
+		}
+		payload = rs
+	case agentproto.CommandReboot, agentproto.CommandShutdown:
+		var pd agentproto.PowerDelay
+		if len(in.Payload) > 0 {
+			if err := strictDecode(in.Payload, &pd); err != nil {
+				return "", 0, apperr.Invalid("payload", "reboot and shutdown take {delaySeconds?}: "+err.Error())
+			}
+		}
+		if pd.DelaySeconds < 0 || pd.DelaySeconds > 3600 {
+			return "", 0, apperr.Invalid("payload.delaySeconds", "delaySeconds must be 0 to 3600")
+		}
+		payload = pd
+	default:
+		if len(in.Payload) > 0 && string(in.Payload) != "null" && string(in.Payload) != "{}" {
+			return "", 0, apperr.Invalid("payload", in.Type+" takes no payload")
+		}
+	}
+	b, err := json.Marshal(payload)
+	return string(b), timeout, err
+}
+
+func strictDecode(raw json.RawMessage, v any) error {
+	if len(raw) == 0 {
+		return errors.New("payload is missing")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+var scriptLanguages = map[string][]string{
+	agentproto.OSLinux:   {agentproto.LanguageBash, agentproto.LanguageSh, agentproto.LanguagePython, agentproto.LanguagePowerShell},
+	agentproto.OSMacOS:   {agentproto.LanguageBash, agentproto.LanguageSh, agentproto.LanguagePython, agentproto.LanguagePowerShell},
+	agentproto.OSWindows: {agentproto.LanguagePowerShell, agentproto.LanguageCmd, agentproto.LanguagePython, agentproto.LanguageBash},
+}
+
+func validateScript(rs *agentproto.RunScript, osType string) error {
+	if strings.TrimSpace(rs.Script) == "" {
+		return apperr.Invalid("payload.script", "script is empty")
+	}
+	if len(rs.Script) > maxScriptBytes {
+		return apperr.Invalid("payload.script", "script is larger than 256 KiB")
+	}
+	langs := scriptLanguages[osType]
+	if langs == nil {
+		langs = scriptLanguages[agentproto.OSLinux]
+	}
+	if !slices.Contains(langs, rs.Language) {
+		return apperr.Invalid("payload.language", "on "+osOrUnknown(osType)+" the language must be one of "+strings.Join(langs, ", "))
+	}
+	if rs.MaxOutputBytes == 0 {
+		rs.MaxOutputBytes = DefaultOutputBytes
+	}
+	if rs.MaxOutputBytes < 0 || rs.MaxOutputBytes > DefaultOutputBytes {
+		return apperr.Invalid("payload.maxOutputBytes", "maxOutputBytes must be 1 to 1048576")
+	}
+	for k := range rs.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return apperr.Invalid("payload.env", "environment variable names cannot be empty or contain = or NUL")
+		}
+	}
+	return nil
+}
+
+func osOrUnknown(os string) string {
+	if os == "" {
+		return "a device whose OS is not known yet"
+	}
+	return os
+}
+
+// insertCommand queues a command in tx. It returns false when the database refused it as a
+// duplicate pending refresh_inventory.
+func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int) (string, bool, error) {
+	id, now := store.NewID(), store.Now()
+	p := access.PrincipalFrom(ctx)
+	var by, byEmail any
+	if p != nil {
+		by, byEmail = p.ID, p.Email
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO device_commands (id, partner_id, org_id, device_id, type, payload, status,
+		timeout_seconds, created_by, created_by_email, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (device_id) WHERE type = 'refresh_inventory' AND status IN ('queued', 'sent') DO NOTHING`,
+		id, d.PartnerID, d.OrgID, d.ID, in.Type, payload, CommandQueued, timeout, by, byEmail, now, now.Add(QueueTTL))
+	if err != nil {
+		return "", false, err
+	}
+	n, err := res.RowsAffected()
+	return id, n == 1, err
+}
+
+var errAlreadyPending = apperr.ConflictCode("ALREADY_PENDING", "a refresh_inventory command is already pending for this device")
+
+// SendCommand queues a command for a device and wakes its agent.
+func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandInput) (DeviceCommand, error) {
+	scope := access.ScopeFrom(ctx)
+	var c DeviceCommand
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		d, err := s.getActive(ctx, tx, scope, deviceID)
+		if err != nil {
+			return err
+		}
+		payload, timeout, err := validateCommand(in, d.OSType)
+		if err != nil {
+			return err
+		}
+		id, ok, err := insertCommand(ctx, tx, d, in, payload, timeout)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errAlreadyPending
+		}
+		if c, err = getCommand(ctx, tx, deviceID, id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "device.command", ResourceType: "device", ResourceID: d.ID,
+			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"commandId": id, "type": in.Type}})
+	})
+	if err == nil {
+		s.notifier.Work(ctx, deviceID)
+	}
+	return c, err
+}
+
+// BulkInput sends one command to many devices.
+type BulkInput struct {
+	DeviceIDs []string `json:"deviceIds" minItems:"1" maxItems:"500"`
+	CommandInput
+}
+
+// BulkItem reports a device that got no command.
+type BulkItem struct {
+	DeviceID string `json:"deviceId"`
+	Code     string `json:"code"`
+	Reason   string `json:"reason"`
+}
+
+// BulkResult is the outcome per device: queued commands, devices skipped on purpose (a
+// pending inventory refresh, a language the OS lacks) and devices that failed (not found).
+type BulkResult struct {
+	Commands []DeviceCommand `json:"commands"`
+	Skipped  []BulkItem      `json:"skipped"`
+	Failed   []BulkItem      `json:"failed"`
+}
+
+// SendBulk queues the same command for many devices in one transaction, reporting per device.
+func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error) {
+	scope := access.ScopeFrom(ctx)
+	out := BulkResult{Commands: []DeviceCommand{}, Skipped: []BulkItem{}, Failed: []BulkItem{}}
+	if len(in.DeviceIDs) > maxBulkDevices {
+		return out, apperr.Invalid("deviceIds", "at most 500 devices per request")
+	}
+	if _, ok := defaultTimeouts[in.Type]; !ok {
+		return out, apperr.Invalid("type", "type must be refresh_inventory, run_script, reboot or shutdown")
+	}
+	seen := map[string]bool{}
+	var woken []string
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		for _, id := range in.DeviceIDs {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			d, err := s.getActive(ctx, tx, scope, id)
+			if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && !store.ValidID(id)) {
+				out.Failed = append(out.Failed, BulkItem{DeviceID: id, Code: apperr.CodeNotFound, Reason: "no such device"})
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			payload, timeout, err := validateCommand(in.CommandInput, d.OSType)
+			if ae, ok := apperr.As(err); ok {
+				out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: ae.Code, Reason: ae.Message})
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			cid, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: errAlreadyPending.Code, Reason: errAlreadyPending.Message})
+				continue
+			}
+			c, err := getCommand(ctx, tx, id, cid)
+			if err != nil {
+				return err
+			}
+			out.Commands = append(out.Commands, c)
+			woken = append(woken, id)
+			if err := audit.Record(ctx, tx, audit.Entry{Action: "device.command", ResourceType: "device", ResourceID: d.ID,
+				ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID,
+				Details: map[string]any{"commandId": cid, "type": in.Type, "bulk": true}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return BulkResult{}, err
+	}
+	for _, id := range woken {
+		s.notifier.Work(ctx, id)
+	}
+	return out, nil
+}
+
+func getCommand(ctx context.Context, q store.Querier, deviceID, id string) (DeviceCommand, error) {
+	c, err := scanCommand(q.QueryRowContext(ctx, `SELECT `+commandColumns+` FROM device_commands c WHERE c.id = $1 AND c.device_id = $2`, id, deviceID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, apperr.NotFound("command")
+	}
+	return c, err
+}
+
+// GetCommand returns one command of a device in scope.
+func (s *Service) GetCommand(ctx context.Context, deviceID, id string) (DeviceCommand, error) {
+	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
+		return DeviceCommand{}, err
+	}
+	if !store.ValidID(id) {
+		return DeviceCommand{}, apperr.NotFound("command")
+	}
+	return getCommand(ctx, s.db, deviceID, id)
+}
+
+// ListCommands lists a device's commands, newest first.
+func (s *Service) ListCommands(ctx context.Context, deviceID, status string, page store.Page) ([]DeviceCommand, string, *int, error) {
+	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
+		return nil, "", nil, err
+	}
+	var a store.Args
+	conds := []string{"c.device_id = " + a.Add(deviceID)}
+	if status != "" {
+		conds = append(conds, "c.status = "+a.Add(status))
+	}
+	return store.List(ctx, s.db, store.ListQuery{Columns: commandColumns, From: " FROM device_commands c", Conds: conds, Args: &a,
+		SortKey: "c.id", SortID: "c.id", Desc: true}, page, scanCommand, func(c DeviceCommand) (string, string) { return c.ID, c.ID })
+}
+
+// TakeQueued marks up to ten queued commands of a device as sent and returns them in the
+// order they were queued. The conditional update makes each command go out once even when
+// several nodes try at the same time.
+func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto.Command, error) {
+	now := store.Now()
+	var out []agentproto.Command
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, timeout_seconds FROM device_commands WHERE device_id = $1 AND status = $2
+			ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), deviceID, CommandQueued)
+		if err != nil {
+			return err
+		}
+		type queued struct {
+			id      string
+			timeout int
+		}
+		var batch []queued
+		for rows.Next() {
+			var q queued
+			if err := rows.Scan(&q.id, &q.timeout); err != nil {
+				rows.Close()
+				return err
+			}
+			batch = append(batch, q)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, q := range batch {
+			c := agentproto.Command{ID: q.id, TimeoutSeconds: q.timeout}
+			var payload string
+			expires := now.Add(time.Duration(q.timeout)*time.Second + resultGrace)
+			err := tx.QueryRowContext(ctx, `UPDATE device_commands SET status = $1, sent_at = $2, expires_at = $3
+				WHERE id = $4 AND status = $5 RETURNING type, payload`, CommandSent, now, expires, q.id, CommandQueued).
+				Scan(&c.Type, &payload)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			c.Payload = json.RawMessage(payload)
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,217 @@
+// Package devices holds the managed endpoints: enrollment of agents, the device API (list,
+// detail, move, decommission), heartbeats and inventory reported by agents, and the durable
+// commands technicians send them. The live channel itself lives in agenthub; this package
+// decides and persists.
+package devices
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"gale/internal/agentproto"
+	"gale/internal/ratelimit"
+	"gale/internal/store"
+)
+
+// Device statuses.
+const (
+	StatusPending        = "pending"
+	StatusOnline         = "online"
+	StatusOffline        = "offline"
+	StatusDecommissioned = "decommissioned"
+)
+
+// Watchdog statuses shown on devices.
+const (
+	WatchdogConnected = "connected"
+	WatchdogFailover  = "failover"
+	WatchdogOffline   = "offline"
+)
+
+// Device is the API view of a device, in lists and in detail.
+type Device struct {
+	ID            string  `json:"id" format:"uuid"`
+	PartnerID     string  `json:"partnerId" format:"uuid"`
+	OrgID         string  `json:"orgId" format:"uuid"`
+	SiteID        string  `json:"siteId" format:"uuid"`
+	Hostname      string  `json:"hostname"`
+	DisplayName   *string `json:"displayName"`
+	Status        string  `json:"status" enum:"pending,online,offline,decommissioned"`
+	OSType        string  `json:"osType" doc:"linux, windows or macos; empty until the agent enrolls."`
+	OSName        string  `json:"osName"`
+	OSVersion     string  `json:"osVersion"`
+	OSBuild       string  `json:"osBuild"`
+	Architecture  string  `json:"architecture"`
+	AgentVersion  string  `json:"agentVersion"`
+	Manufacturer  string  `json:"manufacturer"`
+	Model         string  `json:"model"`
+	SerialNumber  string  `json:"serialNumber"`
+	CPUModel      string  `json:"cpuModel"`
+	CPUCores      int     `json:"cpuCores"`
+	MemoryBytes   int64   `json:"memoryBytes"`
+	IPAddress     string  `json:"ipAddress"`
+	MACAddress    string  `json:"macAddress"`
+	LastUser      string  `json:"lastUser"`
+	UptimeSeconds int64   `json:"uptimeSeconds"`
+	PendingReboot bool    `json:"pendingReboot"`
+	// Metrics is the last sample the agent sent.
+	Metrics *agentproto.Metrics `json:"metrics"`
+	Tags    []string            `json:"tags"`
+	// WatchdogStatus is connected or failover as the watchdog last reported, offline when the
+	// watchdog has gone quiet, null when no watchdog ever reported.
+	WatchdogStatus *string `json:"watchdogStatus" enum:"connected,failover,offline"`
+	// MainAgentSilentSince is set while the watchdog is alive but the main agent has been silent
+	// for longer than the silence threshold: the time of the main agent's last contact.
+	MainAgentSilentSince *time.Time `json:"mainAgentSilentSince"`
+	LastSeen             *time.Time `json:"lastSeen"`
+	Enrolled             *time.Time `json:"enrolled" doc:"When the agent enrolled; null for a provisioned device no agent has claimed yet."`
+	InventoryAt          *time.Time `json:"inventoryAt"`
+	DecommissionedAt     *time.Time `json:"decommissionedAt"`
+	CreatedAt            time.Time  `json:"createdAt"`
+	UpdatedAt            time.Time  `json:"updatedAt"`
+}
+
+const deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
+	d.os_version, d.os_build, d.architecture, d.agent_version, d.manufacturer, d.model, d.serial_number, d.cpu_model,
+	d.cpu_cores, d.memory_bytes, d.ip_address, d.mac_address, d.last_user, d.uptime_seconds, d.pending_reboot, d.metrics,
+	d.watchdog_status, d.watchdog_seen_at, d.main_agent_silent_since, d.last_seen_at, d.enrolled_at, d.inventory_at,
+	d.decommissioned_at, d.created_at, d.updated_at`
+
+// scanner reads device rows; watchdogQuiet is how long a watchdog may stay silent before
+// it shows as offline.
+type scanner struct{ watchdogQuiet time.Duration }
+
+func (sc scanner) scan(row store.Scanner) (Device, error) {
+	var d Device
+	var display, metrics, wdStatus sql.NullString
+	var wdSeen, silent, seen, enrolled, inv, decom sql.NullTime
+	err := row.Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.SiteID, &d.Hostname, &display, &d.Status, &d.OSType, &d.OSName,
+		&d.OSVersion, &d.OSBuild, &d.Architecture, &d.AgentVersion, &d.Manufacturer, &d.Model, &d.SerialNumber, &d.CPUModel,
+		&d.CPUCores, &d.MemoryBytes, &d.IPAddress, &d.MACAddress, &d.LastUser, &d.UptimeSeconds, &d.PendingReboot, &metrics,
+		&wdStatus, &wdSeen, &silent, &seen, &enrolled, &inv, &decom, &d.CreatedAt, &d.UpdatedAt)
+	if err != nil {
+		return d, err
+	}
+	d.DisplayName = store.StringPtr(display)
+	if metrics.Valid && metrics.String != "" {
+		var m agentproto.Metrics
+		if json.Unmarshal([]byte(metrics.String), &m) == nil {
+			d.Metrics = &m
+		}
+	}
+	if wdStatus.Valid {
+		st := wdStatus.String
+		if wdSeen.Valid && time.Since(wdSeen.Time) > sc.watchdogQuiet {
+			st = WatchdogOffline
+		}
+		d.WatchdogStatus = &st
+	}
+	d.MainAgentSilentSince, d.LastSeen, d.Enrolled = store.TimePtr(silent), store.TimePtr(seen), store.TimePtr(enrolled)
+	d.InventoryAt, d.DecommissionedAt = store.TimePtr(inv), store.TimePtr(decom)
+	d.Tags = []string{}
+	return d, nil
+}
+
+// Hooks let other domains react to device changes inside the changing transaction.
+type Hooks struct {
+	// Changed runs after a device's attributes, status or tags changed (dynamic groups).
+	Changed func(ctx context.Context, tx *sql.Tx, deviceID string) error
+	// LeftOrg runs when a device leaves its organization (moved or decommissioned).
+	LeftOrg func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
+}
+
+// Notifier tells the agent channel that a device has work waiting or must stop.
+type Notifier interface {
+	// Work says the device has pending commands or calls.
+	Work(ctx context.Context, deviceID string)
+	// Stop says the device was decommissioned: close its connection.
+	Stop(ctx context.Context, deviceID string)
+}
+
+type nopNotifier struct{}
+
+func (nopNotifier) Work(context.Context, string) {}
+func (nopNotifier) Stop(context.Context, string) {}
+
+// Options are the device settings of the server configuration.
+type Options struct {
+	// PublicURL is the address agents reach the server at (provisioning payloads name it).
+	PublicURL string
+	// EnrollmentSecret is the global AGENT_ENROLLMENT_SECRET.
+	EnrollmentSecret string
+	Agent            agentproto.Config
+	// OfflineAfter marks a device offline when no heartbeat arrived for this long.
+	OfflineAfter time.Duration
+	// SilentAfter is how long the main agent may be silent while its watchdog still reports
+	// before mainAgentSilentSince is set.
+	SilentAfter time.Duration
+	// MetricsRetention is how long the per-device metrics history is kept.
+	MetricsRetention time.Duration
+	// ProvisionTTL is the lifetime of the enrollment payload of a provisioned device.
+	ProvisionTTL time.Duration
+	// EnrollPerMinute limits enrollments per client address; 0 turns the limit off.
+	EnrollPerMinute int
+}
+
+// Service is the device domain.
+type Service struct {
+	db       *store.DB
+	logger   *slog.Logger
+	opts     Options
+	keys     KeyClaimer
+	limiter  *ratelimit.Limiter
+	hooks    Hooks
+	notifier Notifier
+	sc       scanner
+}
+
+// KeyClaimer is the part of the enrollment-key service that enrollment and provisioning use.
+type KeyClaimer interface {
+	Claim(ctx context.Context, tx *sql.Tx, rawKey, rawSecret, globalSecret string) (ClaimedKey, error)
+	MintForDevice(ctx context.Context, tx *sql.Tx, partnerID, orgID, siteID, deviceID string, ttl time.Duration) (rawKey, rawSecret, keyID string, err error)
+}
+
+// ClaimedKey is what a successfully claimed enrollment key grants.
+type ClaimedKey struct {
+	KeyID, PartnerID, OrgID, SiteID, DeviceID string
+}
+
+// New returns the device service.
+func New(db *store.DB, logger *slog.Logger, keys KeyClaimer, limiter *ratelimit.Limiter, opts Options) *Service {
+	return &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{},
+		sc: scanner{watchdogQuiet: opts.OfflineAfter}}
+}
+
+// SetHooks installs the hooks of other domains.
+func (s *Service) SetHooks(h Hooks) { s.hooks = h }
+
+// SetNotifier connects the agent channel.
+func (s *Service) SetNotifier(n Notifier) { s.notifier = n }
+
+func (s *Service) changed(ctx context.Context, tx *sql.Tx, deviceID string) error {
+	if s.hooks.Changed == nil {
+		return nil
+	}
+	return s.hooks.Changed(ctx, tx, deviceID)
+}
+
+func (s *Service) leftOrg(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
+	if s.hooks.LeftOrg == nil {
+		return nil
+	}
+	return s.hooks.LeftOrg(ctx, tx, deviceID, reason)
+}
+
+func encodeJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "null"
+	}
+	return string(b)
+}
+
+// AgentConfig is the configuration every agent gets.
+func (s *Service) AgentConfig() agentproto.Config { return s.opts.Agent }

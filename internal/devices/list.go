@@ -1,0 +1,173 @@
+package devices
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/apperr"
+	"gale/internal/store"
+)
+
+// Page sizes of the device list. Cursor mode defaults to 50 and clamps at 500; legacy page
+// mode clamps at 100 (see docs/api.md for why these of the spec's stated maxima).
+const (
+	DefaultPageSize    = 50
+	MaxCursorPageSize  = 500
+	MaxLegacyPageSize  = 100
+	sortHostname       = "hostname"
+	sortLastSeen       = "lastSeen"
+	sortEnrolled       = "enrolled"
+	maxFilterIDs       = 500
+	sortKeyTimeLayout  = time.RFC3339Nano
+	lastSeenSortColumn = "COALESCE(d.last_seen_at, d.created_at)"
+	enrolledSortColumn = "COALESCE(d.enrolled_at, d.created_at)"
+)
+
+// ListFilter narrows and orders the device list.
+type ListFilter struct {
+	OrgIDs                []string
+	SiteIDs               []string
+	GroupIDs              []string
+	Status                string
+	Search                string
+	Sort                  string
+	Desc                  bool
+	IncludeDecommissioned bool
+	IncludeTotal          bool
+}
+
+// List returns a page of devices in scope, the next cursor, and the total when asked for
+// (always in legacy page mode).
+func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Device, string, *int, error) {
+	var a store.Args
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id")}
+	for _, ids := range [][]string{f.OrgIDs, f.SiteIDs, f.GroupIDs} {
+		if len(ids) > maxFilterIDs {
+			return nil, "", nil, apperr.Invalid("filter", "at most 500 IDs per filter")
+		}
+		for _, id := range ids {
+			if !store.ValidID(id) {
+				return nil, "", nil, apperr.Invalid("filter", "not a valid ID: "+id)
+			}
+		}
+	}
+	if len(f.OrgIDs) > 0 {
+		conds = append(conds, "d.org_id IN "+a.In(f.OrgIDs))
+	}
+	if len(f.SiteIDs) > 0 {
+		conds = append(conds, "d.site_id IN "+a.In(f.SiteIDs))
+	}
+	if len(f.GroupIDs) > 0 {
+		conds = append(conds, "EXISTS (SELECT 1 FROM device_group_members m WHERE m.device_id = d.id AND m.group_id IN "+
+			a.In(f.GroupIDs)+")")
+	}
+	if !f.IncludeDecommissioned {
+		conds = append(conds, "d.decommissioned_at IS NULL")
+	}
+	if f.Status != "" {
+		conds = append(conds, "d.status = "+a.Add(f.Status))
+	}
+	if f.Search != "" {
+		p := a.Add("%" + f.Search + "%")
+		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
+	}
+	q := store.ListQuery{Columns: deviceColumns, From: " FROM devices d", Conds: conds, Args: &a, SortID: "d.id", Desc: f.Desc}
+	key := func(d Device) (string, string) { return d.Hostname, d.ID }
+	switch f.Sort {
+	case "", sortHostname:
+		q.SortKey = "d.hostname"
+	case sortLastSeen:
+		q.SortKey, q.KeyArg = lastSeenSortColumn, parseSortTime
+		key = func(d Device) (string, string) { return timeKey(d.LastSeen, d.CreatedAt), d.ID }
+	case sortEnrolled:
+		q.SortKey, q.KeyArg = enrolledSortColumn, parseSortTime
+		key = func(d Device) (string, string) { return timeKey(d.Enrolled, d.CreatedAt), d.ID }
+	default:
+		return nil, "", nil, apperr.Invalid("sort", "sort by hostname, lastSeen or enrolled")
+	}
+	var total *int
+	if f.IncludeTotal && page.Number == 0 {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM devices d WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
+			return nil, "", nil, err
+		}
+		total = &n
+	}
+	rows, next, pageTotal, err := store.List(ctx, s.db, q, page, s.sc.scan, key)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if pageTotal != nil {
+		total = pageTotal
+	}
+	return rows, next, total, s.attachTags(ctx, s.db, rows)
+}
+
+func timeKey(t *time.Time, fallback time.Time) string {
+	if t != nil {
+		return t.UTC().Format(sortKeyTimeLayout)
+	}
+	return fallback.UTC().Format(sortKeyTimeLayout)
+}
+
+func parseSortTime(k string) (any, error) { return time.Parse(sortKeyTimeLayout, k) }
+
+// attachTags fills the tags of a page of devices with one query.
+func (s *Service) attachTags(ctx context.Context, q store.Querier, devs []Device) error {
+	if len(devs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(devs))
+	at := make(map[string]int, len(devs))
+	for i, d := range devs {
+		ids[i], at[d.ID] = d.ID, i
+	}
+	var a store.Args
+	rows, err := q.QueryContext(ctx, `SELECT device_id, tag FROM device_tags WHERE device_id IN `+a.In(ids)+` ORDER BY tag`, a.Values()...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, tag string
+		if err := rows.Scan(&id, &tag); err != nil {
+			return err
+		}
+		devs[at[id]].Tags = append(devs[at[id]].Tags, tag)
+	}
+	return rows.Err()
+}
+
+// Get returns a device in scope (decommissioned ones too: their record stays readable).
+func (s *Service) Get(ctx context.Context, id string) (Device, error) {
+	return s.get(ctx, s.db, access.ScopeFrom(ctx), id)
+}
+
+func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (Device, error) {
+	var a store.Args
+	conds := []string{"d.id = " + a.Add(id), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
+	d, err := s.sc.scan(q.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM devices d WHERE `+store.Where(conds), a.Values()...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, apperr.NotFound("device")
+	}
+	if err != nil {
+		return d, err
+	}
+	devs := []Device{d}
+	if err := s.attachTags(ctx, q, devs); err != nil {
+		return d, err
+	}
+	return devs[0], nil
+}
+
+// getActive is get for changes: a decommissioned device is gone for every write.
+func (s *Service) getActive(ctx context.Context, q store.Querier, scope access.Scope, id string) (Device, error) {
+	d, err := s.get(ctx, q, scope, id)
+	if err == nil && d.DecommissionedAt != nil {
+		return d, apperr.NotFound("device")
+	}
+	return d, err
+}
