@@ -1,0 +1,192 @@
+// Command gale-agent is the Gale endpoint agent: it enrolls a machine with a Gale server,
+// then runs as a system service that keeps a live channel to the server, reports health and
+// inventory, and carries out what technicians ask.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/kardianos/service"
+	"github.com/spf13/cobra"
+
+	"gale/internal/agent"
+)
+
+// version is set at build time: -ldflags "-X main.version=1.2.3".
+var version = "0.0.0-dev"
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gale-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	var configPath string
+	root := &cobra.Command{Use: "gale-agent", Short: "The Gale endpoint agent", SilenceUsage: true, SilenceErrors: true}
+	root.PersistentFlags().StringVar(&configPath, "config", agent.DefaultConfigPath(), "path of the agent's configuration file")
+	root.AddCommand(enrollCmd(&configPath), runCmd(&configPath), serviceCmd(&configPath), &cobra.Command{
+		Use: "version", Short: "Print the agent version", Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },
+	})
+	return root
+}
+
+func logger() *slog.Logger { return slog.New(slog.NewTextHandler(os.Stderr, nil)) }
+
+func enrollCmd(configPath *string) *cobra.Command {
+	var o agent.EnrollOptions
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "enroll <enrollment key> --server <base address> --enrollment-secret <secret>",
+		Short: "Enroll this machine with a Gale server",
+		Long: "Enroll registers this machine and writes the configuration file. If the file already exists the machine is " +
+			"enrolled: enroll does nothing and exits 0, so install scripts can run it again safely.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Key, o.ConfigPath, o.Version = args[0], *configPath, version
+			if o.Server == "" {
+				return errors.New("--server is required (the Gale server's address, like https://rmm.example.com)")
+			}
+			cfg, err := agent.Enroll(cmd.Context(), o)
+			if errors.Is(err, agent.ErrAlreadyEnrolled) {
+				if !quiet {
+					fmt.Fprintf(cmd.OutOrStdout(), "already enrolled (%s exists); nothing to do\n", o.ConfigPath)
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				fmt.Fprintf(cmd.OutOrStdout(), "enrolled as device %s; configuration written to %s\nnext: gale-agent service install\n",
+					cfg.DeviceID, o.ConfigPath)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Server, "server", "", "base address of the Gale server")
+	cmd.Flags().StringVar(&o.Secret, "enrollment-secret", "", "the enrollment secret (the key's own, or the server's global one)")
+	cmd.Flags().StringVar(&o.SiteID, "site-id", "", "site to join (ignored when the key is pinned to a site)")
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "print nothing on success")
+	return cmd
+}
+
+func runCmd(configPath *string) *cobra.Command {
+	var noWatchdog bool
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the agent in the foreground",
+		Long: "Run starts the watchdog, which runs the main agent as a child process and restarts it when it exits or " +
+			"hangs. --no-watchdog runs the main agent alone.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !agent.Enrolled(*configPath) {
+				return fmt.Errorf("not enrolled: %s does not exist; run gale-agent enroll first", *configPath)
+			}
+			if noWatchdog {
+				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				return agent.Run(ctx, runOptions(*configPath))
+			}
+			prg := &program{configPath: *configPath}
+			s, err := service.New(prg, serviceConfig(*configPath))
+			if err != nil {
+				return err
+			}
+			return s.Run()
+		},
+	}
+	cmd.Flags().BoolVar(&noWatchdog, "no-watchdog", false, "run the main agent without its watchdog")
+	return cmd
+}
+
+func runOptions(configPath string) agent.RunOptions {
+	return agent.RunOptions{ConfigPath: configPath, Version: version, Logger: logger(), Tools: tools(configPath)}
+}
+
+// program adapts the watchdog to the service manager (systemd, launchd, Windows SCM), and
+// runs it in the foreground when started from a terminal.
+type program struct {
+	configPath string
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+func (p *program) Start(service.Service) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel, p.done = cancel, make(chan struct{})
+	go func() {
+		defer close(p.done)
+		_ = agent.Watchdog(ctx, agent.WatchdogOptions{ConfigPath: p.configPath, Executable: exe,
+			Args: []string{"run", "--no-watchdog", "--config", p.configPath}, Logger: logger(), Unresponsive: unresponsiveAfter()})
+	}()
+	return nil
+}
+
+func (p *program) Stop(service.Service) error {
+	p.cancel()
+	<-p.done
+	return nil
+}
+
+// unresponsiveAfter reads GALE_AGENT_UNRESPONSIVE_SECONDS: how long the main agent may stay
+// silent before the watchdog restarts it (default 45 s).
+func unresponsiveAfter() time.Duration {
+	n, err := strconv.Atoi(os.Getenv("GALE_AGENT_UNRESPONSIVE_SECONDS"))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
+func serviceConfig(configPath string) *service.Config {
+	abs, err := filepath.Abs(configPath)
+	if err != nil {
+		abs = configPath
+	}
+	return &service.Config{Name: "gale-agent", DisplayName: "Gale Agent",
+		Description: "Gale remote monitoring and management agent", Arguments: []string{"run", "--config", abs},
+		Option: service.KeyValue{"Restart": "always"}}
+}
+
+func serviceCmd(configPath *string) *cobra.Command {
+	cmd := &cobra.Command{Use: "service", Short: "Manage the agent's system service"}
+	for _, action := range []struct{ name, short string }{
+		{"install", "Install the system service (systemd, launchd or Windows service)"},
+		{"uninstall", "Remove the system service"},
+		{"start", "Start the system service"},
+		{"stop", "Stop the system service"},
+	} {
+		cmd.AddCommand(&cobra.Command{Use: action.name, Short: action.short, Args: cobra.NoArgs,
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				if action.name == "install" && !agent.Enrolled(*configPath) {
+					return fmt.Errorf("not enrolled: %s does not exist; run gale-agent enroll first", *configPath)
+				}
+				s, err := service.New(&program{configPath: *configPath}, serviceConfig(*configPath))
+				if err != nil {
+					return err
+				}
+				if err := service.Control(s, action.name); err != nil {
+					return fmt.Errorf("service %s: %w (this usually needs root or Administrator)", action.name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "service %s: done\n", action.name)
+				return nil
+			}})
+	}
+	return cmd
+}

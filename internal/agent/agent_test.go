@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gale/internal/agentproto"
+)
+
+func TestSaveConfigIsPrivateAndLoads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nested", "agent.json")
+	want := Config{Server: "https://rmm.example", DeviceID: "d1", AuthToken: "gale_at_x", WatchdogToken: "gale_wt_y"}
+	if err := SaveConfig(path, want); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("config mode = %v (%v), want 0600", st.Mode().Perm(), err)
+	}
+	got, err := LoadConfig(path)
+	if err != nil || got.DeviceID != "d1" || got.AuthToken != "gale_at_x" {
+		t.Fatalf("loaded %+v, %v", got, err)
+	}
+	if err := os.WriteFile(path, []byte(`{"server":""}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "enroll again") {
+		t.Fatalf("an incomplete config loaded: %v", err)
+	}
+}
+
+func TestEnrollDoesNothingWhenAlreadyEnrolled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.json")
+	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The server address is unreachable: enroll must not even try it.
+	_, err := Enroll(context.Background(), EnrollOptions{Key: "k", Server: "http://127.0.0.1:1", ConfigPath: path})
+	if !errors.Is(err, ErrAlreadyEnrolled) {
+		t.Fatalf("enroll over an existing config = %v, want ErrAlreadyEnrolled", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{}" {
+		t.Fatalf("the config was rewritten: %s", b)
+	}
+	_, err = Enroll(context.Background(), EnrollOptions{Key: "k", Server: "rmm.example", ConfigPath: filepath.Join(t.TempDir(), "a.json")})
+	if err == nil || !strings.Contains(err.Error(), "--server") {
+		t.Fatalf("a server address without scheme = %v", err)
+	}
+}
+
+func TestRunScriptReportsOutputExitCodeAndTruncation(t *testing.T) {
+	ctx := context.Background()
+	res := runScript(ctx, agentproto.RunScript{Language: "bash", Script: `echo "out $GREETING $1"; echo err >&2; exit 4`,
+		Args: []string{"arg1"}, Env: map[string]string{"GREETING": "hi"}, MaxOutputBytes: 1 << 20})
+	if res.Status != agentproto.ResultFailed || res.ExitCode == nil || *res.ExitCode != 4 || res.Stdout != "out hi arg1\n" ||
+		res.Stderr != "err\n" || res.Truncated {
+		t.Fatalf("result = %+v", res)
+	}
+	res = runScript(ctx, agentproto.RunScript{Language: "sh", Script: "yes | head -c 5000", MaxOutputBytes: 100})
+	if res.Status != agentproto.ResultCompleted || len(res.Stdout) != 100 || !res.Truncated || *res.ExitCode != 0 {
+		t.Fatalf("capped result: status %s, %d bytes, truncated %v", res.Status, len(res.Stdout), res.Truncated)
+	}
+	if res := runScript(ctx, agentproto.RunScript{Language: "cmd", Script: "dir"}); res.Status != agentproto.ResultFailed || res.Error == "" {
+		t.Fatalf("cmd on Linux = %+v", res)
+	}
+}
+
+func TestRunScriptTimeoutKillsItsChildren(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "late")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	res := runScript(ctx, agentproto.RunScript{Language: "sh", Script: "(sleep 3; touch " + marker + ") & sleep 30"})
+	if res.Status != agentproto.ResultTimedOut || time.Since(start) > 10*time.Second {
+		t.Fatalf("timed-out script = %+v after %s", res, time.Since(start))
+	}
+	time.Sleep(3500 * time.Millisecond)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a child of the timed-out script kept running")
+	}
+}
+
+func TestWatchdogRestartsAnAgentThatExitsOrHangs(t *testing.T) {
+	dir := t.TempDir()
+	starts := filepath.Join(dir, "starts")
+	cfg := filepath.Join(dir, "agent.json")
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	count := func() int {
+		b, _ := os.ReadFile(starts)
+		return strings.Count(string(b), "x")
+	}
+	run := func(script string, unresponsive time.Duration, want int) {
+		t.Helper()
+		_ = os.Remove(starts)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = Watchdog(ctx, WatchdogOptions{ConfigPath: cfg, Executable: "/bin/sh", Args: []string{"-c", script},
+				Logger: logger, Unresponsive: unresponsive})
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for count() < want && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		<-done
+		if got := count(); got < want {
+			t.Fatalf("%q started %d times, want at least %d", script, got, want)
+		}
+	}
+	// Exits at once: restarted.
+	run("printf x >> "+starts+"; exit 1", time.Minute, 3)
+	// Never beats (hangs): killed after 1 s and restarted.
+	run("printf x >> "+starts+"; sleep 60", time.Second, 2)
+	// Beats through the liveness descriptor: never restarted.
+	_ = os.Remove(starts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = Watchdog(ctx, WatchdogOptions{ConfigPath: cfg, Executable: "/bin/sh", Logger: logger, Unresponsive: time.Second,
+		Args: []string{"-c", "printf x >> " + starts + "; while true; do printf . >&3; sleep 0.2; done"}})
+	if got := count(); got != 1 {
+		t.Fatalf("a healthy agent was started %d times, want 1", got)
+	}
+}

@@ -1,0 +1,96 @@
+// Package agent is gale-agent: enrollment, the live channel to the server, heartbeats,
+// inventory, command execution, system tools and the watchdog that keeps it all running.
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"gale/internal/agentproto"
+)
+
+// Config is the agent's local state, written at enrollment. Its existence means "enrolled".
+type Config struct {
+	Server        string            `json:"server"`
+	DeviceID      string            `json:"deviceId"`
+	AuthToken     string            `json:"authToken"`
+	WatchdogToken string            `json:"watchdogToken"`
+	OrgID         string            `json:"orgId"`
+	SiteID        string            `json:"siteId"`
+	Settings      agentproto.Config `json:"settings"`
+	EnrolledAt    time.Time         `json:"enrolledAt"`
+	// Decommissioned is set when the server retires the device; the agent then stays idle.
+	Decommissioned bool `json:"decommissioned,omitempty"`
+}
+
+// DefaultConfigPath is the system location of the configuration file on this platform.
+func DefaultConfigPath() string {
+	switch runtime.GOOS {
+	case "windows":
+		dir := os.Getenv("ProgramData")
+		if dir == "" {
+			dir = `C:\ProgramData`
+		}
+		return filepath.Join(dir, "Gale", "agent.json")
+	case "darwin":
+		return "/Library/Application Support/Gale/agent.json"
+	default:
+		return "/etc/gale-agent/agent.json"
+	}
+}
+
+// LoadConfig reads the configuration file; fs.ErrNotExist means not enrolled.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("read %s: %w (remove the file and enroll again)", path, err)
+	}
+	if c.Server == "" || c.DeviceID == "" || c.AuthToken == "" {
+		return c, fmt.Errorf("%s is incomplete (remove the file and enroll again)", path)
+	}
+	return c, nil
+}
+
+// Enrolled reports whether a configuration file exists at path.
+func Enrolled(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// SaveConfig writes the configuration atomically with mode 0600: it holds the agent's tokens.
+func SaveConfig(path string, c Config) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".agent-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

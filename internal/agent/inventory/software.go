@@ -1,0 +1,45 @@
+package inventory
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"gale/internal/agentproto"
+)
+
+func collectSoftware(ctx context.Context, inv *agentproto.Inventory) error {
+	software, err := installedSoftware(ctx)
+	software, capErr := capSoftware(software)
+	if software != nil {
+		inv.Software = software
+	}
+	return errors.Join(err, capErr)
+}
+
+// capSoftware keeps the first maxSoftware entries and says when it dropped the rest.
+func capSoftware(software []agentproto.Software) ([]agentproto.Software, error) {
+	if len(software) <= maxSoftware {
+		return software, nil
+	}
+	return software[:maxSoftware], fmt.Errorf("list cut at %d of %d packages", maxSoftware, len(software))
+}
+
+// runCommand runs a program and returns its standard output. A failure names the program and
+// carries the first line of its standard error, which is where the reason usually is.
+func runCommand(ctx context.Context, name string, args ...string) ([]byte, error) {
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		if reason, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n"); reason != "" {
+			return nil, fmt.Errorf("%s: %w: %s", name, err, reason)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,210 @@
+// Package systools answers the system-tool calls the server sends to gale-agent: processes,
+// services, event logs, scheduled tasks, files and the Windows registry.
+//
+// A Tools value, made by New, holds the options (denied paths, cron locations) and answers
+// every agentproto.Call through Handle. Processes and files work on every OS. On Linux,
+// services are systemd units, event logs come from journald and scheduled tasks are cron
+// lines and systemd timers; on other systems those three families answer NOT_SUPPORTED_ON_OS
+// for now. The registry answers NOT_SUPPORTED_ON_OS everywhere outside Windows.
+package systools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"gale/internal/agentproto"
+)
+
+// Options configure a Tools.
+type Options struct {
+	// ConfigDir is the agent's own configuration directory. The file tools never read or
+	// write inside it, so a technician cannot take the agent's credentials.
+	ConfigDir string
+	// DeniedPaths are further files or directories the file tools refuse.
+	DeniedPaths []string
+	// Cron says where the cron tables are (Linux only); the zero value means the standard
+	// locations, DefaultCronRoots.
+	Cron CronRoots
+}
+
+// CronRoots locate the cron tables.
+type CronRoots struct {
+	// SystemFiles are tables whose lines carry a user field (/etc/crontab).
+	SystemFiles []string
+	// SystemDirs hold tables whose lines carry a user field (/etc/cron.d).
+	SystemDirs []string
+	// UserDirs hold per-user tables named after their user, without a user field.
+	UserDirs []string
+}
+
+// DefaultCronRoots are the cron locations of Debian, Ubuntu and the Red Hat family.
+var DefaultCronRoots = CronRoots{
+	SystemFiles: []string{"/etc/crontab"},
+	SystemDirs:  []string{"/etc/cron.d"},
+	UserDirs:    []string{"/var/spool/cron/crontabs", "/var/spool/cron"},
+}
+
+// Tools answers system-tool calls. It is safe for concurrent use.
+type Tools struct {
+	denied  []string
+	selfPID int32
+	sys     system
+}
+
+// system is the part of the tools that depends on the operating system.
+type system interface {
+	services(ctx context.Context) ([]agentproto.Service, error)
+	service(ctx context.Context, name string) (agentproto.Service, error)
+	// controlService starts, stops or restarts a service and returns its new state.
+	controlService(ctx context.Context, verb, name string) (agentproto.Service, error)
+
+	logs(ctx context.Context) ([]agentproto.EventLog, error)
+	log(ctx context.Context, name string) (agentproto.EventLog, error)
+	events(ctx context.Context, q agentproto.EventQuery) (agentproto.EventPage, error)
+	event(ctx context.Context, args agentproto.EventArgs) (agentproto.Event, error)
+
+	tasks(ctx context.Context) ([]agentproto.Task, error)
+	task(ctx context.Context, path string) (agentproto.Task, error)
+	taskHistory(ctx context.Context, path string) ([]agentproto.TaskRun, error)
+	runTask(ctx context.Context, path string) (agentproto.Done, error)
+	setTaskEnabled(ctx context.Context, path string, enabled bool) (agentproto.Task, error)
+}
+
+// New returns Tools configured by opts.
+func New(opts Options) *Tools {
+	var denied []string
+	for _, p := range append([]string{opts.ConfigDir}, opts.DeniedPaths...) {
+		if p == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		denied = append(denied, filepath.Clean(p))
+	}
+	cron := opts.Cron
+	if len(cron.SystemFiles)+len(cron.SystemDirs)+len(cron.UserDirs) == 0 {
+		cron = DefaultCronRoots
+	}
+	return &Tools{denied: denied, selfPID: int32(os.Getpid()), sys: newSystem(cron)}
+}
+
+// Handle answers one call. It never panics: a failure becomes a CallError.
+func (t *Tools) Handle(ctx context.Context, call agentproto.Call) (res agentproto.CallResult) {
+	res.CallID = call.ID
+	defer func() {
+		if r := recover(); r != nil {
+			res.Result = nil
+			res.Error = &agentproto.CallError{Code: agentproto.ErrFailed, Message: fmt.Sprintf("internal error: %v", r)}
+		}
+	}()
+	out, err := t.dispatch(ctx, call.Method, call.Args)
+	if err == nil {
+		res.Result, err = json.Marshal(out)
+	}
+	if err != nil {
+		res.Result = nil
+		res.Error = toCallError(err)
+	}
+	return res
+}
+
+func (t *Tools) dispatch(ctx context.Context, method string, raw json.RawMessage) (any, error) {
+	switch method {
+	case agentproto.MethodProcessList:
+		return listProcesses(ctx)
+	case agentproto.MethodProcessGet:
+		return withArgs(raw, func(a agentproto.PIDArgs) (agentproto.Process, error) { return getProcess(ctx, a.PID) })
+	case agentproto.MethodProcessKill:
+		return withArgs(raw, func(a agentproto.KillArgs) (agentproto.Done, error) { return t.killProcess(ctx, a) })
+
+	case agentproto.MethodServiceList:
+		return t.sys.services(ctx)
+	case agentproto.MethodServiceGet:
+		return withArgs(raw, func(a agentproto.NameArgs) (agentproto.Service, error) { return t.sys.service(ctx, a.Name) })
+	case agentproto.MethodServiceStart, agentproto.MethodServiceStop, agentproto.MethodServiceRestart:
+		verb := method[len("services."):]
+		return withArgs(raw, func(a agentproto.NameArgs) (agentproto.Service, error) {
+			return t.sys.controlService(ctx, verb, a.Name)
+		})
+
+	case agentproto.MethodEventLogList:
+		return t.sys.logs(ctx)
+	case agentproto.MethodEventLogGet:
+		return withArgs(raw, func(a agentproto.NameArgs) (agentproto.EventLog, error) { return t.sys.log(ctx, a.Name) })
+	case agentproto.MethodEventLogEvents:
+		return withArgs(raw, func(a agentproto.EventQuery) (agentproto.EventPage, error) { return t.sys.events(ctx, a) })
+	case agentproto.MethodEventLogEvent:
+		return withArgs(raw, func(a agentproto.EventArgs) (agentproto.Event, error) { return t.sys.event(ctx, a) })
+
+	case agentproto.MethodTaskList:
+		return t.sys.tasks(ctx)
+	case agentproto.MethodTaskGet:
+		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Task, error) { return t.sys.task(ctx, a.Path) })
+	case agentproto.MethodTaskHistory:
+		return withArgs(raw, func(a agentproto.PathArgs) ([]agentproto.TaskRun, error) { return t.sys.taskHistory(ctx, a.Path) })
+	case agentproto.MethodTaskRun:
+		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Done, error) { return t.sys.runTask(ctx, a.Path) })
+	case agentproto.MethodTaskEnable, agentproto.MethodTaskDisable:
+		enable := method == agentproto.MethodTaskEnable
+		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Task, error) {
+			return t.sys.setTaskEnabled(ctx, a.Path, enable)
+		})
+
+	case agentproto.MethodFileList:
+		return withArgs(raw, func(a agentproto.PathArgs) ([]agentproto.FileEntry, error) { return t.listDir(a.Path) })
+	case agentproto.MethodFileRead:
+		return withArgs(raw, t.readFile)
+	case agentproto.MethodFileDownload:
+		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.FileContent, error) { return t.downloadFile(a.Path) })
+	case agentproto.MethodFileUpload:
+		return withArgs(raw, t.uploadFile)
+
+	case agentproto.MethodRegistryKeys, agentproto.MethodRegistryValues, agentproto.MethodRegistryValueGet,
+		agentproto.MethodRegistryValueSet, agentproto.MethodRegistryValueDelete,
+		agentproto.MethodRegistryKeyCreate, agentproto.MethodRegistryKeyDelete:
+		return nil, registryUnsupported()
+	}
+	return nil, &agentproto.CallError{Code: agentproto.ErrUnknownMethod, Message: fmt.Sprintf("unknown method %q", method)}
+}
+
+// withArgs decodes a call's arguments into A and runs fn. Unknown fields are ignored so a
+// newer server can add arguments an older agent does not know.
+func withArgs[A, R any](raw json.RawMessage, fn func(A) (R, error)) (any, error) {
+	var args A
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, invalid("arguments are required")
+	}
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, invalid("malformed arguments: %v", err)
+	}
+	return fn(args)
+}
+
+func toCallError(err error) *agentproto.CallError {
+	var ce *agentproto.CallError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return &agentproto.CallError{Code: agentproto.ErrFailed, Message: err.Error()}
+}
+
+func invalid(format string, a ...any) error {
+	return &agentproto.CallError{Code: agentproto.ErrInvalid, Message: fmt.Sprintf(format, a...)}
+}
+
+func notFound(format string, a ...any) error {
+	return &agentproto.CallError{Code: agentproto.ErrNotFound, Message: fmt.Sprintf(format, a...)}
+}
+
+func failed(format string, a ...any) error {
+	return &agentproto.CallError{Code: agentproto.ErrFailed, Message: fmt.Sprintf(format, a...)}
+}
+
+func notSupported(format string, a ...any) error {
+	return &agentproto.CallError{Code: agentproto.ErrNotSupported, Message: fmt.Sprintf(format, a...)}
+}
