@@ -1,0 +1,340 @@
+// Package agentsim simulates a fleet of agents over the real agent protocol, to measure how
+// the server holds up: each simulated agent enrolls (once; credentials are kept in a state
+// file), opens its live channel, sends heartbeats with plausible metrics, and answers
+// commands at once. It measures heartbeat round trips (sent → acknowledged) and, when given
+// an administrator token, how long a command takes from the POST to reaching its agent.
+package agentsim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"gale/internal/agentproto"
+)
+
+// Options describe a run.
+type Options struct {
+	Server string // base address, without /api/v1
+	Agents int
+	// EnrollmentKey and EnrollmentSecret enroll the agents missing from the state file.
+	EnrollmentKey    string
+	EnrollmentSecret string
+	// StateFile keeps enrolled agents' credentials between runs.
+	StateFile string
+	Heartbeat time.Duration
+	Duration  time.Duration
+	// AdminToken, when set, lets the run send Commands commands and time their delivery.
+	AdminToken string
+	Commands   int
+	// Progress receives a line every few seconds.
+	Progress io.Writer
+}
+
+// Creds are one simulated agent's credentials.
+type Creds struct {
+	DeviceID string `json:"deviceId"`
+	Token    string `json:"token"`
+}
+
+// Report is what a run measured.
+type Report struct {
+	Agents            int
+	Connected         int
+	ConnectFailures   int
+	Heartbeats        int
+	HeartbeatP50      time.Duration
+	HeartbeatP99      time.Duration
+	HeartbeatMax      time.Duration
+	Commands          int
+	CommandP50        time.Duration
+	CommandP99        time.Duration
+	CommandMax        time.Duration
+	HeartbeatsMissing int
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("agents %d, connected %d (failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
+		"commands %d: POST→agent p50 %s, p99 %s, max %s", r.Agents, r.Connected, r.ConnectFailures, r.Heartbeats,
+		r.HeartbeatsMissing, r.HeartbeatP50, r.HeartbeatP99, r.HeartbeatMax, r.Commands, r.CommandP50, r.CommandP99, r.CommandMax)
+}
+
+type sim struct {
+	o        Options
+	http     *http.Client
+	mu       sync.Mutex
+	hb       []time.Duration
+	missing  int
+	received sync.Map // command ID → time received
+	conns    atomic.Int64
+	failures atomic.Int64
+}
+
+// Run enrolls what is missing, connects every agent, runs for Duration and reports.
+func Run(ctx context.Context, o Options) (Report, error) {
+	s := &sim{o: o, http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	creds, err := s.enrollAll(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	runCtx, cancel := context.WithTimeout(ctx, o.Duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	// Connections open at a steady pace so the run measures steady state, not a stampede.
+	pace := time.NewTicker(time.Second / 1000)
+	for _, c := range creds {
+		<-pace.C
+		wg.Go(func() { s.agent(runCtx, c) })
+	}
+	pace.Stop()
+	s.progress("all %d agents started", len(creds))
+	var cmdLat []time.Duration
+	if o.AdminToken != "" && o.Commands > 0 {
+		time.Sleep(2 * time.Second)
+		cmdLat = s.commands(runCtx, creds)
+	}
+	go s.report(runCtx)
+	wg.Wait()
+	rep := Report{Agents: len(creds), Connected: int(s.conns.Load()), ConnectFailures: int(s.failures.Load())}
+	s.mu.Lock()
+	rep.Heartbeats, rep.HeartbeatsMissing = len(s.hb), s.missing
+	rep.HeartbeatP50, rep.HeartbeatP99, rep.HeartbeatMax = percentiles(s.hb)
+	s.mu.Unlock()
+	rep.Commands = len(cmdLat)
+	rep.CommandP50, rep.CommandP99, rep.CommandMax = percentiles(cmdLat)
+	return rep, nil
+}
+
+func percentiles(d []time.Duration) (p50, p99, maxd time.Duration) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)*50/100], s[min(len(s)*99/100, len(s)-1)], s[len(s)-1]
+}
+
+func (s *sim) progress(format string, args ...any) {
+	if s.o.Progress != nil {
+		fmt.Fprintf(s.o.Progress, time.Now().Format("15:04:05 ")+format+"\n", args...)
+	}
+}
+
+func (s *sim) report(ctx context.Context) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		p50, p99, _ := percentiles(s.hb)
+		n := len(s.hb)
+		s.mu.Unlock()
+		s.progress("connected %d, heartbeats %d, p50 %s, p99 %s", s.conns.Load(), n, p50, p99)
+	}
+}
+
+func (s *sim) post(ctx context.Context, path, token string, in, out any) error {
+	b, _ := json.Marshal(in)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.o.Server+"/api/v1"+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 300 {
+		return fmt.Errorf("POST %s: %d %s", path, res.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if out != nil {
+		return json.Unmarshal(body, out)
+	}
+	return nil
+}
+
+// enrollAll loads the state file and enrolls agents until there are o.Agents.
+func (s *sim) enrollAll(ctx context.Context) ([]Creds, error) {
+	var creds []Creds
+	if b, err := os.ReadFile(s.o.StateFile); err == nil {
+		if err := json.Unmarshal(b, &creds); err != nil {
+			return nil, fmt.Errorf("read %s: %w", s.o.StateFile, err)
+		}
+	}
+	missing := s.o.Agents - len(creds)
+	if missing > 0 && s.o.EnrollmentKey == "" {
+		return nil, fmt.Errorf("%d agents to enroll but no enrollment key given", missing)
+	}
+	if missing > 0 {
+		s.progress("enrolling %d agents", missing)
+		var mu sync.Mutex
+		var firstErr error
+		var wg sync.WaitGroup
+		next := make(chan int)
+		for range 16 {
+			wg.Go(func() {
+				for i := range next {
+					var r agentproto.EnrollResponse
+					err := s.post(ctx, agentproto.PathEnroll, "", agentproto.EnrollRequest{EnrollmentKey: s.o.EnrollmentKey,
+						EnrollmentSecret: s.o.EnrollmentSecret, Hostname: fmt.Sprintf("sim-%06d", i), OSType: agentproto.OSLinux,
+						OSVersion: "12", Architecture: "amd64", AgentVersion: "sim"}, &r)
+					mu.Lock()
+					if err != nil && firstErr == nil {
+						firstErr = err
+					}
+					if err == nil {
+						creds = append(creds, Creds{DeviceID: r.DeviceID, Token: r.AuthToken})
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		for i := len(creds); i < s.o.Agents; i++ {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		if b, err := json.Marshal(creds); err == nil {
+			_ = os.WriteFile(s.o.StateFile, b, 0o600)
+		}
+		if firstErr != nil {
+			return nil, firstErr
+		}
+	}
+	return creds[:s.o.Agents], nil
+}
+
+// agent is one simulated agent: connect, heartbeat, answer commands, reconnect on failure.
+func (s *sim) agent(ctx context.Context, c Creds) {
+	for ctx.Err() == nil {
+		if err := s.session(ctx, c); err != nil && ctx.Err() == nil {
+			s.failures.Add(1)
+			time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
+		}
+	}
+}
+
+func (s *sim) session(ctx context.Context, c Creds) error {
+	url := "ws" + strings.TrimPrefix(s.o.Server, "http") + "/api/v1" + agentproto.PathWebSocket
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
+	if err != nil {
+		return err
+	}
+	defer ws.CloseNow()
+	s.conns.Add(1)
+	defer s.conns.Add(-1)
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	write := func(typ, id string, payload any) error {
+		raw, _ := json.Marshal(payload)
+		b, _ := json.Marshal(agentproto.Message{ID: id, Type: typ, Payload: raw})
+		return ws.Write(ctx, websocket.MessageText, b)
+	}
+	go func() {
+		// The first heartbeat comes at a random point of the interval, as in a real fleet.
+		wait := time.Duration(rand.Int64N(int64(s.o.Heartbeat)))
+		for seq := 0; ; seq++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = s.o.Heartbeat
+			id := fmt.Sprintf("hb-%d", seq)
+			m := agentproto.Metrics{CPUPercent: rand.Float64() * 100, RAMPercent: 40 + rand.Float64()*20, RAMUsedMB: 4000,
+				RAMTotalMB: 8000, DiskPercent: 55, DiskUsedGB: 110, DiskTotalGB: 200, ProcessCount: 180}
+			mu.Lock()
+			sent[id] = time.Now()
+			mu.Unlock()
+			if write(agentproto.TypeHeartbeat, id, agentproto.Heartbeat{AgentVersion: "sim", Metrics: &m, UptimeSeconds: 3600}) != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		s.mu.Lock()
+		s.missing += len(sent)
+		s.mu.Unlock()
+		mu.Unlock()
+	}()
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return err
+		}
+		var msg agentproto.Message
+		if json.Unmarshal(data, &msg) != nil {
+			continue
+		}
+		switch msg.Type {
+		case agentproto.TypeHeartbeatAck:
+			mu.Lock()
+			at, ok := sent[msg.ID]
+			delete(sent, msg.ID)
+			mu.Unlock()
+			if ok {
+				s.mu.Lock()
+				s.hb = append(s.hb, time.Since(at))
+				s.mu.Unlock()
+			}
+		case agentproto.TypeCommand:
+			s.received.LoadOrStore(msg.ID, time.Now())
+			code := 0
+			_ = write(agentproto.TypeCommandResult, msg.ID, agentproto.CommandResult{CommandID: msg.ID,
+				Status: agentproto.ResultCompleted, ExitCode: &code, Stdout: "ok"})
+		case agentproto.TypeStop:
+			return nil
+		}
+	}
+}
+
+// commands sends reboot-free commands to random connected agents one after another and
+// measures the time from the POST leaving to the agent receiving the command.
+func (s *sim) commands(ctx context.Context, creds []Creds) []time.Duration {
+	var out []time.Duration
+	for i := 0; i < s.o.Commands && ctx.Err() == nil; i++ {
+		c := creds[rand.IntN(len(creds))]
+		start := time.Now()
+		var cmd struct {
+			ID string `json:"id"`
+		}
+		err := s.post(ctx, "/devices/"+c.DeviceID+"/commands", s.o.AdminToken, map[string]any{"type": "run_script",
+			"payload": map[string]any{"language": "sh", "script": "true"}}, &cmd)
+		if err != nil {
+			s.progress("command: %v", err)
+			continue
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			if at, ok := s.received.Load(cmd.ID); ok {
+				out = append(out, at.(time.Time).Sub(start))
+				break
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return out
+}
