@@ -100,6 +100,14 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	}
 	argon := auth.Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}
 	a := &App{Config: cfg, DB: db, Logger: logger, Audit: audit.New(db, logger), Limiter: ratelimit.New(db)}
+	built := false
+	defer func() {
+		// The agent bus holds a database connection; New can only close the database after it
+		// has let go.
+		if !built {
+			a.stopAgents()
+		}
+	}()
 	a.Auth = auth.New(db, auth.Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
 		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
 		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL}, box, a.Limiter, a.Audit, sender, logger)
@@ -132,6 +140,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
 	}
+	built = true
 	return a, nil
 }
 
@@ -254,7 +263,16 @@ func (a *App) Close() {
 		_ = a.jobs.Stop(context.Background())
 		a.jobs = nil
 	}
-	a.Agents.Close()
-	a.bus.Close()
+	a.stopAgents()
 	a.DB.Close()
+}
+
+// stopAgents closes the agents' connections and the bus between nodes.
+func (a *App) stopAgents() {
+	if a.Agents != nil {
+		a.Agents.Close()
+	}
+	if a.bus != nil {
+		a.bus.Close()
+	}
 }
