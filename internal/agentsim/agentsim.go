@@ -66,7 +66,7 @@ type Report struct {
 }
 
 func (r Report) String() string {
-	return fmt.Sprintf("agents %d, connected %d (failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
+	return fmt.Sprintf("agents %d, connected at once %d (connection failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
 		"commands %d: POST→agent p50 %s, p99 %s, max %s", r.Agents, r.Connected, r.ConnectFailures, r.Heartbeats,
 		r.HeartbeatsMissing, r.HeartbeatP50, r.HeartbeatP99, r.HeartbeatMax, r.Commands, r.CommandP50, r.CommandP99, r.CommandMax)
 }
@@ -79,6 +79,7 @@ type sim struct {
 	missing  int
 	received sync.Map // command ID → time received
 	conns    atomic.Int64
+	peak     atomic.Int64
 	failures atomic.Int64
 }
 
@@ -107,7 +108,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	go s.report(runCtx)
 	wg.Wait()
-	rep := Report{Agents: len(creds), Connected: int(s.conns.Load()), ConnectFailures: int(s.failures.Load())}
+	rep := Report{Agents: len(creds), Connected: int(s.peak.Load()), ConnectFailures: int(s.failures.Load())}
 	s.mu.Lock()
 	rep.Heartbeats, rep.HeartbeatsMissing = len(s.hb), s.missing
 	rep.HeartbeatP50, rep.HeartbeatP99, rep.HeartbeatMax = percentiles(s.hb)
@@ -242,7 +243,11 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 		return err
 	}
 	defer ws.CloseNow()
-	s.conns.Add(1)
+	for n := s.conns.Add(1); ; {
+		if p := s.peak.Load(); n <= p || s.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
 	defer s.conns.Add(-1)
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
