@@ -78,7 +78,12 @@ func (w *watchdog) superviseOnce(ctx context.Context) {
 		return
 	}
 	defer r.Close()
-	cmd := exec.Command(w.opts.Executable, w.opts.Args...)
+	// Killing the main agent kills its whole process tree, so nothing it started (a script
+	// it was running when it hung) outlives it.
+	runCtx, kill := context.WithCancel(context.Background())
+	defer kill()
+	cmd := exec.CommandContext(runCtx, w.opts.Executable, w.opts.Args...)
+	killTree(cmd)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Windows cannot pass extra descriptors: there the watchdog only restarts an agent that exits.
 	if livenessPipes {
@@ -116,7 +121,7 @@ func (w *watchdog) superviseOnce(ctx context.Context) {
 			select {
 			case <-exited:
 			case <-time.After(10 * time.Second):
-				_ = cmd.Process.Kill()
+				kill()
 				<-exited
 			}
 			return
@@ -129,7 +134,7 @@ func (w *watchdog) superviseOnce(ctx context.Context) {
 			w.mu.Unlock()
 			if silent > w.opts.Unresponsive {
 				w.log.Warn("main agent stopped answering; killing it", "pid", cmd.Process.Pid, "silentFor", silent.Round(time.Second))
-				_ = cmd.Process.Kill()
+				kill()
 				<-exited
 				return
 			}
