@@ -45,5 +45,7 @@ peak() { awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$pid/status"; }
 "$work/gale-agentsim" -server "http://127.0.0.1:$PORT" -agents "$AGENTS" -key "$(jq -r .key "$work/key.json")" \
 	-secret "$(jq -r .enrollmentSecret "$work/key.json")" -state "$work/state.json" -heartbeat "$HEARTBEAT" \
 	-duration "$DURATION" -token "$TOKEN" -commands "$COMMANDS"
-echo "server: peak resident memory $(peak), $(awk '/Threads/ {print $2}' "/proc/$pid/status") threads"
+echo "server: peak resident memory $(peak); at the end:"
+curl -sf "http://127.0.0.1:$PORT/metrics" | grep -E '^(go_goroutines|go_memstats_heap_inuse_bytes|go_memstats_sys_bytes) '
+echo "(GOGC=${GOGC:-400 by default})"
 echo "devices: $(curl -sf -H "Authorization: Bearer $TOKEN" "$API/devices?limit=1&includeTotal=true" | jq .total) enrolled"

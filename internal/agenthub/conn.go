@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -60,59 +61,57 @@ func (c *conn) stop() {
 	c.close(websocket.StatusNormalClosure, "device decommissioned")
 }
 
-// deliverLoop pushes queued commands and calls whenever the connection is woken.
-func (c *conn) deliverLoop() {
-	log := c.hub.logger.With("deviceId", c.agent.DeviceID)
+// serveLoop pushes queued commands and calls whenever the connection is woken, and pings the
+// agent every ping interval, closing the connection when it stops answering. One goroutine does
+// both (besides the reader) because a node holds thousands of these.
+func (c *conn) serveLoop(pingEvery time.Duration) {
+	ping := time.NewTicker(pingEvery)
+	defer ping.Stop()
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-ping.C:
+			ctx, cancel := context.WithTimeout(c.ctx, pingEvery)
+			err := c.ws.Ping(ctx)
+			cancel()
+			if err != nil {
+				c.close(websocket.StatusPolicyViolation, "no pong")
+				return
+			}
 		case <-c.wakeup:
-		}
-		cmds, err := c.hub.devices.TakeQueued(c.ctx, c.agent.DeviceID)
-		if err != nil && c.ctx.Err() == nil {
-			log.Warn("taking queued commands failed", "error", err)
-		}
-		for _, cmd := range cmds {
-			if err := c.send(agentproto.TypeCommand, cmd.ID, cmd); err != nil {
-				log.Warn("command not delivered; it times out unless the agent reports it", "commandId", cmd.ID, "error", err)
-			}
-		}
-		calls, err := c.hub.devices.TakeCalls(c.ctx, c.agent.DeviceID)
-		if err != nil && c.ctx.Err() == nil {
-			log.Warn("taking queued calls failed", "error", err)
-		}
-		for _, call := range calls {
-			if err := c.send(agentproto.TypeCall, call.ID, call); err != nil {
-				log.Warn("call not delivered", "callId", call.ID, "error", err)
-			}
+			c.hub.run(c.ctx, c.deliver)
 		}
 	}
 }
 
-// pingLoop closes the connection when the agent stops answering pings.
-func (c *conn) pingLoop(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
+// deliver sends the device's queued commands and calls.
+func (c *conn) deliver() {
+	cmds, err := c.hub.devices.TakeQueued(c.ctx, c.agent.DeviceID)
+	if err != nil && c.ctx.Err() == nil {
+		c.log().Warn("taking queued commands failed", "error", err)
+	}
+	for _, cmd := range cmds {
+		if err := c.send(agentproto.TypeCommand, cmd.ID, cmd); err != nil {
+			c.log().Warn("command not delivered; it times out unless the agent reports it", "commandId", cmd.ID, "error", err)
 		}
-		ctx, cancel := context.WithTimeout(c.ctx, every)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err != nil {
-			c.close(websocket.StatusPolicyViolation, "no pong")
-			return
+	}
+	calls, err := c.hub.devices.TakeCalls(c.ctx, c.agent.DeviceID)
+	if err != nil && c.ctx.Err() == nil {
+		c.log().Warn("taking queued calls failed", "error", err)
+	}
+	for _, call := range calls {
+		if err := c.send(agentproto.TypeCall, call.ID, call); err != nil {
+			c.log().Warn("call not delivered", "callId", call.ID, "error", err)
 		}
 	}
 }
+
+// log is the hub's logger for this device, made only when there is something to log.
+func (c *conn) log() *slog.Logger { return c.hub.logger.With("deviceId", c.agent.DeviceID) }
 
 // readLoop handles what the agent sends until the socket closes.
 func (c *conn) readLoop() {
-	log := c.hub.logger.With("deviceId", c.agent.DeviceID)
 	for {
 		_, data, err := c.ws.Read(c.ctx)
 		if err != nil {
@@ -121,11 +120,11 @@ func (c *conn) readLoop() {
 		}
 		var msg agentproto.Message
 		if err := json.Unmarshal(data, &msg); err != nil {
-			log.Warn("unreadable agent message", "error", err)
+			c.log().Warn("unreadable agent message", "error", err)
 			continue
 		}
 		if err := c.handle(msg); err != nil && c.ctx.Err() == nil {
-			log.Warn("agent message failed", "type", msg.Type, "error", err)
+			c.log().Warn("agent message failed", "type", msg.Type, "error", err)
 		}
 	}
 }
@@ -137,9 +136,12 @@ func (c *conn) handle(msg agentproto.Message) error {
 		if err := json.Unmarshal(msg.Payload, &hb); err != nil {
 			return err
 		}
-		start := time.Now()
-		err := c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
-		c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())
+		err := context.Canceled
+		c.hub.run(c.ctx, func() {
+			start := time.Now()
+			err = c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
+			c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())
+		})
 		if err != nil {
 			return err
 		}
@@ -150,13 +152,16 @@ func (c *conn) handle(msg agentproto.Message) error {
 		if err := json.Unmarshal(msg.Payload, &r); err != nil {
 			return err
 		}
-		return c.hub.devices.RecordResult(c.ctx, c.agent, r)
+		err := context.Canceled
+		c.hub.run(c.ctx, func() { err = c.hub.devices.RecordResult(c.ctx, c.agent, r) })
+		return err
 	case agentproto.TypeCallResult:
 		var r agentproto.CallResult
 		if err := json.Unmarshal(msg.Payload, &r); err != nil {
 			return err
 		}
-		ok, err := c.hub.devices.AnswerCall(c.ctx, c.agent, r)
+		ok, err := false, context.Canceled
+		c.hub.run(c.ctx, func() { ok, err = c.hub.devices.AnswerCall(c.ctx, c.agent, r) })
 		if ok {
 			c.hub.bus.Publish(c.ctx, chanCallDone, r.CallID)
 		}

@@ -28,6 +28,8 @@ type Options struct {
 	PingInterval time.Duration
 	// MaxMessageBytes limits one frame from an agent.
 	MaxMessageBytes int64
+	// Workers is how many goroutines do the database work of all connections.
+	Workers int
 }
 
 // Hub tracks this node's agent connections.
@@ -42,6 +44,11 @@ type Hub struct {
 
 	waiters sync.Map // call ID → chan struct{}
 
+	// work carries database work from connections to the workers; quit stops them.
+	work      chan func()
+	quit      chan struct{}
+	closeOnce sync.Once
+
 	heartbeatSeconds prometheus.Histogram
 	connections      prometheus.Gauge
 }
@@ -54,7 +61,11 @@ func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Regi
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 64 << 20
 	}
+	if opts.Workers <= 0 {
+		opts.Workers = 32
+	}
 	h := &Hub{devices: dev, bus: bus, logger: logger, opts: opts, conns: map[string]*conn{},
+		work: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
@@ -62,6 +73,9 @@ func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Regi
 	}
 	if reg != nil {
 		reg.MustRegister(h.heartbeatSeconds, h.connections)
+	}
+	for range opts.Workers {
+		go h.worker()
 	}
 	bus.Subscribe(chanWork, func(id string) {
 		if c := h.conn(id); c != nil {
@@ -82,6 +96,35 @@ func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Regi
 		}
 	})
 	return h
+}
+
+// worker runs database work handed over by connections until the hub closes.
+func (h *Hub) worker() {
+	for {
+		select {
+		case fn := <-h.work:
+			fn()
+		case <-h.quit:
+			return
+		}
+	}
+}
+
+// run does fn on a worker and waits for it; false when ctx ended or the hub closed first.
+// Connections hand their database work over instead of doing it on their own goroutines:
+// those calls need deep stacks (tens of KiB), and a goroutine keeps the stack it grew, so
+// thousands of connections would each hold one.
+func (h *Hub) run(ctx context.Context, fn func()) bool {
+	done := make(chan struct{})
+	select {
+	case h.work <- func() { fn(); close(done) }:
+	case <-ctx.Done():
+		return false
+	case <-h.quit:
+		return false
+	}
+	<-done
+	return true
 }
 
 // Work tells the node holding the device's socket that it has queued work.
@@ -131,6 +174,7 @@ func (h *Hub) Close() {
 	for _, c := range conns {
 		c.close(websocket.StatusGoingAway, "server shutting down")
 	}
+	h.closeOnce.Do(func() { close(h.quit) })
 }
 
 // BearerToken returns the token of an Authorization: Bearer header.
@@ -144,7 +188,13 @@ func BearerToken(r *http.Request) string {
 
 // ServeHTTP upgrades an authenticated agent to its live channel.
 func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	agent, err := h.devices.AuthenticateAgent(r.Context(), BearerToken(r))
+	var agent devices.Agent
+	var err error
+	if !h.run(r.Context(), func() { agent, err = h.devices.AuthenticateAgent(r.Context(), BearerToken(r)) }) {
+		httpapi.WriteError(w, &apperr.Error{Status: http.StatusServiceUnavailable, Code: "SHUTTING_DOWN",
+			Message: "the server is shutting down; connect again"})
+		return
+	}
 	if err != nil {
 		if ae, ok := apperr.As(err); ok {
 			httpapi.WriteError(w, ae)
@@ -172,8 +222,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.wake()
-	go c.deliverLoop()
-	go c.pingLoop(h.opts.PingInterval)
+	go c.serveLoop(h.opts.PingInterval)
 	c.readLoop()
 }
 
