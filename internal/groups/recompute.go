@@ -169,7 +169,7 @@ func (s *Service) lockSuffix(share bool) string {
 // leaves those it no longer matches (pinned memberships stay), logging each change with the
 // system as actor. An organization without dynamic groups costs one query.
 func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string) error {
-	groups, err := s.dynamicGroups(ctx, tx, `g.org_id = (SELECT d.org_id FROM devices d WHERE d.id = $1)`, deviceID)
+	groups, err := s.loadDynamic(ctx, tx, `g.org_id = (SELECT d.org_id FROM devices d WHERE d.id = $1)`, true, deviceID)
 	if err != nil || len(groups) == 0 {
 		return err
 	}
@@ -210,11 +210,8 @@ func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string
 	return nil
 }
 
-// dynamicGroups loads the dynamic groups a condition on g selects, sharing their lock.
-func (s *Service) dynamicGroups(ctx context.Context, q store.Querier, cond string, args ...any) ([]dynamicGroup, error) {
-	return s.loadDynamic(ctx, q, cond, true, args...)
-}
-
+// loadDynamic loads the dynamic groups (alias g) that cond selects, by ID, locking them
+// shared or exclusively (see lockSuffix).
 func (s *Service) loadDynamic(ctx context.Context, q store.Querier, cond string, share bool, args ...any) ([]dynamicGroup, error) {
 	rows, err := q.QueryContext(ctx, `SELECT g.id, g.filter FROM device_groups g WHERE g.type = 'dynamic' AND `+cond+
 		` ORDER BY g.id`+s.lockSuffix(share), args...)
