@@ -22,6 +22,7 @@ import (
 	"gale/internal/customfields"
 	"gale/internal/devices"
 	"gale/internal/enrollment"
+	"gale/internal/groups"
 	"gale/internal/httpapi"
 	"gale/internal/identity"
 	"gale/internal/jobs"
@@ -60,6 +61,9 @@ type App struct {
 	// and /search.
 	CustomFields *customfields.Service
 	Search       *search.Service
+	// Groups manages device groups and keeps dynamic membership current through the device
+	// and custom field hooks.
+	Groups *groups.Service
 	// AgentDist keeps the released gale-agent binaries and serves them to endpoints.
 	AgentDist *agentdist.Service
 }
@@ -134,6 +138,10 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.buildDevices(ctx)
 	a.CustomFields = customfields.New(db, logger)
 	a.CustomFields.Register(a.HTTP)
+	a.Groups = groups.New(db, logger)
+	a.Groups.Register(a.HTTP)
+	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged, LeftOrg: a.Groups.DeviceLeftOrg})
+	a.CustomFields.SetHook(a.Groups.DeviceChanged)
 	a.Search = search.New(db, logger)
 	a.Search.Register(a.HTTP)
 
@@ -190,7 +198,8 @@ func (a *App) Handler() http.Handler { return a.HTTP.Handler() }
 // StartJobs starts the background job queue.
 func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup},
-		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep})
+		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep},
+		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err

@@ -205,3 +205,94 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 	})
 	return out, err
 }
+
+// OrgEffectiveValues is EffectiveValues for every device of an organization that is not
+// decommissioned, by device ID, in two queries whatever the number of devices: for rules that
+// evaluate a whole organization (dynamic group recomputation). Devices without any value or
+// default are absent.
+func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map[string]map[string]any, error) {
+	type field struct {
+		key string
+		def any
+	}
+	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.default_value FROM custom_fields f JOIN organizations o ON o.id = $1
+		WHERE f.partner_id = o.partner_id AND (f.org_id IS NULL OR f.org_id = o.id)`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]field{}
+	for rows.Next() {
+		var id, key string
+		var def sql.NullString
+		if err := rows.Scan(&id, &key, &def); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		fields[id] = field{key, decodeValue(def)}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]any{}
+	if len(fields) == 0 {
+		return out, nil
+	}
+	rows, err = q.QueryContext(ctx, `SELECT d.id, v.field_id, v.value FROM devices d LEFT JOIN device_custom_values v ON v.device_id = d.id
+		WHERE d.org_id = $1 AND d.decommissioned_at IS NULL`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var deviceID string
+		var fieldID, val sql.NullString
+		if err := rows.Scan(&deviceID, &fieldID, &val); err != nil {
+			return nil, err
+		}
+		vals, ok := out[deviceID]
+		if !ok {
+			vals = map[string]any{}
+			for _, f := range fields {
+				if f.def != nil {
+					vals[f.key] = f.def
+				}
+			}
+			out[deviceID] = vals
+		}
+		if f, ok := fields[fieldID.String]; ok && fieldID.Valid {
+			if v := decodeValue(val); v != nil {
+				vals[f.key] = v
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for id, vals := range out {
+		if len(vals) == 0 {
+			delete(out, id)
+		}
+	}
+	return out, nil
+}
+
+// ApplicableKeys returns the keys of the custom fields that apply to an organization: its
+// partner's partner-wide fields and its own.
+func ApplicableKeys(ctx context.Context, q store.Querier, orgID string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT f.key FROM custom_fields f JOIN organizations o ON o.id = $1
+		WHERE f.partner_id = o.partner_id AND (f.org_id IS NULL OR f.org_id = o.id)`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		out[key] = true
+	}
+	return out, rows.Err()
+}
