@@ -162,4 +162,3 @@ func decode(t *testing.T, raw []byte) map[string]any {
 	}
 	return m
 }
-
