@@ -7,6 +7,7 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // ExportFields returns a page of the field definitions in scope in ID order, or with
@@ -35,8 +36,7 @@ type ExportedValue struct {
 // A cleared value is deleted, so it leaves the export rather than appearing as changed.
 func (s *Service) ExportValues(ctx context.Context, sk store.Seek) ([]ExportedValue, bool, error) {
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"),
-		"EXISTS (SELECT 1 FROM organizations o WHERE o.id = d.org_id AND o.deleted_at IS NULL)"}
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")}
 	keys := sk.Keys(&a, &conds, "v.updated_at", "v.device_id", "v.field_id")
 	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: "v.device_id, v.field_id, f.key, d.org_id, v.value, v.updated_at",
 		From:  " FROM device_custom_values v JOIN devices d ON d.id = v.device_id JOIN custom_fields f ON f.id = v.field_id",

@@ -6,6 +6,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Exports of the partner API: devices and what their agents reported, page by page in a
@@ -15,8 +16,7 @@ import (
 
 // exportConds keeps devices (alias d) in scope whose organization is not deleted.
 func exportConds(ctx context.Context, a *store.Args) []string {
-	return []string{access.ScopeFrom(ctx).OrgFilter(a, "d.org_id", "d.partner_id"),
-		"EXISTS (SELECT 1 FROM organizations o WHERE o.id = d.org_id AND o.deleted_at IS NULL)"}
+	return []string{access.ScopeFrom(ctx).OrgFilter(a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")}
 }
 
 // ExportDevices returns a page of devices in scope in ID order, or with sk.Since those changed
@@ -75,7 +75,7 @@ type SoftwareRow struct {
 func (s *Service) ExportSoftware(ctx context.Context, sk store.Seek) ([]SoftwareRow, bool, error) {
 	var a store.Args
 	conds := exportConds(ctx, &a)
-	if !sk.Since.IsZero() {
+	if !sk.Since.IsZero() && len(sk.After) == 0 { // later pages start past the floor (see store.Seek.Keys)
 		conds = append(conds, "w.id >= "+a.Add(store.IDFloor(sk.Since)))
 	}
 	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: `w.id, w.device_id, d.org_id, d.site_id, w.name, w.version,

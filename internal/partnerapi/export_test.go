@@ -172,7 +172,7 @@ func TestUpdatedSince(t *testing.T) {
 	e.Must(http.StatusOK, pa, "PATCH", "/api/v1/orgs/organizations/"+orgs[1], map[string]any{"name": "Renamed"})
 	newOrg := e.CreateOrg(pa, "", "Customer new")
 	e.Must(http.StatusOK, pa, "PATCH", "/api/v1/orgs/organizations/"+orgs[0], map[string]any{"status": "suspended"})
-	e.report(e.ten, devs[1], "vim")
+	e.report(e.ten, devs[1], "vim", "nano", "htop", "jq", "tmux")
 	e.Must(http.StatusOK, pa, "PATCH", "/api/v1/devices/"+devs[2]+"/custom-fields", map[string]any{"values": map[string]any{"asset_tag": "A-3"}})
 	e.Must(http.StatusOK, pa, "PATCH", "/api/v1/custom-fields/"+field, map[string]any{"name": "Asset number"})
 
@@ -189,12 +189,19 @@ func TestUpdatedSince(t *testing.T) {
 	if got := ids(e.traverse(p.Caller, papi+"/device-inventory"+since, nil), "deviceId"); !slices.Equal(got, []string{devs[1]}) {
 		t.Errorf("inventories since the mark = %v, want %s's", got, devs[1])
 	}
-	sw := e.traverse(p.Caller, papi+"/device-software"+since, nil)
-	if len(sw) != 1 || sw[0]["deviceId"] != devs[1] || sw[0]["name"] != "vim" {
-		t.Errorf("software since the mark = %v, want %s's new list", sw, devs[1])
+	sw := e.traverse(p.Caller, papi+"/device-software"+since+"&limit=2", nil)
+	names := []string{}
+	for _, r := range sw {
+		if r["deviceId"] != devs[1] {
+			t.Errorf("software since the mark of another device: %v", r)
+		}
+		names = append(names, r["name"].(string))
 	}
-	if len(e.traverse(p.Caller, papi+"/device-software", nil)) != 3 {
-		t.Error("the full software export lacks rows")
+	if slices.Sort(names); !slices.Equal(names, []string{"htop", "jq", "nano", "tmux", "vim"}) {
+		t.Errorf("software since the mark = %v, want %s's new list", names, devs[1])
+	}
+	if got := e.traverse(p.Caller, papi+"/device-software?limit=3", nil); len(got) != 7 || !slices.IsSorted(ids(got, "id")) {
+		t.Errorf("the full software export = %d rows, want 7 in ID order", len(got))
 	}
 	vals := e.traverse(p.Caller, papi+"/custom-field-values"+since, nil)
 	if len(vals) != 1 || vals[0]["deviceId"] != devs[2] || vals[0]["value"] != "A-3" || vals[0]["fieldKey"] != "asset_tag" {

@@ -72,13 +72,17 @@ func SeekPage[T any](ctx context.Context, db Querier, q SeekQuery, s Seek, scan 
 }
 
 // Keys returns the ORDER BY columns of a traversal of rows with ID columns ids and change time
-// column changed: the IDs, or the change time and then the IDs when s.Since is set, in which
-// case it also adds the condition changed >= s.Since to conds.
+// column changed: the IDs, or the change time and then the IDs when s.Since is set. On the
+// first page of such a traversal it adds the condition changed >= s.Since to conds; later
+// pages start after a row that met it, which implies it, and SQLite would take the weaker
+// bound for its index range instead of the cursor's.
 func (s Seek) Keys(a *Args, conds *[]string, changed string, ids ...string) []string {
 	if s.Since.IsZero() {
 		return ids
 	}
-	*conds = append(*conds, changed+" >= "+a.Add(s.Since))
+	if len(s.After) == 0 {
+		*conds = append(*conds, changed+" >= "+a.Add(s.Since))
+	}
 	return append([]string{changed}, ids...)
 }
 

@@ -111,8 +111,7 @@ func (s *Service) ListSites(ctx context.Context, f SiteListFilter, page store.Pa
 // s.Since those changed since then in (updatedAt, ID) order.
 func (s *Service) ExportSites(ctx context.Context, sk store.Seek) ([]Site, bool, error) {
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "s.org_id", "s.partner_id"),
-		"EXISTS (SELECT 1 FROM organizations o WHERE o.id = s.org_id AND o.deleted_at IS NULL)"}
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "s.org_id", "s.partner_id"), LiveOrg("s.org_id")}
 	keys := sk.Keys(&a, &conds, "s.updated_at", "s.id")
 	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: siteColumns, From: " FROM sites s", Conds: conds,
 		Args: &a, Keys: keys}, sk, scanSite)

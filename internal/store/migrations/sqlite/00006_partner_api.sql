@@ -55,8 +55,11 @@ CREATE INDEX devices_partner_id ON devices (partner_id, id);
 CREATE INDEX devices_partner_updated ON devices (partner_id, updated_at, id);
 CREATE INDEX device_inventory_received ON device_inventory (received_at, device_id);
 CREATE INDEX device_custom_values_updated ON device_custom_values (updated_at, device_id, field_id);
+-- Exports leave out the rows of deleted organizations by filtering on these few.
+CREATE INDEX organizations_deleted ON organizations (id) WHERE deleted_at IS NOT NULL;
 
 -- +goose Down
+DROP INDEX organizations_deleted;
 DROP INDEX device_custom_values_updated;
 DROP INDEX device_inventory_received;
 DROP INDEX devices_partner_updated;
