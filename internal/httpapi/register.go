@@ -62,7 +62,7 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 	switch {
 	case r.ServicePrincipal:
 		op.Security = []map[string][]string{{"servicePrincipalKey": {}}}
-		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests)
+		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 		op.Description = joinDoc(op.Description, "Requires service-principal scope `"+r.Permission+"`.")
 	case !r.Public:
 		op.Security = []map[string][]string{{"bearer": {}}, {"apiKey": {}}}

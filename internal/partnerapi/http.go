@@ -162,7 +162,7 @@ type keyCreated struct {
 func (s *Service) registerProvisioning(api *httpapi.Server) {
 	httpapi.Register(api, httpapi.Route{ID: "partner-create-organization", Method: http.MethodPost, Path: "/partner-api/organizations",
 		Tag: partnerTag, ServicePrincipal: true, Permission: "organizations:write", Status: http.StatusCreated,
-		Summary: "Create an organization", Errors: []int{http.StatusConflict},
+		Summary: "Create an organization", Errors: []int{http.StatusConflict, http.StatusTooManyRequests},
 		Description: "Under the principal's partner, counted against its maxOrganizations (409 " + CodeOrgLimit +
 			", not retryable). A taken slug is 409 " + CodeSlugConflict + ". No first site is created. Counts against the write budget."},
 		func(ctx context.Context, in *orgCreateInput) (*orgCreated, error) {
@@ -171,6 +171,7 @@ func (s *Service) registerProvisioning(api *httpapi.Server) {
 		})
 	httpapi.Register(api, httpapi.Route{ID: "partner-create-site", Method: http.MethodPost, Path: "/partner-api/sites",
 		Tag: partnerTag, ServicePrincipal: true, Permission: "sites:write", Status: http.StatusCreated, Summary: "Create a site",
+		Errors:      []int{http.StatusTooManyRequests},
 		Description: "orgId must be an organization of the principal's partner (403 otherwise). Counts against the write budget."},
 		func(ctx context.Context, in *siteCreateInput) (*siteCreated, error) {
 			st, rl, err := s.CreateSite(ctx, in.Body)
@@ -178,7 +179,8 @@ func (s *Service) registerProvisioning(api *httpapi.Server) {
 		})
 	httpapi.Register(api, httpapi.Route{ID: "partner-create-enrollment-key", Method: http.MethodPost,
 		Path: "/partner-api/enrollment-keys", Tag: partnerTag, ServicePrincipal: true, Permission: "enrollment-keys:write",
-		Status: http.StatusCreated, Summary: "Create an enrollment key", Errors: []int{http.StatusUnprocessableEntity},
+		Status: http.StatusCreated, Summary: "Create an enrollment key",
+		Errors: []int{http.StatusUnprocessableEntity, http.StatusTooManyRequests},
 		Description: "The principal needs an expiresAt and sourceCidrs (403 " + CodeRestrictions + "). The raw key (and " +
 			"enrollmentSecret) is in the answer. Without ttlMinutes or expiresAt the key lives ENROLLMENT_KEY_DEFAULT_TTL_MINUTES, " +
 			"shortened to PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES and the organization's maxEnrollmentKeyTtlMinutes; a longer " +

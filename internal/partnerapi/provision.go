@@ -49,6 +49,16 @@ type EnrollmentKeyBody struct {
 	ExpiresAt             *time.Time `json:"expiresAt,omitempty" doc:"Not together with ttlMinutes."`
 }
 
+// normalized is the body as the idempotency check compares it: the same instant written in
+// another zone is the same request.
+func normalized(in EnrollmentKeyBody) EnrollmentKeyBody {
+	if in.ExpiresAt != nil {
+		t := in.ExpiresAt.UTC()
+		in.ExpiresAt = &t
+	}
+	return in
+}
+
 // reachableOrg loads an organization of the principal's partner; any other (or none) is 403.
 func (s *Service) reachableOrg(ctx context.Context, tx *sql.Tx, orgID string) (tenancy.Organization, error) {
 	org, err := s.orgs.GetOrganizationIn(ctx, tx, orgID)
@@ -141,7 +151,7 @@ func (s *Service) CreateEnrollmentKey(ctx context.Context, idemKey string, in En
 				"expiresAt and a sourceCidrs allowlist; a partner administrator can set them")
 		}
 		if idemKey != "" {
-			first, err := s.claimIdempotencyKey(ctx, tx, c.ID, idemKey, in)
+			first, err := s.claimIdempotencyKey(ctx, tx, c.ID, idemKey, normalized(in))
 			if err != nil || first != nil {
 				if first != nil {
 					out, replayed = *first, true
