@@ -3,7 +3,6 @@ package partnerapi
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -93,10 +92,10 @@ func (s *Service) scanPrincipal(row store.Scanner) (ServicePrincipal, error) {
 	if err != nil {
 		return p, err
 	}
-	if p.Scopes, err = decodeList(scopes); err != nil {
+	if p.Scopes, err = store.DecodeStrings(scopes); err != nil {
 		return p, err
 	}
-	if p.SourceCIDRs, err = decodeList(cidrs); err != nil {
+	if p.SourceCIDRs, err = store.DecodeStrings(cidrs); err != nil {
 		return p, err
 	}
 	p.ExpiresAt, p.RateLimit, p.CreatedBy = store.TimePtr(expires), intPtr(rate), store.StringPtr(createdBy)
@@ -113,25 +112,6 @@ func intPtr(n sql.NullInt64) *int {
 	}
 	v := int(n.Int64)
 	return &v
-}
-
-func decodeList(raw string) ([]string, error) {
-	out := []string{}
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, err
-	}
-	if out == nil {
-		out = []string{}
-	}
-	return out, nil
-}
-
-func encodeList(l []string) string {
-	if l == nil {
-		l = []string{}
-	}
-	b, _ := json.Marshal(l)
-	return string(b)
 }
 
 // manager is the caller of a principal or key change: a signed-in user of a partner who
@@ -300,7 +280,7 @@ func (s *Service) CreatePrincipal(ctx context.Context, in NewServicePrincipal) (
 		_, err := tx.ExecContext(ctx, `INSERT INTO service_principals (id, partner_id, name, description, scopes, status,
 			expires_at, source_cidrs, rate_limit, created_by, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-			id, caller.Scope.PartnerID, name, in.Description, encodeList(scopes), StatusActive, expires, encodeList(cidrs),
+			id, caller.Scope.PartnerID, name, in.Description, store.EncodeStrings(scopes), StatusActive, expires, store.EncodeStrings(cidrs),
 			in.RateLimit, caller.UserID, now)
 		if err != nil {
 			return nameTaken(err, name)
@@ -350,7 +330,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, id string, in ServicePrin
 			ch.Set("description", *in.Description)
 		}
 		if scopes != nil {
-			ch.Set("scopes", encodeList(scopes))
+			ch.Set("scopes", store.EncodeStrings(scopes))
 		}
 		if in.Status != nil {
 			ch.Set("status", *in.Status)
@@ -363,7 +343,7 @@ func (s *Service) UpdatePrincipal(ctx context.Context, id string, in ServicePrin
 			if err != nil {
 				return err
 			}
-			ch.Set("source_cidrs", encodeList(cidrs))
+			ch.Set("source_cidrs", store.EncodeStrings(cidrs))
 		}
 		if in.RateLimit != nil {
 			ch.Set("rate_limit", *in.RateLimit)

@@ -68,12 +68,9 @@ func (s *Service) reachableOrg(ctx context.Context, tx *sql.Tx, orgID string) (t
 	return org, err
 }
 
-// CreateOrganization creates an organization under the principal's partner, counted against
-// its maxOrganizations (the conditional update in tenancy settles concurrent creators) and
-// against the write budget. Full: 409 partner_provisioning_org_limit_reached; a taken slug:
-// 409 partner_provisioning_slug_conflict. No default site is created.
-func (s *Service) CreateOrganization(ctx context.Context, in OrganizationBody) (tenancy.Organization, RateLimitHeaders, error) {
-	var out tenancy.Organization
+// write runs fn in one transaction after counting the request against the write budget of
+// its principal and key, so a request that fails spends nothing.
+func (s *Service) write(ctx context.Context, fn func(tx *sql.Tx) error) (RateLimitHeaders, error) {
 	var rl RateLimitHeaders
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		c, err := s.credentialOf(ctx, tx)
@@ -83,6 +80,18 @@ func (s *Service) CreateOrganization(ctx context.Context, in OrganizationBody) (
 		if rl, err = s.spend(ctx, tx, writeBudgets(c)); err != nil {
 			return err
 		}
+		return fn(tx)
+	})
+	return rl, err
+}
+
+// CreateOrganization creates an organization under the principal's partner, counted against
+// its maxOrganizations (the conditional update in tenancy settles concurrent creators) and
+// against the write budget. Full: 409 partner_provisioning_org_limit_reached; a taken slug:
+// 409 partner_provisioning_slug_conflict. No default site is created.
+func (s *Service) CreateOrganization(ctx context.Context, in OrganizationBody) (tenancy.Organization, RateLimitHeaders, error) {
+	var out tenancy.Organization
+	rl, err := s.write(ctx, func(tx *sql.Tx) error {
 		req := tenancy.NewOrganization{OrganizationInput: tenancy.OrganizationInput{Name: &in.Name, Slug: &in.Slug}}
 		if in.Type != "" {
 			req.Type = &in.Type
@@ -90,6 +99,7 @@ func (s *Service) CreateOrganization(ctx context.Context, in OrganizationBody) (
 		if in.Status != "" {
 			req.Status = &in.Status
 		}
+		var err error
 		out, err = s.orgs.CreateOrganizationIn(ctx, tx, req)
 		switch {
 		case errors.Is(err, tenancy.ErrOrgLimit):
@@ -109,15 +119,7 @@ func (s *Service) CreateOrganization(ctx context.Context, in OrganizationBody) (
 // counted against the write budget.
 func (s *Service) CreateSite(ctx context.Context, in SiteBody) (tenancy.Site, RateLimitHeaders, error) {
 	var out tenancy.Site
-	var rl RateLimitHeaders
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		c, err := s.credentialOf(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if rl, err = s.spend(ctx, tx, writeBudgets(c)); err != nil {
-			return err
-		}
+	rl, err := s.write(ctx, func(tx *sql.Tx) error {
 		org, err := s.reachableOrg(ctx, tx, in.OrgID)
 		if err != nil {
 			return err
