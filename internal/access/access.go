@@ -135,7 +135,7 @@ const (
 // Principal is the authenticated caller of a request.
 type Principal struct {
 	Kind ActorKind
-	// ID is the user's ID, or the API key's ID for a key.
+	// ID is the user's ID, the API key's ID for a key, or the service principal's ID.
 	ID string
 	// UserID is the user acting, or the user who created the API key.
 	UserID string
@@ -149,6 +149,8 @@ type Principal struct {
 	MFA bool
 	// SessionID is the refresh-token family of a JWT session; empty for keys.
 	SessionID string
+	// KeyID is the key a service principal (ID) authenticated with; empty for other callers.
+	KeyID string
 }
 
 // Can reports whether the principal holds the permission.

@@ -20,6 +20,9 @@ var mfaGated = map[string]bool{
 	"create-access-review": true, "decide-access-review-item": true, "complete-access-review": true,
 	// API keys.
 	"create-api-key": true, "update-api-key": true, "revoke-api-key": true, "rotate-api-key": true,
+	// Partner API service principals and their keys.
+	"create-service-principal": true, "update-service-principal": true, "create-service-principal-key": true,
+	"rotate-service-principal-key": true, "revoke-service-principal-key": true,
 	// Devices leaving a customer: moved to another organization, or retired.
 	"move-device-org": true, "decommission-device": true,
 }

@@ -50,6 +50,7 @@ var catalogSpec = []resourceActions{
 	{"patches", "patches", []string{"read", "approve", "execute"}, false},
 	{"software", "software catalog and deployments", []string{"read", "write", "delete", "execute"}, false},
 	{"configuration", "configuration policies and rollouts", []string{"read", "write"}, false},
+	{"backup-configuration", "backup configurations", []string{"read"}, false},
 	{"maintenance", "maintenance windows", []string{"read", "write"}, false},
 	{"security", "security status and threats", []string{"read", "write"}, false},
 	{"vulnerabilities", "vulnerability findings", []string{"read", "write", "accept_risk"}, false},

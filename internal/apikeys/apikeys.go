@@ -8,7 +8,6 @@ package apikeys
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -93,7 +92,7 @@ func (s *Service) scanKey(row store.Scanner) (APIKey, error) {
 	if err != nil {
 		return k, err
 	}
-	if k.Permissions, err = decodeGrants(perms); err != nil {
+	if k.Permissions, err = store.DecodeStrings(perms); err != nil {
 		return k, fmt.Errorf("decode permissions of API key %s: %w", k.ID, err)
 	}
 	k.PartnerID, k.OrgID, k.CreatedBy = store.StringPtr(partnerID), store.StringPtr(orgID), store.StringPtr(createdBy)
@@ -210,22 +209,6 @@ func (s *Service) checkExpiry(t *time.Time) (any, error) {
 	return u, nil
 }
 
-func decodeGrants(raw string) ([]string, error) {
-	out := []string{}
-	if err := json.Unmarshal([]byte(raw), &out); err != nil {
-		return nil, err
-	}
-	if out == nil {
-		out = []string{}
-	}
-	return out, nil
-}
-
-func encodeGrants(g []string) string {
-	b, _ := json.Marshal(g)
-	return string(b)
-}
-
 // newRawKey returns a fresh raw key with its stored hash and display prefix.
 func newRawKey() (raw, hash, prefix string) {
 	raw = rawToken()
@@ -274,7 +257,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, partner_id, org_id, scope, created_by, name, key_prefix,
 			key_hash, permissions, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
 			id, optional(partnerID), optional(orgID), string(scope.Level), p.UserID, *in.Name, prefix, hash,
-			encodeGrants(grants), expires, now)
+			store.EncodeStrings(grants), expires, now)
 		if err != nil {
 			return fmt.Errorf("insert API key: %w", err)
 		}
@@ -328,7 +311,7 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (APIKey, erro
 			changes["name"] = map[string]any{"from": before.Name, "to": *in.Name}
 		}
 		if grants != nil {
-			ch.Set("permissions", encodeGrants(grants))
+			ch.Set("permissions", store.EncodeStrings(grants))
 			changes["permissions"] = map[string]any{"from": before.Permissions, "to": grants}
 		}
 		if expires != nil {

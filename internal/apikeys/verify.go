@@ -51,7 +51,7 @@ func (s *Service) Verify(ctx context.Context, rawKey string) (*access.Principal,
 	if creator == nil {
 		return nil, invalidKey()
 	}
-	grants, err := decodeGrants(perms)
+	grants, err := store.DecodeStrings(perms)
 	if err != nil {
 		return nil, fmt.Errorf("decode permissions of API key %s: %w", id, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
+	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
 	"gale/internal/search"
 	"gale/internal/secrets"
@@ -66,6 +67,8 @@ type App struct {
 	Groups *groups.Service
 	// AgentDist keeps the released gale-agent binaries and serves them to endpoints.
 	AgentDist *agentdist.Service
+	// PartnerAPI holds the service principals and serves /partner-api.
+	PartnerAPI *partnerapi.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -144,6 +147,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.CustomFields.SetHook(a.Groups.DeviceChanged)
 	a.Search = search.New(db, logger)
 	a.Search.Register(a.HTTP)
+	a.PartnerAPI = partnerapi.New(db, logger, partnerapi.Deps{Audit: a.Audit, Box: box, Limiter: a.Limiter, Orgs: a.Tenancy,
+		Keys: a.Enrollment, Devices: a.Devices, CustomFields: a.CustomFields},
+		partnerapi.Options{KeyDefaultTTL: cfg.EnrollmentKeyDefaultTTL, KeyMaxTTL: cfg.PartnerAPIEnrollmentKeyMaxTTL,
+			CursorSecret: cfg.JWTSecret})
+	a.PartnerAPI.Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
@@ -208,7 +216,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	return nil
 }
 
-// Cleanup purges expired refresh tokens, invitations, reset tokens and rate-limit windows.
+// Cleanup purges expired refresh tokens, invitations, reset tokens, rate-limit windows and
+// partner-API idempotency records.
 func (a *App) Cleanup(ctx context.Context) error {
 	tokens, err := auth.PurgeExpired(ctx, a.DB)
 	if err != nil {
@@ -218,7 +227,12 @@ func (a *App) Cleanup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Logger.InfoContext(ctx, "cleanup done", "tokensPurged", tokens, "rateLimitWindowsPurged", windows)
+	idempotency, err := a.PartnerAPI.Purge(ctx)
+	if err != nil {
+		return err
+	}
+	a.Logger.InfoContext(ctx, "cleanup done", "tokensPurged", tokens, "rateLimitWindowsPurged", windows,
+		"idempotencyRecordsPurged", idempotency)
 	return nil
 }
 

@@ -39,6 +39,9 @@ type Error struct {
 	Details []Detail
 	// RetryAfter, when set, becomes the Retry-After header (429).
 	RetryAfter time.Duration
+	// Header holds further response headers (the partner API's X-RateLimit-* on a 429); nil
+	// means none.
+	Header http.Header
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

@@ -84,6 +84,10 @@ type Config struct {
 	// EnrollmentKeyDefaultTTL is the lifetime of an enrollment key created without ttlMinutes
 	// or expiresAt (still clamped by the organization's cap).
 	EnrollmentKeyDefaultTTL time.Duration
+	// PartnerAPIEnrollmentKeyMaxTTL is the longest lifetime of an enrollment key minted through
+	// the partner API (PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES), on top of the
+	// organization's own cap.
+	PartnerAPIEnrollmentKeyMaxTTL time.Duration
 }
 
 // Defaults returns the configuration used when no variable is set.
@@ -117,6 +121,8 @@ func Defaults() Config {
 		DeviceProvisionTTL:      7 * 24 * time.Hour,
 		AgentEnrollPerMinute:    10,
 		EnrollmentKeyDefaultTTL: 60 * time.Minute,
+
+		PartnerAPIEnrollmentKeyMaxTTL: 30 * 24 * time.Hour,
 	}
 }
 
@@ -179,6 +185,9 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("SHUTDOWN_TIMEOUT_SECONDS", 1, 3600, func(n int64) { c.ShutdownTimeout = time.Duration(n) * time.Second })
 	intVar("INVITE_TTL_HOURS", 1, 24*90, func(n int64) { c.InviteTTL = time.Duration(n) * time.Hour })
 	intVar("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES", 1, 525600, func(n int64) { c.EnrollmentKeyDefaultTTL = time.Duration(n) * time.Minute })
+	intVar("PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES", 1, 525600, func(n int64) {
+		c.PartnerAPIEnrollmentKeyMaxTTL = time.Duration(n) * time.Minute
+	})
 	intVar("ARGON2_MEMORY_KIB", 8, 4<<20, func(n int64) { c.Argon2MemoryKiB = uint32(n) })
 	intVar("ARGON2_ITERATIONS", 1, 100, func(n int64) { c.Argon2Iterations = uint32(n) })
 	intVar("ARGON2_PARALLELISM", 1, 64, func(n int64) { c.Argon2Parallelism = uint8(n) })

@@ -45,6 +45,7 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 		"LOG_FORMAT":                         {"LOG_FORMAT": "xml"},
 		"ARGON2_MEMORY_KIB":                  {"ARGON2_MEMORY_KIB": "lots"},
 		"ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": {"ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": "525601"},
+		"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": {"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": "0"},
 	} {
 		vars["DATA_DIR"] = t.TempDir()
 		_, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
@@ -62,6 +63,17 @@ func TestEnrollmentKeyDefaultTTL(t *testing.T) {
 	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": "1440"}), slog.New(slog.DiscardHandler))
 	if err != nil || c.EnrollmentKeyDefaultTTL != 24*time.Hour {
 		t.Fatalf("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES=1440 gave %v (%v)", c.EnrollmentKeyDefaultTTL, err)
+	}
+}
+
+func TestPartnerAPIEnrollmentKeyMaxTTL(t *testing.T) {
+	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
+	if err != nil || c.PartnerAPIEnrollmentKeyMaxTTL != 30*24*time.Hour {
+		t.Fatalf("default partner API key cap = %v (%v), want 30 days", c.PartnerAPIEnrollmentKeyMaxTTL, err)
+	}
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": "120"}), slog.New(slog.DiscardHandler))
+	if err != nil || c.PartnerAPIEnrollmentKeyMaxTTL != 2*time.Hour {
+		t.Fatalf("PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES=120 gave %v (%v)", c.PartnerAPIEnrollmentKeyMaxTTL, err)
 	}
 }
 

@@ -54,28 +54,39 @@ func (s *Service) GetDetail(ctx context.Context, id string) (Detail, error) {
 	return out, err
 }
 
+const inventoryColumns = `os, hardware, disks, network, users, errors, software_count, collected_at, received_at`
+
 func (s *Service) inventory(ctx context.Context, id string) (*DeviceInventory, error) {
-	var inv DeviceInventory
-	var osJSON, hw, disks, network, users, errs string
-	err := s.db.QueryRowContext(ctx, `SELECT os, hardware, disks, network, users, errors, software_count, collected_at, received_at
-		FROM device_inventory WHERE device_id = $1`, id).Scan(&osJSON, &hw, &disks, &network, &users, &errs, &inv.SoftwareCount,
-		&inv.CollectedAt, &inv.ReceivedAt)
+	inv, err := scanInventory(s.db.QueryRowContext(ctx, `SELECT `+inventoryColumns+` FROM device_inventory WHERE device_id = $1`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
+	return &inv, nil
+}
+
+// scanInventory reads the inventoryColumns of a row, and first the columns before them
+// (extra, in order) when given.
+func scanInventory(row store.Scanner, extra ...any) (DeviceInventory, error) {
+	var inv DeviceInventory
+	var osJSON, hw, disks, network, users, errs string
+	dest := append(extra, &osJSON, &hw, &disks, &network, &users, &errs, &inv.SoftwareCount, &inv.CollectedAt, &inv.ReceivedAt)
+	if err := row.Scan(dest...); err != nil {
+		return inv, err
+	}
 	for _, p := range []struct {
 		src string
 		dst any
 	}{{osJSON, &inv.OS}, {hw, &inv.Hardware}, {disks, &inv.Disks}, {network, &inv.Network}, {users, &inv.Users}, {errs, &inv.Errors}} {
 		if err := json.Unmarshal([]byte(p.src), p.dst); err != nil {
-			return nil, err
+			return inv, err
 		}
 	}
 	inv.Disks, inv.Network, inv.Users, inv.Errors = nonNil(inv.Disks), nonNil(inv.Network), nonNil(inv.Users), nonNil(inv.Errors)
-	return &inv, nil
+	inv.CollectedAt, inv.ReceivedAt = inv.CollectedAt.UTC(), inv.ReceivedAt.UTC()
+	return inv, nil
 }
 
 func (s *Service) metricsSince(ctx context.Context, id string, since time.Time) ([]MetricPoint, error) {

@@ -32,8 +32,9 @@ const (
 
 // Sources of keys: who minted them.
 const (
-	SourceAPI       = "api"
-	SourceProvision = "provision"
+	SourceAPI        = "api"
+	SourceProvision  = "provision"
+	SourcePartnerAPI = "partner_api"
 )
 
 // Limits of §8.
@@ -83,7 +84,7 @@ type EnrollmentKey struct {
 	RevokedAt           *time.Time `json:"revokedAt"`
 	Status              string     `json:"status" enum:"active,expired,revoked,used_up"`
 	HasEnrollmentSecret bool       `json:"hasEnrollmentSecret" doc:"The key has its own enrollment secret; otherwise agents enroll with the server's AGENT_ENROLLMENT_SECRET."`
-	Source              string     `json:"source" doc:"Who minted the key: api (this API), provision (POST /devices/provision), or the partner API."`
+	Source              string     `json:"source" enum:"api,provision,partner_api" doc:"Who minted the key: api (this API), provision (POST /devices/provision), or partner_api (a service principal)."`
 	DeviceID            *string    `json:"deviceId" doc:"The pre-created device a provisioning key enrolls; null otherwise."`
 	CreatedBy           *string    `json:"createdBy" doc:"The user (or service principal) that created the key."`
 	LastUsedAt          *time.Time `json:"lastUsedAt"`
@@ -211,6 +212,18 @@ func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, 
 // Create mints a key for an organization in the caller's scope. The /enrollment-keys route
 // passes its own policy; the partner API passes its default, cap and source.
 func (s *Service) Create(ctx context.Context, in NewEnrollmentKey, p Policy) (IssuedKey, error) {
+	var out IssuedKey
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = s.CreateIn(ctx, tx, in, p)
+		return err
+	})
+	return out, err
+}
+
+// CreateIn is Create inside the caller's transaction (the partner API records its
+// idempotency key and counts its mint limits in the same one).
+func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in NewEnrollmentKey, p Policy) (IssuedKey, error) {
 	name := strings.TrimSpace(in.Name)
 	if name == "" || utf8.RuneCountInString(name) > 200 {
 		return IssuedKey{}, apperr.Invalid("name", "name is required (1 to 200 characters)")
@@ -222,32 +235,26 @@ func (s *Service) Create(ctx context.Context, in NewEnrollmentKey, p Policy) (Is
 	if maxUsage < 1 || maxUsage > MaxUsageLimit {
 		return IssuedKey{}, apperr.Invalid("maxUsage", fmt.Sprintf("must be 1 to %d", MaxUsageLimit))
 	}
-	scope := access.ScopeFrom(ctx)
-	var out IssuedKey
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := s.resolveOrg(ctx, tx, scope, in.OrgID)
-		if err != nil {
-			return err
+	partnerID, orgID, err := s.resolveOrg(ctx, tx, access.ScopeFrom(ctx), in.OrgID)
+	if err != nil {
+		return IssuedKey{}, err
+	}
+	if in.SiteID != "" {
+		var ok bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sites WHERE id = $1 AND org_id = $2)`,
+			in.SiteID, orgID).Scan(&ok); err != nil {
+			return IssuedKey{}, err
 		}
-		if in.SiteID != "" {
-			var ok bool
-			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sites WHERE id = $1 AND org_id = $2)`,
-				in.SiteID, orgID).Scan(&ok); err != nil {
-				return err
-			}
-			if !ok {
-				return apperr.Invalid("siteId", "no such site in the organization")
-			}
+		if !ok {
+			return IssuedKey{}, apperr.Invalid("siteId", "no such site in the organization")
 		}
-		expires, err := s.Expiry(ctx, tx, orgID, in.TTLMinutes, in.ExpiresAt, p)
-		if err != nil {
-			return err
-		}
-		out, err = s.insert(ctx, tx, keyRow{partnerID: partnerID, orgID: orgID, siteID: in.SiteID, name: name,
-			maxUsage: maxUsage, expires: expires, withSecret: in.IssueEnrollmentSecret, source: p.Source})
-		return err
-	})
-	return out, err
+	}
+	expires, err := s.Expiry(ctx, tx, orgID, in.TTLMinutes, in.ExpiresAt, p)
+	if err != nil {
+		return IssuedKey{}, err
+	}
+	return s.insert(ctx, tx, keyRow{partnerID: partnerID, orgID: orgID, siteID: in.SiteID, name: name,
+		maxUsage: maxUsage, expires: expires, withSecret: in.IssueEnrollmentSecret, source: p.Source})
 }
 
 // resolveOrg finds the organization a new key belongs to. orgId may be omitted only where

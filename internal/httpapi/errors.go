@@ -32,7 +32,10 @@ func (e apiError) GetStatus() int               { return e.err.Status }
 func (e apiError) ContentType(string) string    { return "application/json" }
 func (e apiError) MarshalJSON() ([]byte, error) { return json.Marshal(toEnvelope(e.err)) }
 func (e apiError) GetHeaders() http.Header {
-	h := http.Header{}
+	h := e.err.Header.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
 	if e.err.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(int((e.err.RetryAfter+time.Second-1)/time.Second)))
 	}

@@ -28,6 +28,10 @@ type Route struct {
 	Permission string
 	// Public operations need no credential (login, health, invite acceptance).
 	Public bool
+	// ServicePrincipal marks an operation of the partner API: only a service-principal key
+	// authenticates it (the authenticator given to SetServicePrincipals), and Permission is
+	// the scope the principal must hold. Such keys authenticate nothing else.
+	ServicePrincipal bool
 	// Status is the success status; 200 when zero.
 	Status int
 	// MaxBodyBytes overrides the server's body limit for this operation.
@@ -55,7 +59,12 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 	if r.MaxBodyBytes > 0 {
 		op.MaxBodyBytes = r.MaxBodyBytes
 	}
-	if !r.Public {
+	switch {
+	case r.ServicePrincipal:
+		op.Security = []map[string][]string{{"servicePrincipalKey": {}}}
+		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
+		op.Description = joinDoc(op.Description, "Requires service-principal scope `"+r.Permission+"`.")
+	case !r.Public:
 		op.Security = []map[string][]string{{"bearer": {}}, {"apiKey": {}}}
 		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 		if r.Permission != "" {
@@ -96,15 +105,23 @@ func (s *Server) authorize(r Route) func(huma.Context, func(huma.Context)) {
 		}
 		req, _ := humago.Unwrap(hctx)
 		ctx := hctx.Context()
-		p, err := s.auth.Authenticate(ctx, req)
+		authn, missing := s.auth, "missing permission "
+		if r.ServicePrincipal {
+			authn, missing = s.servicePrincipals, "the service principal lacks the scope "
+		}
+		if authn == nil {
+			s.writeHumaError(hctx, apperr.Unauthorized("this server does not serve the partner API"))
+			return
+		}
+		p, err := authn.Authenticate(ctx, req)
 		if err != nil {
 			s.writeHumaError(hctx, err)
 			return
 		}
 		ctx = access.WithPrincipal(ctx, p)
 		if r.Permission != "" && !p.Can(r.Permission) {
-			s.security.RecordDenied(ctx, r.ID, "missing permission "+r.Permission)
-			s.writeHumaError(hctx, apperr.Forbidden("missing permission "+r.Permission))
+			s.security.RecordDenied(ctx, r.ID, missing+r.Permission)
+			s.writeHumaError(hctx, apperr.Forbidden(missing+r.Permission))
 			return
 		}
 		if s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA && access.MFAGated(r.ID) {

@@ -55,6 +55,8 @@ type Server struct {
 	opts     Options
 	metrics  *metrics
 	registry *prometheus.Registry
+	// servicePrincipals authenticates the partner API's operations; nil until installed.
+	servicePrincipals Authenticator
 }
 
 // New builds the server. Domains then register their operations with Register, and plain
@@ -72,6 +74,8 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
 		"apiKey": {Type: "apiKey", In: "header", Name: "X-API-Key"},
+		"servicePrincipalKey": {Type: "apiKey", In: "header", Name: "X-API-Key",
+			Description: "A partner service-principal key, svc_sp_...; it works only on /partner-api operations."},
 	}
 	cfg.OnAddOperation = append(cfg.OnAddOperation, documentErrors)
 	api := humago.NewWithPrefix(mux, Prefix, cfg)
@@ -82,6 +86,10 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return s
 }
+
+// SetServicePrincipals installs the authenticator of the partner API's operations (routes
+// registered with ServicePrincipal). Call it while wiring, before serving.
+func (s *Server) SetServicePrincipals(a Authenticator) { s.servicePrincipals = a }
 
 // Registry is the Prometheus registry served at /metrics, for domains' own metrics.
 func (s *Server) Registry() *prometheus.Registry { return s.registry }

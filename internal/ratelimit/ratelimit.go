@@ -14,10 +14,18 @@ import (
 )
 
 // Limiter counts hits per key.
-type Limiter struct{ db *store.DB }
+type Limiter struct {
+	db *store.DB
+	// now is the clock windows start and end by.
+	now func() time.Time
+}
 
 // New returns a limiter over db.
-func New(db *store.DB) *Limiter { return &Limiter{db: db} }
+func New(db *store.DB) *Limiter { return &Limiter{db: db, now: store.Now} }
+
+// WithClock returns a limiter over the same counters that tells time by now (tests move it
+// forward to end a window).
+func (l *Limiter) WithClock(now func() time.Time) *Limiter { return &Limiter{db: l.db, now: now} }
 
 // Rule is a budget: at most Limit hits per Window.
 type Rule struct {
@@ -35,13 +43,33 @@ type Result struct {
 // Hit counts one hit on key and returns 429 RATE_LIMITED (with Retry-After) when the
 // window's budget is spent. The count and the window are one atomic upsert.
 func (l *Limiter) Hit(ctx context.Context, key string, r Rule) (Result, error) {
-	res, err := l.add(ctx, l.db, key, r)
+	return l.HitIn(ctx, l.db, key, r)
+}
+
+// HitIn is Hit inside the caller's transaction: the hit commits or rolls back with the work
+// it pays for, so a refused or failed request spends nothing.
+func (l *Limiter) HitIn(ctx context.Context, q store.Querier, key string, r Rule) (Result, error) {
+	res, err := l.add(ctx, q, key, r)
 	if err != nil {
 		return res, err
 	}
 	if res.Count > r.Limit {
-		return res, apperr.RateLimited(time.Until(res.Reset))
+		return res, apperr.RateLimited(res.Reset.Sub(l.now()))
 	}
+	return res, nil
+}
+
+// Peek returns the state of key's window without counting a hit: an unused or ended window
+// has the whole budget, resetting a Window from now.
+func (l *Limiter) Peek(ctx context.Context, key string, r Rule) (Result, error) {
+	now := l.now()
+	res := Result{Remaining: r.Limit, Reset: now.Add(r.Window)}
+	err := l.db.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
+		key, now).Scan(&res.Count, &res.Reset)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return res, fmt.Errorf("rate limit %s: %w", key, err)
+	}
+	res.Remaining = max(r.Limit-res.Count, 0)
 	return res, nil
 }
 
@@ -55,15 +83,16 @@ func (l *Limiter) Count(ctx context.Context, q store.Querier, key string, r Rule
 func (l *Limiter) Blocked(ctx context.Context, key string, r Rule) (time.Duration, error) {
 	var count int
 	var until time.Time
+	now := l.now()
 	err := l.db.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
-		key, store.Now()).Scan(&count, &until)
+		key, now).Scan(&count, &until)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && count < r.Limit) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	return max(time.Until(until), time.Second), nil
+	return max(until.Sub(now), time.Second), nil
 }
 
 // Clear forgets key (a successful sign-in clears its failure count).
@@ -74,7 +103,7 @@ func (l *Limiter) Clear(ctx context.Context, q store.Querier, key string) error 
 
 // Purge deletes expired windows; the periodic cleanup job calls it.
 func (l *Limiter) Purge(ctx context.Context) (int64, error) {
-	res, err := l.db.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, store.Now())
+	res, err := l.db.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, l.now())
 	if err != nil {
 		return 0, err
 	}
@@ -82,7 +111,7 @@ func (l *Limiter) Purge(ctx context.Context) (int64, error) {
 }
 
 func (l *Limiter) add(ctx context.Context, q store.Querier, key string, r Rule) (Result, error) {
-	now := store.Now()
+	now := l.now()
 	var res Result
 	err := q.QueryRowContext(ctx, `INSERT INTO rate_limits (key, window_start, count, expires_at) VALUES ($1, $2, 1, $3)
 		ON CONFLICT (key) DO UPDATE SET

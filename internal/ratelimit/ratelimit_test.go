@@ -2,6 +2,8 @@ package ratelimit_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"gale/internal/apperr"
 	"gale/internal/ratelimit"
+	"gale/internal/store"
 	"gale/internal/store/storetest"
 )
 
@@ -66,5 +69,60 @@ func TestWindowResetsAndKeysAreSeparate(t *testing.T) {
 	n, err := l.Purge(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("Purge = %d, %v; want 2 expired windows removed", n, err)
+	}
+}
+
+// A hit inside a transaction that rolls back is not counted; Peek reads without counting.
+func TestHitInRollsBackWithItsTransaction(t *testing.T) {
+	db := storetest.Open(t)
+	l := ratelimit.New(db)
+	rule := ratelimit.Rule{Limit: 2, Window: time.Hour}
+	ctx := context.Background()
+	failed := errors.New("the work failed")
+	err := db.Write(ctx, func(tx *sql.Tx) error {
+		if _, err := l.HitIn(ctx, tx, "k", rule); err != nil {
+			return err
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatal(err)
+	}
+	if res, err := l.Peek(ctx, "k", rule); err != nil || res.Count != 0 || res.Remaining != 2 {
+		t.Fatalf("after a rolled-back hit: Peek = %+v, %v; want nothing counted", res, err)
+	}
+	for i := range 2 {
+		if err := db.Write(ctx, func(tx *sql.Tx) error { _, err := l.HitIn(ctx, tx, "k", rule); return err }); err != nil {
+			t.Fatalf("hit %d: %v", i, err)
+		}
+	}
+	if res, err := l.Peek(ctx, "k", rule); err != nil || res.Count != 2 || res.Remaining != 0 {
+		t.Fatalf("Peek = %+v, %v; want 2 counted, none left", res, err)
+	}
+	if res, err := l.Peek(ctx, "k", rule); err != nil || res.Count != 2 {
+		t.Fatalf("Peek counted: %+v, %v", res, err)
+	}
+	if _, err := l.Hit(ctx, "k", rule); !apperr.IsCode(err, apperr.CodeRateLimited) {
+		t.Fatalf("third hit = %v, want 429", err)
+	}
+}
+
+// A limiter with its own clock ends windows by that clock.
+func TestWithClock(t *testing.T) {
+	base := ratelimit.New(storetest.Open(t))
+	var offset atomic.Int64
+	l := base.WithClock(func() time.Time { return store.Now().Add(time.Duration(offset.Load())) })
+	rule := ratelimit.Rule{Limit: 1, Window: time.Hour}
+	ctx := context.Background()
+	if _, err := l.Hit(ctx, "k", rule); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.Hit(ctx, "k", rule)
+	if e, ok := apperr.As(err); !ok || e.RetryAfter < 59*time.Minute || e.RetryAfter > time.Hour {
+		t.Fatalf("second hit = %v, want 429 with about an hour to wait", err)
+	}
+	offset.Store(int64(time.Hour + time.Second))
+	if _, err := l.Hit(ctx, "k", rule); err != nil {
+		t.Fatalf("hit an hour later: %v", err)
 	}
 }

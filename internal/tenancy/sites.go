@@ -107,6 +107,16 @@ func (s *Service) ListSites(ctx context.Context, f SiteListFilter, page store.Pa
 		Args: &a, SortKey: "s.name", SortID: "s.id"}, page, scanSite, func(st Site) (string, string) { return st.Name, st.ID })
 }
 
+// ExportSites returns a page of the sites of live organizations in scope in ID order, or with
+// s.Since those changed since then in (updatedAt, ID) order.
+func (s *Service) ExportSites(ctx context.Context, sk store.Seek) ([]Site, bool, error) {
+	var a store.Args
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "s.org_id", "s.partner_id"), LiveOrg("s.org_id")}
+	keys := sk.Keys(&a, &conds, "s.updated_at", "s.id")
+	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: siteColumns, From: " FROM sites s", Conds: conds,
+		Args: &a, Keys: keys}, sk, scanSite)
+}
+
 // GetSite returns a site in scope.
 func (s *Service) GetSite(ctx context.Context, id string) (Site, error) {
 	return s.getSite(ctx, s.db, access.ScopeFrom(ctx), id)
