@@ -149,7 +149,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Search.Register(a.HTTP)
 	a.PartnerAPI = partnerapi.New(db, logger, partnerapi.Deps{Audit: a.Audit, Box: box, Limiter: a.Limiter, Orgs: a.Tenancy,
 		Keys: a.Enrollment, Devices: a.Devices, CustomFields: a.CustomFields},
-		partnerapi.Options{KeyDefaultTTL: cfg.EnrollmentKeyDefaultTTL, KeyMaxTTL: cfg.PartnerAPIEnrollmentKeyMaxTTL,
+		partnerapi.Options{KeyDefaultTTL: cfg.PartnerAPIEnrollmentKeyDefaultTTL, KeyMaxTTL: cfg.PartnerAPIEnrollmentKeyMaxTTL,
 			CursorSecret: cfg.JWTSecret})
 	a.PartnerAPI.Register(a.HTTP)
 

@@ -84,6 +84,9 @@ type Config struct {
 	// EnrollmentKeyDefaultTTL is the lifetime of an enrollment key created without ttlMinutes
 	// or expiresAt (still clamped by the organization's cap).
 	EnrollmentKeyDefaultTTL time.Duration
+	// PartnerAPIEnrollmentKeyDefaultTTL is that lifetime for keys minted through the partner
+	// API: 30 days, or ENROLLMENT_KEY_DEFAULT_TTL_MINUTES when set (clamped by the caps).
+	PartnerAPIEnrollmentKeyDefaultTTL time.Duration
 	// PartnerAPIEnrollmentKeyMaxTTL is the longest lifetime of an enrollment key minted through
 	// the partner API (PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES), on top of the
 	// organization's own cap.
@@ -122,7 +125,8 @@ func Defaults() Config {
 		AgentEnrollPerMinute:    10,
 		EnrollmentKeyDefaultTTL: 60 * time.Minute,
 
-		PartnerAPIEnrollmentKeyMaxTTL: 30 * 24 * time.Hour,
+		PartnerAPIEnrollmentKeyDefaultTTL: 30 * 24 * time.Hour,
+		PartnerAPIEnrollmentKeyMaxTTL:     30 * 24 * time.Hour,
 	}
 }
 
@@ -184,7 +188,10 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("MAX_BODY_BYTES", 1024, 1<<30, func(n int64) { c.MaxBodyBytes = n })
 	intVar("SHUTDOWN_TIMEOUT_SECONDS", 1, 3600, func(n int64) { c.ShutdownTimeout = time.Duration(n) * time.Second })
 	intVar("INVITE_TTL_HOURS", 1, 24*90, func(n int64) { c.InviteTTL = time.Duration(n) * time.Hour })
-	intVar("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES", 1, 525600, func(n int64) { c.EnrollmentKeyDefaultTTL = time.Duration(n) * time.Minute })
+	intVar("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES", 1, 525600, func(n int64) {
+		c.EnrollmentKeyDefaultTTL = time.Duration(n) * time.Minute
+		c.PartnerAPIEnrollmentKeyDefaultTTL = c.EnrollmentKeyDefaultTTL
+	})
 	intVar("PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES", 1, 525600, func(n int64) {
 		c.PartnerAPIEnrollmentKeyMaxTTL = time.Duration(n) * time.Minute
 	})

@@ -57,12 +57,14 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 
 func TestEnrollmentKeyDefaultTTL(t *testing.T) {
 	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
-	if err != nil || c.EnrollmentKeyDefaultTTL != 60*time.Minute {
-		t.Fatalf("default enrollment key lifetime = %v (%v), want 60m", c.EnrollmentKeyDefaultTTL, err)
+	if err != nil || c.EnrollmentKeyDefaultTTL != 60*time.Minute || c.PartnerAPIEnrollmentKeyDefaultTTL != 30*24*time.Hour {
+		t.Fatalf("default enrollment key lifetimes = %v and %v on the partner API (%v), want 60m and 30 days",
+			c.EnrollmentKeyDefaultTTL, c.PartnerAPIEnrollmentKeyDefaultTTL, err)
 	}
 	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": "1440"}), slog.New(slog.DiscardHandler))
-	if err != nil || c.EnrollmentKeyDefaultTTL != 24*time.Hour {
-		t.Fatalf("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES=1440 gave %v (%v)", c.EnrollmentKeyDefaultTTL, err)
+	if err != nil || c.EnrollmentKeyDefaultTTL != 24*time.Hour || c.PartnerAPIEnrollmentKeyDefaultTTL != 24*time.Hour {
+		t.Fatalf("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES=1440 gave %v and %v on the partner API (%v)", c.EnrollmentKeyDefaultTTL,
+			c.PartnerAPIEnrollmentKeyDefaultTTL, err)
 	}
 }
 

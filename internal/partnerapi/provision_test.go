@@ -209,7 +209,7 @@ func TestMintedKeyLifetime(t *testing.T) {
 		}
 	}
 	t.Run("default", func(t *testing.T) {
-		e := newEnv(t, func(c *config.Config) { c.EnrollmentKeyDefaultTTL = 3 * time.Hour })
+		e := newEnv(t, func(c *config.Config) { c.PartnerAPIEnrollmentKeyDefaultTTL = 3 * time.Hour })
 		p := e.full("Keys")
 		near(t, expiresIn(t, e.Must(201, p.Caller, "POST", papi+"/enrollment-keys", map[string]any{"orgId": e.ten.OrgID, "name": "a"}).Map(t)), 3*time.Hour)
 		near(t, expiresIn(t, e.Must(201, p.Caller, "POST", papi+"/enrollment-keys", map[string]any{"orgId": e.ten.OrgID, "name": "b",
@@ -217,7 +217,7 @@ func TestMintedKeyLifetime(t *testing.T) {
 	})
 	t.Run("clamped by the partner API cap", func(t *testing.T) {
 		e := newEnv(t, func(c *config.Config) {
-			c.EnrollmentKeyDefaultTTL, c.PartnerAPIEnrollmentKeyMaxTTL = 30*24*time.Hour, 2*time.Hour
+			c.PartnerAPIEnrollmentKeyDefaultTTL, c.PartnerAPIEnrollmentKeyMaxTTL = 30*24*time.Hour, 2*time.Hour
 		})
 		p := e.full("Keys")
 		near(t, expiresIn(t, e.Must(201, p.Caller, "POST", papi+"/enrollment-keys", map[string]any{"orgId": e.ten.OrgID, "name": "a"}).Map(t)), 2*time.Hour)
@@ -230,7 +230,7 @@ func TestMintedKeyLifetime(t *testing.T) {
 		e.Must(201, e.ten.Partner, "POST", "/api/v1/enrollment-keys", map[string]any{"orgId": e.ten.OrgID, "name": "c", "ttlMinutes": 180})
 	})
 	t.Run("clamped by the organization's cap", func(t *testing.T) {
-		e := newEnv(t, func(c *config.Config) { c.EnrollmentKeyDefaultTTL = 30 * 24 * time.Hour })
+		e := newEnv(t, func(c *config.Config) { c.PartnerAPIEnrollmentKeyDefaultTTL = 30 * 24 * time.Hour })
 		e.Must(http.StatusOK, e.ten.Partner, "PATCH", "/api/v1/orgs/organizations/"+e.ten.OrgID, map[string]any{"maxEnrollmentKeyTtlMinutes": 45})
 		p := e.full("Keys")
 		near(t, expiresIn(t, e.Must(201, p.Caller, "POST", papi+"/enrollment-keys", map[string]any{"orgId": e.ten.OrgID, "name": "a"}).Map(t)), 45*time.Minute)
