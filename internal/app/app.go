@@ -22,6 +22,7 @@ import (
 	"gale/internal/customfields"
 	"gale/internal/devices"
 	"gale/internal/enrollment"
+	"gale/internal/events"
 	"gale/internal/groups"
 	"gale/internal/httpapi"
 	"gale/internal/identity"
@@ -58,6 +59,10 @@ type App struct {
 	Agents     *agenthub.Hub
 	bus        agenthub.Bus
 	jobs       *jobs.Runner
+	// Events feeds domain events to their consumers (webhooks, notifications); stopEvents
+	// ends its loop and waits for it.
+	Events     *events.Dispatcher
+	stopEvents func()
 	// CustomFields manages custom field definitions and device values; Search answers /tags
 	// and /search.
 	CustomFields *customfields.Service
@@ -106,7 +111,8 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		sender = mailer
 	}
 	argon := auth.Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}
-	a := &App{Config: cfg, DB: db, Logger: logger, Audit: audit.New(db, logger), Limiter: ratelimit.New(db)}
+	a := &App{Config: cfg, DB: db, Logger: logger, Audit: audit.New(db, logger), Limiter: ratelimit.New(db),
+		Events: events.NewDispatcher(db, logger)}
 	built := false
 	defer func() {
 		// The agent bus holds a database connection; New can only close the database after it
@@ -207,12 +213,23 @@ func (a *App) Handler() http.Handler { return a.HTTP.Handler() }
 func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup},
 		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep},
-		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll})
+		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll},
+		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
 	}
 	a.jobs = r
+	eventsCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Events.Run(eventsCtx)
+	}()
+	a.stopEvents = func() {
+		cancel()
+		<-done
+	}
 	return nil
 }
 
@@ -282,6 +299,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close stops jobs (if started), drops agent connections and closes the database.
 func (a *App) Close() {
+	if a.stopEvents != nil {
+		a.stopEvents()
+	}
 	if a.jobs != nil {
 		_ = a.jobs.Stop(context.Background())
 		a.jobs = nil
