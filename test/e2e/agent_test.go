@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,6 +21,8 @@ type server struct {
 	base  string
 	token string
 	logs  *lockedBuffer
+	// env is the gale process's environment, for gale commands on the same database.
+	env []string
 }
 
 // startServer runs gale serve with a bootstrap administrator and signs in.
@@ -29,7 +32,7 @@ func startServer(t *testing.T, extraEnv ...string) *server {
 	cmd := exec.Command(galeBinary(t), "serve")
 	cmd.Env = galeEnv(t, append([]string{"LISTEN_ADDR=" + addr, "PUBLIC_URL=http://" + addr,
 		"BOOTSTRAP_ADMIN_EMAIL=admin@example.com", "BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123"}, extraEnv...)...)
-	s := &server{t: t, base: "http://" + addr, logs: &lockedBuffer{}}
+	s := &server{t: t, base: "http://" + addr, logs: &lockedBuffer{}, env: cmd.Env}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -307,5 +310,63 @@ func TestRealAgent(t *testing.T) {
 	s.must(200, "GET", "/devices?includeDecommissioned=true&orgId="+org.ID, nil, &list)
 	if len(list.Devices) != 1 || list.Devices[0].Status != "decommissioned" {
 		t.Fatalf("includeDecommissioned list = %+v", list.Devices)
+	}
+}
+
+// TestInstallScriptWithTheRealAgent publishes the built agent with the gale command, then
+// runs the server's install.sh as an operator would (without the system service, which needs
+// root): it downloads the promoted binary, verifies its checksum, installs and enrolls it.
+func TestInstallScriptWithTheRealAgent(t *testing.T) {
+	s := startServer(t)
+	gale := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(galeBinary(t), args...)
+		cmd.Env = s.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("gale %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	gale("agent-release", "register", "--version", "9.9.9-e2e", "--os", "linux", "--arch", runtime.GOARCH, "--file", agentBinary(t))
+	gale("agent-release", "promote", "9.9.9-e2e")
+
+	var partner, org struct {
+		ID string `json:"id"`
+	}
+	s.must(201, "POST", "/orgs/partners", map[string]any{"name": "Install MSP"}, &partner)
+	s.must(201, "POST", "/orgs/organizations", map[string]any{"name": "Install Customer", "partnerId": partner.ID}, &org)
+	var key struct {
+		Key              string `json:"key"`
+		EnrollmentSecret string `json:"enrollmentSecret"`
+	}
+	s.must(201, "POST", "/enrollment-keys", map[string]any{"orgId": org.ID, "name": "install", "issueEnrollmentSecret": true}, &key)
+
+	res, err := http.Get(s.base + "/api/v1/agents/install.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.json")
+	install := exec.Command("sh", "-s", "--", "--key", key.Key, "--secret", key.EnrollmentSecret, "--prefix", filepath.Join(dir, "bin"),
+		"--config", cfg, "--no-service")
+	install.Stdin = bytes.NewReader(script)
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(dir, "bin", "gale-agent"), "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "9.9.9-e2e") {
+		t.Fatalf("installed agent version: %v: %s", err, out)
+	}
+	var list struct {
+		Devices []e2eDevice `json:"devices"`
+	}
+	s.must(200, "GET", "/devices?orgId="+org.ID, nil, &list)
+	host, _ := os.Hostname()
+	if len(list.Devices) != 1 || list.Devices[0].Hostname != host {
+		t.Fatalf("devices after install.sh: %+v, want this machine (%s)", list.Devices, host)
+	}
+	if _, err := os.Stat(cfg); err != nil {
+		t.Fatalf("the agent's configuration: %v", err)
 	}
 }
