@@ -91,6 +91,10 @@ type Config struct {
 	// the partner API (PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES), on top of the
 	// organization's own cap.
 	PartnerAPIEnrollmentKeyMaxTTL time.Duration
+	// WebhookAllowPrivateTargets lets outbound webhooks reach loopback, private, link-local,
+	// unique-local and unspecified addresses (WEBHOOK_ALLOW_PRIVATE_TARGETS); false refuses
+	// them at create and again when connecting.
+	WebhookAllowPrivateTargets bool
 }
 
 // Defaults returns the configuration used when no variable is set.
@@ -172,6 +176,13 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 			errs = append(errs, fmt.Errorf("ENABLE_2FA must be true or false, got %q", v))
 		}
 		c.Enable2FA = b
+	}
+	if v := getenv("WEBHOOK_ALLOW_PRIVATE_TARGETS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("WEBHOOK_ALLOW_PRIVATE_TARGETS must be true or false, got %q", v))
+		}
+		c.WebhookAllowPrivateTargets = b
 	}
 	intVar := func(name string, min, max int64, set func(int64)) {
 		v := getenv(name)
