@@ -673,3 +673,62 @@ func TestAuditEntriesAreEventsAndDelivered(t *testing.T) {
 		t.Fatalf("audit deliveries = %v", got)
 	}
 }
+
+func TestTwoNodesSendEachDeliveryOnce(t *testing.T) {
+	w := newWorld(t)
+	second := w.e.SecondNode()
+	rcv := newReceiver(t)
+	w.create(w.a.Partner, map[string]any{"name": "n", "url": rcv.URL, "events": []string{"thing.*"}})
+	for i := range 20 {
+		w.record("thing.happened", w.a.PartnerID, w.a.OrgID, map[string]int{"i": i})
+	}
+	if err := w.e.App.Events.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, svc := range []*webhooks.Service{w.e.App.Webhooks, second.App.Webhooks, w.e.App.Webhooks, second.App.Webhooks} {
+		wg.Go(func() {
+			if _, err := svc.RunDue(t.Context()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for _, r := range rcv.requests() {
+		seen[r.Header.Get("X-Gale-Delivery")]++
+	}
+	if len(seen) != 20 {
+		t.Fatalf("receiver got %d distinct deliveries, want 20", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("delivery %s sent %d times", id, n)
+		}
+	}
+}
+
+func TestDisabledSubscriptionGetsNothing(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t)
+	h := w.create(w.a.Partner, map[string]any{"name": "d", "url": rcv.URL, "events": []string{"thing.*"}})
+	w.record("thing.happened", w.a.PartnerID, w.a.OrgID, nil)
+	if err := w.e.App.Events.RunOnce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// Disabled after the delivery was queued: it is not sent, and is dead at once.
+	w.e.Must(http.StatusOK, w.a.Partner, "PATCH", hooks+"/"+h.ID, map[string]any{"enabled": false})
+	w.pump()
+	ds := w.deliveries(w.a.Partner, h.ID)
+	if len(ds) != 1 || ds[0].Status != webhooks.StatusDead || ds[0].Error == nil || !strings.Contains(*ds[0].Error, "disabled") {
+		t.Fatalf("deliveries = %+v", ds)
+	}
+	w.record("thing.happened", w.a.PartnerID, w.a.OrgID, nil)
+	w.pump()
+	if n := len(w.deliveries(w.a.Partner, h.ID)); n != 1 {
+		t.Fatalf("a disabled subscription got %d deliveries, want none new", n)
+	}
+	if n := len(rcv.requests()); n != 0 {
+		t.Fatalf("receiver got %d requests", n)
+	}
+}
