@@ -288,6 +288,8 @@ func (s *Service) post(ctx context.Context, url, secret string, headers map[stri
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 4*BodyLogChars))
+	// Read a little further so the connection can be reused; a long answer is cut off.
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	status, text := res.StatusCode, truncateBody(raw)
 	out := outcome{status: &status, body: &text, duration: time.Since(start)}
 	switch {

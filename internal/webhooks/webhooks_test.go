@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/apptest"
 	"gale/internal/config"
@@ -730,5 +731,37 @@ func TestDisabledSubscriptionGetsNothing(t *testing.T) {
 	}
 	if n := len(rcv.requests()); n != 0 {
 		t.Fatalf("receiver got %d requests", n)
+	}
+}
+
+func TestPermissionsAndOrgLimitedPartnerCallers(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t)
+	body := map[string]any{"name": "p", "url": rcv.URL, "events": []string{"*"}}
+	partnerWide := w.create(w.a.Partner, body)
+
+	_, viewer := w.e.CreateUser("viewer@alpha.test", access.LevelPartner, w.a.PartnerID, "", access.RolePartnerViewer)
+	w.e.Must(http.StatusOK, viewer, "GET", hooks+"/"+partnerWide.ID, nil)
+	w.e.Must(http.StatusForbidden, viewer, "POST", hooks, body)
+	w.e.Must(http.StatusForbidden, viewer, "POST", hooks+"/"+partnerWide.ID+"/test", nil)
+	_, tech := w.e.CreateUser("tech@alpha.test", access.LevelPartner, w.a.PartnerID, "", access.RolePartnerTechnician)
+	w.e.Must(http.StatusForbidden, tech, "GET", hooks, nil)
+	_, orgViewer := w.e.CreateUser("orgviewer@alpha.test", access.LevelOrganization, w.a.PartnerID, w.a.OrgID, access.RoleOrgViewer)
+	w.e.Must(http.StatusForbidden, orgViewer, "POST", hooks, body)
+
+	// A partner admin limited to one organization manages that organization's subscriptions
+	// only: a partner-wide one would hand it every organization's events.
+	other := w.e.CreateOrg(w.a.Partner, "", "Alpha Other")
+	lid, _ := w.e.CreateUser("limited@alpha.test", access.LevelPartner, w.a.PartnerID, "", access.RolePartnerAdmin)
+	w.e.Must(http.StatusOK, w.a.Partner, "PATCH", "/api/v1/users/"+lid, map[string]any{"orgAccess": "selected", "orgIds": []string{w.a.OrgID}})
+	limited := apptest.Bearer(w.e.Login("limited@alpha.test", apptest.UserPassword))
+	w.e.Must(http.StatusForbidden, limited, "POST", hooks, body)
+	w.e.Must(http.StatusNotFound, limited, "GET", hooks+"/"+partnerWide.ID, nil)
+	withOrg := map[string]any{"name": "o", "url": rcv.URL, "events": []string{"*"}, "orgId": other}
+	w.e.Must(http.StatusBadRequest, limited, "POST", hooks, withOrg)
+	withOrg["orgId"] = w.a.OrgID
+	mine := w.create(limited, withOrg)
+	if mine.OrgID == nil || *mine.OrgID != w.a.OrgID {
+		t.Fatalf("limited caller's subscription = %+v", mine)
 	}
 }
