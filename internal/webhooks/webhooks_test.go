@@ -19,6 +19,7 @@ import (
 	"gale/internal/config"
 	"gale/internal/devices"
 	"gale/internal/events"
+	"gale/internal/jobs"
 	"gale/internal/store"
 	"gale/internal/webhooks"
 )
@@ -608,6 +609,14 @@ func TestDeviceEventsOnTransitionsOnly(t *testing.T) {
 	if err := json.Unmarshal([]byte(off[0]), &data); err != nil || data.ID != dev || data.Status != "offline" || data.OrgID != w.a.OrgID {
 		t.Fatalf("device.offline data = %s (%v)", off[0], err)
 	}
+	// The data is the device as the API shows it.
+	var shown devices.Device
+	w.e.Must(http.StatusOK, w.a.Partner, "GET", "/api/v1/devices/"+dev, nil).JSON(t, &shown)
+	a, _ := json.Marshal(shown)
+	b, _ := json.Marshal(data)
+	if string(a) != string(b) {
+		t.Fatalf("device.offline data\n%s\ndiffers from GET /devices/{id}\n%s", b, a)
+	}
 	agent := devices.Agent{DeviceID: dev, PartnerID: w.a.PartnerID, OrgID: w.a.OrgID, Role: agentproto.RoleAgent}
 	for range 2 {
 		if err := svc.Heartbeat(ctx, agent, agentproto.Heartbeat{AgentVersion: "1.0.0"}); err != nil {
@@ -763,5 +772,41 @@ func TestPermissionsAndOrgLimitedPartnerCallers(t *testing.T) {
 	mine := w.create(limited, withOrg)
 	if mine.OrgID == nil || *mine.OrgID != w.a.OrgID {
 		t.Fatalf("limited caller's subscription = %+v", mine)
+	}
+}
+
+func TestAuditEventDataIsTheEntryAsTheAPIShowsIt(t *testing.T) {
+	w := newWorld(t)
+	// A refused sign-in is a security entry written in its own transaction; it records its
+	// event too.
+	w.e.Do(apptest.Anonymous, "POST", "/api/v1/auth/login", map[string]string{"email": "alpha-partner@gale.test", "password": "wrong"})
+	var id, data string
+	if err := w.e.App.DB.QueryRowContext(t.Context(), `SELECT resource_id, data FROM events WHERE type = 'audit.auth.login'
+		ORDER BY occurred_at DESC LIMIT 1`).Scan(&id, &data); err != nil {
+		t.Fatal(err)
+	}
+	var fromEvent, fromAPI map[string]any
+	_ = json.Unmarshal([]byte(data), &fromEvent)
+	w.e.Must(http.StatusOK, w.admin, "GET", "/api/v1/audit/logs/"+id, nil).JSON(t, &fromAPI)
+	a, _ := json.Marshal(fromEvent)
+	b, _ := json.Marshal(fromAPI)
+	if string(a) != string(b) || fromEvent["result"] == "success" {
+		t.Fatalf("audit.auth.login data\n%s\ndiffers from GET /audit/logs/{id}\n%s", a, b)
+	}
+}
+
+func TestRunningServerDeliversOnItsOwn(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t)
+	w.create(w.a.Partner, map[string]any{"name": "live", "url": rcv.URL, "events": []string{"device.decommissioned"}})
+	dev := w.e.InsertDevice(apptest.DeviceRow{PartnerID: w.a.PartnerID, OrgID: w.a.OrgID, SiteID: w.a.SiteID, Hostname: "gone"})
+	if err := w.e.App.StartJobs(context.Background(), jobs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	w.e.Must(http.StatusNoContent, w.a.Partner, "DELETE", "/api/v1/devices/"+dev, nil)
+	apptest.Eventually(t, 15*time.Second, func() bool { return len(rcv.requests()) > 0 })
+	r := rcv.requests()[0]
+	if r.Header.Get("X-Gale-Event-Type") != "device.decommissioned" || !strings.Contains(string(r.Body), dev) {
+		t.Fatalf("got %s %s", r.Header.Get("X-Gale-Event-Type"), r.Body)
 	}
 }
