@@ -181,35 +181,59 @@ type claimed struct {
 // mid-attempt leaves the delivery claimable again after it.
 const claimFor = RequestTimeout + 30*time.Second
 
-// claim takes one due delivery with a conditional update, so exactly one node wins it:
-// pending or retrying and due, or sending with a claim that ran out (its node died). A loser
-// of the race looks again; false means nothing is due.
+// dueCondition selects deliveries ready for an attempt: pending or retrying and due, or
+// sending with a claim that ran out (its node died). $1 pending, $2 retrying, $3 now,
+// $4 sending.
+const dueCondition = `((status IN ($1, $2) AND next_attempt_at <= $3) OR (status = $4 AND claimed_until < $3))`
+
+// claim takes one due delivery with a conditional update, so exactly one node wins it. An
+// idle node only reads; the claim itself runs in a write transaction that on PostgreSQL
+// skips rows other nodes are claiming (FOR UPDATE SKIP LOCKED), so senders do not queue up
+// behind each other. false means nothing is due.
 func (s *Service) claim(ctx context.Context) (claimed, bool, error) {
 	for range 20 {
 		now := store.Now()
-		var id string
-		err := s.db.QueryRowContext(ctx, `SELECT id FROM webhook_deliveries WHERE (status IN ($1, $2) AND next_attempt_at <= $3)
-			OR (status = $4 AND claimed_until < $3) ORDER BY next_attempt_at LIMIT 1`, StatusPending, StatusRetrying, now,
-			StatusSending).Scan(&id)
+		var one int
+		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM webhook_deliveries WHERE `+dueCondition+` LIMIT 1`,
+			StatusPending, StatusRetrying, now, StatusSending).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return claimed{}, false, nil
 		}
 		if err != nil {
 			return claimed{}, false, fmt.Errorf("find due delivery: %w", err)
 		}
-		c := claimed{token: store.NewID()}
-		err = s.db.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = $1, claim_token = $2, claimed_until = $3, updated_at = $4
-			WHERE id = $5 AND ((status IN ($6, $7) AND next_attempt_at <= $4) OR (status = $1 AND claimed_until < $4))
-			RETURNING id, webhook_id, event_id, event_type, payload, attempts, max_attempts`,
-			StatusSending, c.token, now.Add(claimFor), now, id, StatusPending, StatusRetrying).Scan(&c.id, &c.webhookID, &c.eventID,
-			&c.eventType, &c.payload, &c.attempts, &c.maxAttempts)
-		if errors.Is(err, sql.ErrNoRows) {
-			continue // another node won it
+		lock := ""
+		if s.db.Dialect == store.Postgres {
+			lock = " FOR UPDATE SKIP LOCKED"
 		}
+		c := claimed{token: store.NewID()}
+		won := false
+		err = s.db.Write(ctx, func(tx *sql.Tx) error {
+			var id string
+			err := tx.QueryRowContext(ctx, `SELECT id FROM webhook_deliveries WHERE `+dueCondition+` ORDER BY next_attempt_at
+				LIMIT 1`+lock, StatusPending, StatusRetrying, now, StatusSending).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			err = tx.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = $4, claim_token = $5, claimed_until = $6, updated_at = $3
+				WHERE id = $7 AND `+dueCondition+` RETURNING id, webhook_id, event_id, event_type, payload, attempts, max_attempts`,
+				StatusPending, StatusRetrying, now, StatusSending, c.token, now.Add(claimFor), id).Scan(&c.id, &c.webhookID,
+				&c.eventID, &c.eventType, &c.payload, &c.attempts, &c.maxAttempts)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // another node won it
+			}
+			won = err == nil
+			return err
+		})
 		if err != nil {
 			return claimed{}, false, fmt.Errorf("claim delivery: %w", err)
 		}
-		return c, true, nil
+		if won {
+			return c, true, nil
+		}
 	}
 	return claimed{}, false, nil
 }

@@ -810,3 +810,38 @@ func TestRunningServerDeliversOnItsOwn(t *testing.T) {
 		t.Fatalf("got %s %s", r.Header.Get("X-Gale-Event-Type"), r.Body)
 	}
 }
+
+func TestPurgeKeepsRecentAndUnfinishedDeliveries(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t, 200)
+	h := w.create(w.a.Partner, map[string]any{"name": "p", "url": rcv.URL, "events": []string{"thing.*"}})
+	for range 3 {
+		w.record("thing.happened", w.a.PartnerID, w.a.OrgID, nil)
+	}
+	w.pump()
+	ds := w.deliveries(w.a.Partner, h.ID)
+	old := time.Now().Add(-webhooks.Retention - time.Hour).UTC()
+	// One old finished delivery, one old unfinished (retrying) one, one recent finished one.
+	db := w.e.App.DB
+	if _, err := db.ExecContext(t.Context(), `UPDATE webhook_deliveries SET updated_at = $1 WHERE id = $2`, old, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(t.Context(), `UPDATE webhook_deliveries SET updated_at = $1, status = $2 WHERE id = $3`, old,
+		webhooks.StatusRetrying, ds[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.e.App.Webhooks.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	left := map[string]bool{}
+	for _, d := range w.deliveries(w.a.Partner, h.ID) {
+		left[d.ID] = true
+	}
+	if left[ds[0].ID] || !left[ds[1].ID] || !left[ds[2].ID] {
+		t.Fatalf("after purge %v remain, want all but the old finished one", left)
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM webhook_delivery_attempts WHERE delivery_id = $1`, ds[0].ID).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("attempts of the purged delivery: %d (%v)", n, err)
+	}
+}
