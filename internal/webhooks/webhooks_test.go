@@ -26,7 +26,8 @@ import (
 
 const hooks = "/api/v1/webhooks"
 
-func allowPrivate(c *config.Config) { c.WebhookAllowPrivateTargets = true }
+// refusePrivate restores the production default that apptest relaxes.
+func refusePrivate(c *config.Config) { c.WebhookAllowPrivateTargets = false }
 
 // received is one request a receiver got.
 type received struct {
@@ -80,9 +81,6 @@ type world struct {
 }
 
 func newWorld(t *testing.T, opts ...apptest.Option) *world {
-	if len(opts) == 0 {
-		opts = []apptest.Option{allowPrivate}
-	}
 	w := &world{e: apptest.New(t, opts...)}
 	w.admin = w.e.Admin()
 	w.a = w.e.NewTenant(w.admin, "Alpha")
@@ -542,7 +540,7 @@ func TestTestRouteSendsSynchronously(t *testing.T) {
 }
 
 func TestPrivateTargetsRefusedUnlessAllowed(t *testing.T) {
-	w := newWorld(t, func(*config.Config) {})
+	w := newWorld(t, refusePrivate)
 	for _, u := range []string{"http://127.0.0.1:8080/in", "https://10.1.2.3/in", "http://[::1]/in", "http://192.168.0.10/",
 		"http://169.254.169.254/latest/meta-data", "http://[fd00::1]/", "http://0.0.0.0/", "http://[::ffff:127.0.0.1]/",
 		"http://localhost/"} {
