@@ -162,7 +162,8 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		partnerapi.Options{KeyDefaultTTL: cfg.PartnerAPIEnrollmentKeyDefaultTTL, KeyMaxTTL: cfg.PartnerAPIEnrollmentKeyMaxTTL,
 			CursorSecret: cfg.JWTSecret})
 	a.PartnerAPI.Register(a.HTTP)
-	a.Webhooks = webhooks.New(db, logger, box, webhooks.Options{AllowPrivateTargets: cfg.WebhookAllowPrivateTargets})
+	a.Webhooks = webhooks.New(db, logger, box, webhooks.Options{AllowPrivateTargets: cfg.WebhookAllowPrivateTargets,
+		Workers: cfg.WebhookSenders})
 	a.Webhooks.Register(a.HTTP)
 	a.Events.Register(a.Webhooks.Consumer())
 

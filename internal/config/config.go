@@ -95,6 +95,8 @@ type Config struct {
 	// unique-local and unspecified addresses (WEBHOOK_ALLOW_PRIVATE_TARGETS); false refuses
 	// them at create and again when connecting.
 	WebhookAllowPrivateTargets bool
+	// WebhookSenders is how many webhook deliveries a node sends at once (WEBHOOK_SENDERS).
+	WebhookSenders int
 }
 
 // Defaults returns the configuration used when no variable is set.
@@ -131,6 +133,7 @@ func Defaults() Config {
 
 		PartnerAPIEnrollmentKeyDefaultTTL: 30 * 24 * time.Hour,
 		PartnerAPIEnrollmentKeyMaxTTL:     30 * 24 * time.Hour,
+		WebhookSenders:                    4,
 	}
 }
 
@@ -217,6 +220,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("DEVICE_METRICS_RETENTION_HOURS", 1, 24*90, func(n int64) { c.DeviceMetricsRetention = time.Duration(n) * time.Hour })
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
+	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
 
 	if v := getenv("TRUSTED_PROXIES"); v != "" {
 		for _, part := range strings.Split(v, ",") {
