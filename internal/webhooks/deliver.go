@@ -151,9 +151,19 @@ func (s *Service) work(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.wake:
+			// The consumer wakes the senders from inside its transaction: give it a moment
+			// to commit before looking (the next poll catches a slower one).
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wakeDelay):
+			}
 		}
 	}
 }
+
+// wakeDelay is how long a woken sender waits for the waking transaction to commit.
+const wakeDelay = 50 * time.Millisecond
 
 // RunDue sends deliveries that are due until none is left, and returns how many it sent.
 func (s *Service) RunDue(ctx context.Context) (int, error) {
