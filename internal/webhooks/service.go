@@ -129,6 +129,14 @@ func place(ctx context.Context, q store.Querier, scope access.Scope, in NewWebho
 	return scope.PartnerID, "", nil
 }
 
+// mayReceive refuses (403) events whose data the caller may not read itself.
+func mayReceive(ctx context.Context, events []string) error {
+	if perm := missingPermission(access.PrincipalFrom(ctx), events); perm != "" {
+		return apperr.Forbidden("subscribing to these events hands their data to the receiver; it needs " + perm)
+	}
+	return nil
+}
+
 // Create adds a subscription and returns it with its signing secret, shown this once.
 func (s *Service) Create(ctx context.Context, in NewWebhook) (Webhook, error) {
 	scope := access.ScopeFrom(ctx)
@@ -142,6 +150,9 @@ func (s *Service) Create(ctx context.Context, in NewWebhook) (Webhook, error) {
 	}
 	evs, err := validEvents(in.Events)
 	if err != nil {
+		return Webhook{}, err
+	}
+	if err := mayReceive(ctx, evs); err != nil {
 		return Webhook{}, err
 	}
 	headers, err := validHeaders(in.Headers)
@@ -240,6 +251,9 @@ func (s *Service) Update(ctx context.Context, id string, in WebhookUpdate) (Webh
 	if in.Events != nil {
 		evs, err := validEvents(in.Events)
 		if err != nil {
+			return Webhook{}, err
+		}
+		if err := mayReceive(ctx, evs); err != nil {
 			return Webhook{}, err
 		}
 		ch.Set("events", store.EncodeStrings(evs))

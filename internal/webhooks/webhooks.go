@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/store"
 )
@@ -173,6 +174,30 @@ func validEvents(in []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// readPermission is the permission that shows the data of each event family (the part of the
+// type before the first dot): a subscription hands its receiver that data, so whoever sets it
+// up must be allowed to read it. A family missing here (webhook.test) needs nothing beyond
+// webhooks:write; a domain that starts emitting events adds its family.
+var readPermission = map[string]string{
+	"device": "devices:read",
+	"alert":  "alerts:read",
+	"audit":  "audit:read",
+}
+
+// missingPermission returns a permission the caller lacks to read what the patterns select,
+// or "" when it holds them all.
+func missingPermission(p *access.Principal, patterns []string) string {
+	for _, pat := range patterns {
+		family, _, _ := strings.Cut(pat, ".")
+		for fam, perm := range readPermission {
+			if (pat == "*" || family == fam) && !p.Can(perm) {
+				return perm
+			}
+		}
+	}
+	return ""
 }
 
 // Matches reports whether an event type is selected by the subscription's patterns.

@@ -843,3 +843,23 @@ func TestPurgeKeepsRecentAndUnfinishedDeliveries(t *testing.T) {
 		t.Fatalf("attempts of the purged delivery: %d (%v)", n, err)
 	}
 }
+
+func TestSubscribingNeedsReadingWhatIsSent(t *testing.T) {
+	w := newWorld(t)
+	rcv := newReceiver(t)
+	var role struct {
+		ID string `json:"id"`
+	}
+	w.e.Must(http.StatusCreated, w.a.Partner, "POST", "/api/v1/roles", map[string]any{"name": "Hooks", "scope": "partner",
+		"permissions": []string{"webhooks:read", "webhooks:write", "devices:read"}}).JSON(t, &role)
+	_, c := w.e.CreateUser("hooks@alpha.test", access.LevelPartner, w.a.PartnerID, "", role.ID)
+	for _, evs := range [][]string{{"*"}, {"audit.*"}, {"device.offline", "alert.triggered"}} {
+		if r := w.e.Do(c, "POST", hooks, map[string]any{"name": "x", "url": rcv.URL, "events": evs}); r.Status != http.StatusForbidden {
+			t.Fatalf("events %v without the read permission = %d %s, want 403", evs, r.Status, r.Body)
+		}
+	}
+	h := w.create(c, map[string]any{"name": "x", "url": rcv.URL, "events": []string{"device.*"}})
+	if r := w.e.Do(c, "PATCH", hooks+"/"+h.ID, map[string]any{"events": []string{"audit.auth.login"}}); r.Status != http.StatusForbidden {
+		t.Fatalf("patch to audit events = %d, want 403", r.Status)
+	}
+}
