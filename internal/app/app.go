@@ -34,6 +34,7 @@ import (
 	"gale/internal/secrets"
 	"gale/internal/store"
 	"gale/internal/tenancy"
+	"gale/internal/webhooks"
 )
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".
@@ -74,6 +75,9 @@ type App struct {
 	AgentDist *agentdist.Service
 	// PartnerAPI holds the service principals and serves /partner-api.
 	PartnerAPI *partnerapi.Service
+	// Webhooks holds outbound webhook subscriptions and sends their deliveries (workers
+	// started by StartJobs).
+	Webhooks *webhooks.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -158,6 +162,10 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		partnerapi.Options{KeyDefaultTTL: cfg.PartnerAPIEnrollmentKeyDefaultTTL, KeyMaxTTL: cfg.PartnerAPIEnrollmentKeyMaxTTL,
 			CursorSecret: cfg.JWTSecret})
 	a.PartnerAPI.Register(a.HTTP)
+	a.Webhooks = webhooks.New(db, logger, box, webhooks.Options{AllowPrivateTargets: cfg.WebhookAllowPrivateTargets,
+		Workers: cfg.WebhookSenders})
+	a.Webhooks.Register(a.HTTP)
+	a.Events.Register(a.Webhooks.Consumer())
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
@@ -214,7 +222,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup},
 		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep},
 		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll},
-		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge})
+		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
+		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
@@ -226,9 +235,11 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		defer close(done)
 		a.Events.Run(eventsCtx)
 	}()
+	a.Webhooks.Start(ctx)
 	a.stopEvents = func() {
 		cancel()
 		<-done
+		a.Webhooks.Stop()
 	}
 	return nil
 }

@@ -42,7 +42,8 @@ type Env struct {
 type Option func(*config.Config)
 
 // Config returns the test configuration: cheap argon2id parameters and no sign-in delay,
-// so tests stay fast; everything else as in production.
+// so tests stay fast, and webhooks allowed to reach local receivers; everything else as in
+// production.
 func Config(t testing.TB) config.Config {
 	cfg := config.Defaults()
 	cfg.DatabaseURL = storetest.URL(t)
@@ -51,6 +52,9 @@ func Config(t testing.TB) config.Config {
 	cfg.EncryptionKey = bytes.Repeat([]byte{7}, 32)
 	cfg.Argon2MemoryKiB, cfg.Argon2Iterations, cfg.Argon2Parallelism = 1024, 1, 1
 	cfg.LoginResponseFloor = 0
+	// Outbound webhooks may reach the test's own httptest receivers on 127.0.0.1; tests of
+	// the refusal turn it off.
+	cfg.WebhookAllowPrivateTargets = true
 	cfg.BootstrapAdminEmail, cfg.BootstrapAdminPassword = AdminEmail, AdminPassword
 	return cfg
 }

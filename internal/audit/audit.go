@@ -12,6 +12,7 @@ import (
 	"log/slog"
 
 	"gale/internal/access"
+	"gale/internal/events"
 	"gale/internal/store"
 )
 
@@ -76,7 +77,7 @@ func (l *Log) Security(ctx context.Context, e Entry) {
 	if e.Result == "" {
 		e.Result = ResultDenied
 	}
-	if err := insert(ctx, l.db, e); err != nil {
+	if err := l.db.Write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, e) }); err != nil {
 		l.logger.ErrorContext(ctx, "record security event", "action", e.Action, "error", err)
 	}
 }
@@ -84,7 +85,7 @@ func (l *Log) Security(ctx context.Context, e Entry) {
 // RecordAction records a change made outside the database (on a device, by its agent) once
 // it has happened, in a transaction of its own.
 func (l *Log) RecordAction(ctx context.Context, e Entry) error {
-	return insert(ctx, l.db, e)
+	return l.db.Write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, e) })
 }
 
 // RecordDenied records a refused operation; it implements httpapi.SecurityRecorder.
@@ -109,7 +110,12 @@ func actorFrom(ctx context.Context, override *Actor) Actor {
 	return Actor{Type: p.Kind, ID: p.ID, Email: p.Email}
 }
 
-func insert(ctx context.Context, q store.Querier, e Entry) error {
+// EventPrefix starts the type of the domain event every entry records: audit.<action>.
+const EventPrefix = "audit."
+
+// insert writes the entry and, in the same transaction, its domain event (audit.<action>,
+// data: the entry as the API shows it).
+func insert(ctx context.Context, tx *sql.Tx, e Entry) error {
 	if e.Category == "" {
 		e.Category = CategoryChange
 	}
@@ -126,15 +132,32 @@ func insert(ctx context.Context, q store.Querier, e Entry) error {
 	}
 	actor := actorFrom(ctx, e.Actor)
 	req := access.RequestFrom(ctx)
-	_, err = q.ExecContext(ctx, `INSERT INTO audit_logs (id, occurred_at, partner_id, org_id, category, result,
+	id, now := store.NewID(), store.Now()
+	_, err = tx.ExecContext(ctx, `INSERT INTO audit_logs (id, occurred_at, partner_id, org_id, category, result,
 		actor_type, actor_id, actor_email, action, resource_type, resource_id, resource_name, ip, user_agent,
 		request_id, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-		store.NewID(), store.Now(), store.NullIfEmpty(e.PartnerID), store.NullIfEmpty(e.OrgID), e.Category, e.Result,
+		id, now, store.NullIfEmpty(e.PartnerID), store.NullIfEmpty(e.OrgID), e.Category, e.Result,
 		string(actor.Type), store.NullIfEmpty(actor.ID), store.NullIfEmpty(actor.Email), e.Action, e.ResourceType,
 		store.NullIfEmpty(e.ResourceID), store.NullIfEmpty(e.ResourceName), store.NullIfEmpty(req.IP), store.NullIfEmpty(req.UserAgent),
 		store.NullIfEmpty(req.ID), string(b))
 	if err != nil {
 		return fmt.Errorf("record audit entry %s: %w", e.Action, err)
 	}
-	return nil
+	view := LogEntry{ID: id, OccurredAt: now, PartnerID: ptr(e.PartnerID), OrgID: ptr(e.OrgID), Category: e.Category,
+		Result: e.Result, ActorType: string(actor.Type), ActorID: ptr(actor.ID), ActorEmail: ptr(actor.Email), Action: e.Action,
+		ResourceType: e.ResourceType, ResourceID: ptr(e.ResourceID), ResourceName: ptr(e.ResourceName), IP: ptr(req.IP),
+		UserAgent: ptr(req.UserAgent), RequestID: ptr(req.ID)}
+	// Details go through JSON as the API reads them back.
+	view.Details = map[string]any{}
+	_ = json.Unmarshal(b, &view.Details)
+	_, err = events.Record(ctx, tx, events.Event{Type: EventPrefix + e.Action, PartnerID: e.PartnerID, OrgID: e.OrgID,
+		ResourceType: "audit_entry", ResourceID: id}, view)
+	return err
+}
+
+func ptr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -91,6 +91,12 @@ type Config struct {
 	// the partner API (PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES), on top of the
 	// organization's own cap.
 	PartnerAPIEnrollmentKeyMaxTTL time.Duration
+	// WebhookAllowPrivateTargets lets outbound webhooks reach loopback, private, link-local,
+	// unique-local and unspecified addresses (WEBHOOK_ALLOW_PRIVATE_TARGETS); false refuses
+	// them at create and again when connecting.
+	WebhookAllowPrivateTargets bool
+	// WebhookSenders is how many webhook deliveries a node sends at once (WEBHOOK_SENDERS).
+	WebhookSenders int
 }
 
 // Defaults returns the configuration used when no variable is set.
@@ -127,6 +133,7 @@ func Defaults() Config {
 
 		PartnerAPIEnrollmentKeyDefaultTTL: 30 * 24 * time.Hour,
 		PartnerAPIEnrollmentKeyMaxTTL:     30 * 24 * time.Hour,
+		WebhookSenders:                    4,
 	}
 }
 
@@ -173,6 +180,13 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 		}
 		c.Enable2FA = b
 	}
+	if v := getenv("WEBHOOK_ALLOW_PRIVATE_TARGETS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("WEBHOOK_ALLOW_PRIVATE_TARGETS must be true or false, got %q", v))
+		}
+		c.WebhookAllowPrivateTargets = b
+	}
 	intVar := func(name string, min, max int64, set func(int64)) {
 		v := getenv(name)
 		if v == "" {
@@ -206,6 +220,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("DEVICE_METRICS_RETENTION_HOURS", 1, 24*90, func(n int64) { c.DeviceMetricsRetention = time.Duration(n) * time.Hour })
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
+	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
 
 	if v := getenv("TRUSTED_PROXIES"); v != "" {
 		for _, part := range strings.Split(v, ",") {

@@ -46,6 +46,8 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 		"ARGON2_MEMORY_KIB":                  {"ARGON2_MEMORY_KIB": "lots"},
 		"ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": {"ENROLLMENT_KEY_DEFAULT_TTL_MINUTES": "525601"},
 		"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": {"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": "0"},
+		"WEBHOOK_ALLOW_PRIVATE_TARGETS":              {"WEBHOOK_ALLOW_PRIVATE_TARGETS": "sometimes"},
+		"WEBHOOK_SENDERS":                            {"WEBHOOK_SENDERS": "0"},
 	} {
 		vars["DATA_DIR"] = t.TempDir()
 		_, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
@@ -76,6 +78,17 @@ func TestPartnerAPIEnrollmentKeyMaxTTL(t *testing.T) {
 	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": "120"}), slog.New(slog.DiscardHandler))
 	if err != nil || c.PartnerAPIEnrollmentKeyMaxTTL != 2*time.Hour {
 		t.Fatalf("PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES=120 gave %v (%v)", c.PartnerAPIEnrollmentKeyMaxTTL, err)
+	}
+}
+
+func TestWebhookPrivateTargets(t *testing.T) {
+	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
+	if err != nil || c.WebhookAllowPrivateTargets || c.WebhookSenders != 4 {
+		t.Fatalf("webhook defaults: private targets %v, %d senders (%v)", c.WebhookAllowPrivateTargets, c.WebhookSenders, err)
+	}
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "WEBHOOK_ALLOW_PRIVATE_TARGETS": "true"}), slog.New(slog.DiscardHandler))
+	if err != nil || !c.WebhookAllowPrivateTargets {
+		t.Fatalf("WEBHOOK_ALLOW_PRIVATE_TARGETS=true not applied (%v)", err)
 	}
 }
 

@@ -128,6 +128,9 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 		if err := s.changed(ctx, tx, id); err != nil {
 			return err
 		}
+		if err := s.recordEvent(ctx, tx, EventEnrolled, id); err != nil {
+			return err
+		}
 		resp = agentproto.EnrollResponse{AgentID: id, DeviceID: id, AuthToken: agentToken, WatchdogAuthToken: watchdogToken,
 			OrgID: key.OrgID, SiteID: siteID, Config: s.opts.Agent}
 		actx := AgentContext(ctx, Agent{DeviceID: id, PartnerID: key.PartnerID, OrgID: key.OrgID})
@@ -266,7 +269,10 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 			}
 		}
 		if cameOnline > 0 {
-			return s.changed(ctx, tx, a.DeviceID)
+			if err := s.changed(ctx, tx, a.DeviceID); err != nil {
+				return err
+			}
+			return s.recordEvent(ctx, tx, EventOnline, a.DeviceID)
 		}
 		return nil
 	})
@@ -279,11 +285,22 @@ func (s *Service) watchdogBeat(ctx context.Context, tx *sql.Tx, a Agent, hb agen
 	if hb.WatchdogState == WatchdogFailover {
 		state = WatchdogFailover
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE devices SET watchdog_status = $1, watchdog_seen_at = $2,
-		main_agent_silent_since = CASE WHEN main_agent_silent_since IS NULL AND COALESCE(last_seen_at, enrolled_at) < $3
-			THEN COALESCE(last_seen_at, enrolled_at) ELSE main_agent_silent_since END
-		WHERE id = $4`, state, now, now.Add(-s.opts.SilentAfter), a.DeviceID)
-	return err
+	if _, err := tx.ExecContext(ctx, `UPDATE devices SET watchdog_status = $1, watchdog_seen_at = $2 WHERE id = $3`,
+		state, now, a.DeviceID); err != nil {
+		return err
+	}
+	// The silence mark is set by its own conditional update, so that the transition (and only
+	// it) is known and published; on an ordinary beat it matches no row.
+	res, err := tx.ExecContext(ctx, `UPDATE devices SET main_agent_silent_since = COALESCE(last_seen_at, enrolled_at)
+		WHERE id = $1 AND main_agent_silent_since IS NULL AND COALESCE(last_seen_at, enrolled_at) < $2`,
+		a.DeviceID, now.Add(-s.opts.SilentAfter))
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		return s.recordEvent(ctx, tx, EventMainAgentSilent, a.DeviceID)
+	}
+	return nil
 }
 
 // StoreInventory replaces a device's inventory as a whole and updates the device's summary
@@ -454,7 +471,10 @@ func (s *Service) Sweep(ctx context.Context) error {
 			if n, _ := res.RowsAffected(); n == 0 {
 				return nil
 			}
-			return s.changed(ctx, tx, id)
+			if err := s.changed(ctx, tx, id); err != nil {
+				return err
+			}
+			return s.recordEvent(ctx, tx, EventOffline, id)
 		})
 		if err != nil {
 			return err

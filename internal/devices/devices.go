@@ -11,10 +11,33 @@ import (
 	"log/slog"
 	"time"
 
+	"gale/internal/access"
 	"gale/internal/agentproto"
+	"gale/internal/events"
 	"gale/internal/ratelimit"
 	"gale/internal/store"
 )
+
+// Device event types, recorded on transitions only (never on every heartbeat).
+const (
+	EventEnrolled        = "device.enrolled"
+	EventOnline          = "device.online"
+	EventOffline         = "device.offline"
+	EventMainAgentSilent = "device.main_agent_silent"
+	EventDecommissioned  = "device.decommissioned"
+)
+
+// recordEvent records a device event in tx; its data is the device as GET /devices/{id}
+// shows it, read inside the changing transaction.
+func (s *Service) recordEvent(ctx context.Context, tx *sql.Tx, typ, id string) error {
+	d, err := s.get(ctx, tx, access.SystemScope(), id)
+	if err != nil {
+		return err
+	}
+	_, err = events.Record(ctx, tx, events.Event{Type: typ, PartnerID: d.PartnerID, OrgID: d.OrgID, ResourceType: "device",
+		ResourceID: id}, d)
+	return err
+}
 
 // Device statuses.
 const (

@@ -204,6 +204,9 @@ func (s *Service) Decommission(ctx context.Context, id string) error {
 		if err := s.leftOrg(ctx, tx, id, "device decommissioned"); err != nil {
 			return err
 		}
+		if err := s.recordEvent(ctx, tx, EventDecommissioned, id); err != nil {
+			return err
+		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.decommission", ResourceType: "device", ResourceID: id,
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID})
 	})
