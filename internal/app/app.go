@@ -15,6 +15,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/agentdist"
 	"gale/internal/agenthub"
+	"gale/internal/alerts"
 	"gale/internal/apikeys"
 	"gale/internal/audit"
 	"gale/internal/auth"
@@ -74,6 +75,9 @@ type App struct {
 	AgentDist *agentdist.Service
 	// PartnerAPI holds the service principals and serves /partner-api.
 	PartnerAPI *partnerapi.Service
+	// Alerts holds alert rules and alerts; rules are evaluated in the device heartbeat and
+	// command-result transactions and by the alerts-evaluate job.
+	Alerts *alerts.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -149,7 +153,10 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.CustomFields.Register(a.HTTP)
 	a.Groups = groups.New(db, logger)
 	a.Groups.Register(a.HTTP)
-	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged, LeftOrg: a.Groups.DeviceLeftOrg})
+	a.Alerts = alerts.New(db, logger)
+	a.Alerts.Register(a.HTTP)
+	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged, LeftOrg: a.Groups.DeviceLeftOrg,
+		Heartbeat: a.Alerts.EvaluateDevice, CommandFinished: a.Alerts.EvaluateDevice})
 	a.CustomFields.SetHook(a.Groups.DeviceChanged)
 	a.Search = search.New(db, logger)
 	a.Search.Register(a.HTTP)
@@ -214,7 +221,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup},
 		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep},
 		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll},
-		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge})
+		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
+		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
