@@ -80,6 +80,9 @@ const alertColumns = `a.id, a.partner_id, a.org_id, a.site_id, a.device_id, a.ru
 	a.context, a.triggered_at, a.acknowledged_at, a.acknowledged_by, a.resolved_at, a.resolved_by, a.resolution_note,
 	a.suppressed_until, a.dismissed_at, a.dismissed_by, a.updated_at`
 
+// returnColumns are alertColumns unqualified, for RETURNING (SQLite allows no alias there).
+var returnColumns = strings.ReplaceAll(alertColumns, "a.", "")
+
 func scanAlert(row store.Scanner) (Alert, error) {
 	var x Alert
 	var site, device, rule, ackBy, resBy, note, disBy sql.NullString
@@ -311,8 +314,8 @@ func (s *Service) Act(ctx context.Context, id, action string, in ActionInput) (A
 			ch.Set("dismissed_at", now)
 			ch.Set("dismissed_by", actor)
 		}
-		x, err := scanAlert(tx.QueryRowContext(ctx, `UPDATE alerts AS a SET `+ch.SQL()+` WHERE a.id = `+ch.Args.Add(id)+
-			` AND a.status IN `+ch.Args.In(tr.from)+` RETURNING `+alertColumns, ch.Args.Values()...))
+		x, err := scanAlert(tx.QueryRowContext(ctx, `UPDATE alerts SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id)+
+			` AND status IN `+ch.Args.In(tr.from)+` RETURNING `+returnColumns, ch.Args.Values()...))
 		if errors.Is(err, sql.ErrNoRows) {
 			cur, gerr := getAlert(ctx, tx, access.SystemScope(), id)
 			if gerr != nil {

@@ -377,9 +377,9 @@ func truncate(s string, n int) string {
 // A technician who moved it first wins; then there is nothing to do.
 func (s *Service) autoResolve(ctx context.Context, tx *sql.Tx, r Rule, d *device, now time.Time) error {
 	var a store.Args
-	rows, err := tx.QueryContext(ctx, `UPDATE alerts AS a SET status = `+a.Add(StatusResolved)+`, resolved_at = `+a.Add(now)+
-		`, resolved_by = NULL, updated_at = `+a.Add(now)+` WHERE a.rule_id = `+a.Add(r.ID)+` AND a.device_id = `+a.Add(d.ID)+
-		` AND a.status IN `+a.In(openStatuses)+` RETURNING `+alertColumns, a.Values()...)
+	rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = `+a.Add(StatusResolved)+`, resolved_at = `+a.Add(now)+
+		`, resolved_by = NULL, updated_at = `+a.Add(now)+` WHERE rule_id = `+a.Add(r.ID)+` AND device_id = `+a.Add(d.ID)+
+		` AND status IN `+a.In(openStatuses)+` RETURNING `+returnColumns, a.Values()...)
 	if err != nil {
 		return fmt.Errorf("auto-resolve: %w", err)
 	}
