@@ -42,13 +42,21 @@ var (
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
-	// now is the clock; tests may move it.
+	opts   Options
+	// now is the clock.
 	now func() time.Time
 }
 
+// Options are the alert settings of the server configuration.
+type Options struct {
+	// MetricsRetention is how long the devices keep their heartbeat metrics history
+	// (DEVICE_METRICS_RETENTION_HOURS): a threshold window cannot be longer. Zero means no limit.
+	MetricsRetention time.Duration
+}
+
 // New returns the alerts service.
-func New(db *store.DB, logger *slog.Logger) *Service {
-	return &Service{db: db, logger: logger, now: store.Now}
+func New(db *store.DB, logger *slog.Logger, opts Options) *Service {
+	return &Service{db: db, logger: logger, opts: opts, now: store.Now}
 }
 
 // Alert is the API view of an alert.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gale/internal/apperr"
 	"gale/internal/store"
@@ -82,7 +83,7 @@ func (p problems) err() error {
 // parseConditions decodes and validates a conditions document strictly: unknown fields,
 // fields of another condition type, unknown metrics or operators, out-of-range durations and
 // nesting deeper than three levels are refused.
-func parseConditions(raw json.RawMessage, p *problems) Condition {
+func (s *Service) parseConditions(raw json.RawMessage, p *problems) Condition {
 	var c Condition
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		p.add("conditions", "conditions are required")
@@ -94,11 +95,13 @@ func parseConditions(raw json.RawMessage, p *problems) Condition {
 		p.add("conditions", "not a valid condition document: %s", strings.TrimPrefix(err.Error(), "json: "))
 		return c
 	}
-	checkCondition(&c, "conditions", 1, p)
+	checkCondition(&c, "conditions", 1, int(s.opts.MetricsRetention/time.Minute), p)
 	return c
 }
 
-func checkCondition(c *Condition, path string, depth int, p *problems) {
+// checkCondition validates c in place (filling defaults); maxWindow, when positive, bounds
+// the window of threshold conditions (the metrics history kept).
+func checkCondition(c *Condition, path string, depth, maxWindow int, p *problems) {
 	if c.IsGroup() {
 		if depth > maxDepth {
 			p.add(path, "conditions nest at most %d levels deep", maxDepth)
@@ -114,7 +117,7 @@ func checkCondition(c *Condition, path string, depth int, p *problems) {
 			p.add(path+".conditions", "a group needs 1 to %d conditions", maxConditions)
 		}
 		for i := range c.Conditions {
-			checkCondition(&c.Conditions[i], fmt.Sprintf("%s.conditions[%d]", path, i), depth+1, p)
+			checkCondition(&c.Conditions[i], fmt.Sprintf("%s.conditions[%d]", path, i), depth+1, maxWindow, p)
 		}
 		return
 	}
@@ -150,6 +153,10 @@ func checkCondition(c *Condition, path string, depth int, p *problems) {
 			p.add(path+".value", "a percentage is 0 to 100")
 		}
 		duration(false, 0)
+		if maxWindow > 0 && c.DurationMinutes != nil && *c.DurationMinutes > maxWindow {
+			p.add(path+".durationMinutes", "the heartbeat metrics history is kept %d minutes (DEVICE_METRICS_RETENTION_HOURS); "+
+				"a threshold window cannot be longer", maxWindow)
+		}
 		if c.CommandTypes != nil {
 			p.add(path+".commandTypes", "commandTypes belong to command_failed conditions")
 		}

@@ -271,7 +271,7 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 		targets = *in.Targets
 	}
 	checkTargets(&targets, &p)
-	cond := parseConditions(in.Conditions, &p)
+	cond := s.parseConditions(in.Conditions, &p)
 	title := checkText(&p, "titleTemplate", in.TitleTemplate, false, maxTemplateLength)
 	if title == "" {
 		title = name + " on {{hostname}}"
@@ -336,7 +336,7 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 		ch.Set("targets", encodeJSON(*in.Targets))
 	}
 	if in.Conditions != nil {
-		cond := parseConditions(in.Conditions, &p)
+		cond := s.parseConditions(in.Conditions, &p)
 		ch.Set("conditions", encodeJSON(cond))
 	}
 	if in.TitleTemplate != nil {

@@ -90,6 +90,7 @@ func TestRuleValidation(t *testing.T) {
 		{"bad operator", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "threshold", "metric": "cpuPercent", "operator": ">", "value": 1}}), "conditions.operator"},
 		{"no value", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "threshold", "metric": "cpuPercent", "operator": "gt"}}), "conditions.value"},
 		{"duration too long", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "threshold", "metric": "cpuPercent", "operator": "gt", "value": 1, "durationMinutes": 1441}}), "conditions.durationMinutes"},
+		{"window longer than the metrics history", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "threshold", "metric": "cpuPercent", "operator": "gt", "value": 1, "durationMinutes": 361}}), "conditions.durationMinutes"},
 		{"offline without duration", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "offline"}}), "conditions.durationMinutes"},
 		{"field of another type", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "offline", "durationMinutes": 5, "metric": "cpuPercent"}}), "conditions"},
 		{"unknown field", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "offline", "durationMinutes": 5, "foo": 1}}), "conditions"},

@@ -153,7 +153,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.CustomFields.Register(a.HTTP)
 	a.Groups = groups.New(db, logger)
 	a.Groups.Register(a.HTTP)
-	a.Alerts = alerts.New(db, logger)
+	a.Alerts = alerts.New(db, logger, alerts.Options{MetricsRetention: cfg.DeviceMetricsRetention})
 	a.Alerts.Register(a.HTTP)
 	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged, LeftOrg: a.Groups.DeviceLeftOrg,
 		Heartbeat: a.Alerts.EvaluateDevice, CommandFinished: a.Alerts.EvaluateDevice})
