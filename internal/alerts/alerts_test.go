@@ -178,7 +178,10 @@ func TestConcurrentTransitions(t *testing.T) {
 	var ack int
 	var evalErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); ack = x.Do(racers[0].caller, "POST", api+"/alerts/"+open[0].ID+"/acknowledge", nil).Status }()
+	go func() {
+		defer wg.Done()
+		ack = x.Do(racers[0].caller, "POST", api+"/alerts/"+open[0].ID+"/acknowledge", nil).Status
+	}()
 	go func() { defer wg.Done(); evalErr = x.evaluate(x.dev.DeviceID) }()
 	wg.Wait()
 	var a alertRow
