@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gale/internal/access"
+	"gale/internal/audit"
 	"gale/internal/store"
 )
 
@@ -377,38 +378,18 @@ func truncate(s string, n int) string {
 // A technician who moved it first wins; then there is nothing to do.
 func (s *Service) autoResolve(ctx context.Context, tx *sql.Tx, r Rule, d *device, now time.Time) error {
 	var a store.Args
-	rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = `+a.Add(StatusResolved)+`, resolved_at = `+a.Add(now)+
-		`, resolved_by = NULL, updated_at = `+a.Add(now)+` WHERE rule_id = `+a.Add(r.ID)+` AND device_id = `+a.Add(d.ID)+
-		` AND status IN `+a.In(openStatuses)+` RETURNING `+returnColumns, a.Values()...)
-	if err != nil {
-		return fmt.Errorf("auto-resolve: %w", err)
-	}
-	var resolved []Alert
-	for rows.Next() {
-		x, err := scanAlert(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		resolved = append(resolved, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, x := range resolved {
-		if err := record(ctx, tx, x, transitions[ActionResolve], systemActor); err != nil {
-			return err
-		}
-	}
-	return nil
+	return resolveOpen(ctx, tx, now, "", &a, "rule_id = "+a.Add(r.ID)+" AND device_id = "+a.Add(d.ID))
 }
 
-// EvaluateAll is the periodic sweep (job alerts-evaluate): it evaluates every live device of
+// EvaluateAll is the periodic sweep (job alerts-evaluate). It returns suppressed alerts whose
+// suppressedUntil passed to active, then evaluates every live device of
 // every partner that has enabled rules, one transaction per device, so that time-based
 // conditions (offline, agent silent, windows running out) open and resolve alerts without a
 // heartbeat.
 func (s *Service) EvaluateAll(ctx context.Context) error {
+	if err := s.endSuppressions(ctx); err != nil {
+		return err
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.id FROM devices d WHERE d.decommissioned_at IS NULL
 		AND EXISTS (SELECT 1 FROM alert_rules r WHERE r.partner_id = d.partner_id AND r.enabled = $1) ORDER BY d.id`, true)
 	if err != nil {
@@ -517,4 +498,79 @@ func (s *Service) TestRule(ctx context.Context, id string) (RuleTest, error) {
 	}
 	out.Devices = len(out.Results)
 	return out, nil
+}
+
+// resolveOpen resolves, as the system, the open alerts matching cond (over the unqualified
+// alerts columns, with its arguments in a), with an optional note, and records each.
+func resolveOpen(ctx context.Context, tx *sql.Tx, now time.Time, note string, a *store.Args, cond string) error {
+	var noteArg any
+	if note != "" {
+		noteArg = note
+	}
+	rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = `+a.Add(StatusResolved)+`, resolved_at = `+a.Add(now)+
+		`, resolved_by = NULL, resolution_note = `+a.Add(noteArg)+`, updated_at = `+a.Add(now)+` WHERE `+cond+
+		` AND status IN `+a.In(openStatuses)+` RETURNING `+returnColumns, a.Values()...)
+	if err != nil {
+		return fmt.Errorf("resolve open alerts: %w", err)
+	}
+	var resolved []Alert
+	for rows.Next() {
+		x, err := scanAlert(rows)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		resolved = append(resolved, x)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, x := range resolved {
+		if err := record(ctx, tx, x, transitions[ActionResolve], systemActor); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeviceLeftOrg resolves the device's open alerts when it is decommissioned or moved to
+// another organization (the devices hook LeftOrg): they described it where it no longer is.
+func (s *Service) DeviceLeftOrg(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
+	var a store.Args
+	return resolveOpen(ctx, tx, s.now(), reason, &a, "device_id = "+a.Add(deviceID))
+}
+
+// endSuppressions returns suppressed alerts whose suppressedUntil has passed to active.
+func (s *Service) endSuppressions(ctx context.Context) error {
+	now := s.now()
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = $1, suppressed_until = NULL, updated_at = $2
+			WHERE status = $3 AND suppressed_until IS NOT NULL AND suppressed_until <= $2 RETURNING `+returnColumns,
+			StatusActive, now, StatusSuppressed)
+		if err != nil {
+			return fmt.Errorf("end suppressions: %w", err)
+		}
+		var back []Alert
+		for rows.Next() {
+			x, err := scanAlert(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			back = append(back, x)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, x := range back {
+			if err := audit.Record(ctx, tx, audit.Entry{Action: "alert.unsuppress", ResourceType: "alert", ResourceID: x.ID,
+				ResourceName: x.Title, PartnerID: x.PartnerID, OrgID: x.OrgID, Details: map[string]any{"status": x.Status},
+				Actor: systemActor}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

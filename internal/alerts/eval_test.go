@@ -252,3 +252,34 @@ func TestTargetsAndOrgRules(t *testing.T) {
 		t.Fatalf("web-01 alerts after another organization's rule = %+v", got)
 	}
 }
+
+func TestSuppressionEndsAndDecommissionResolves(t *testing.T) {
+	x := newEnv(t)
+	id := x.insertAlert(x.ten, x.dev.DeviceID, "active", "high")
+	keep := x.insertAlert(x.ten, x.dev.DeviceID, "active", "low")
+	x.Must(200, x.ten.Org, "POST", api+"/alerts/"+id+"/suppress", map[string]any{"until": time.Now().Add(time.Minute)})
+	x.Must(200, x.ten.Org, "POST", api+"/alerts/"+keep+"/suppress", nil)
+	x.exec(`UPDATE alerts SET suppressed_until = $1 WHERE id = $2`, store.Now().Add(-time.Second), id)
+	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var a alertRow
+	x.Must(200, x.ten.Org, "GET", api+"/alerts/"+id, nil).JSON(t, &a)
+	if a.Status != "active" {
+		t.Fatalf("after the suppression ended: %s", a.Status)
+	}
+	x.Must(200, x.ten.Org, "GET", api+"/alerts/"+keep, nil).JSON(t, &a)
+	if a.Status != "suppressed" {
+		t.Fatalf("a suppression without end: %s", a.Status)
+	}
+	x.Must(204, x.ten.Org, "DELETE", api+"/devices/"+x.dev.DeviceID, nil)
+	for _, aid := range []string{id, keep} {
+		x.Must(200, x.ten.Org, "GET", api+"/alerts/"+aid, nil).JSON(t, &a)
+		if a.Status != "resolved" || a.ResolvedBy != nil || a.ResolutionNote == nil || *a.ResolutionNote != "device decommissioned" {
+			t.Fatalf("after decommissioning: %+v", a)
+		}
+		if x.events("alert.resolved", aid) != 1 {
+			t.Fatal("no alert.resolved event")
+		}
+	}
+}

@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -155,7 +156,13 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Groups.Register(a.HTTP)
 	a.Alerts = alerts.New(db, logger, alerts.Options{MetricsRetention: cfg.DeviceMetricsRetention})
 	a.Alerts.Register(a.HTTP)
-	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged, LeftOrg: a.Groups.DeviceLeftOrg,
+	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged,
+		LeftOrg: func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
+			if err := a.Groups.DeviceLeftOrg(ctx, tx, deviceID, reason); err != nil {
+				return err
+			}
+			return a.Alerts.DeviceLeftOrg(ctx, tx, deviceID, reason)
+		},
 		Heartbeat: a.Alerts.EvaluateDevice, CommandFinished: a.Alerts.EvaluateDevice})
 	a.CustomFields.SetHook(a.Groups.DeviceChanged)
 	a.Search = search.New(db, logger)
