@@ -41,12 +41,13 @@ type Rule struct {
 type NewRule struct {
 	PartnerID       string          `json:"partnerId,omitempty" format:"uuid" doc:"System callers only, and required for them."`
 	OrgID           string          `json:"orgId,omitempty" format:"uuid" doc:"Restrict the rule to one organization. Organization callers: their own (the default)."`
-	Name            string          `json:"name" maxLength:"200"`
+	TemplateID      string          `json:"templateId,omitempty" doc:"A built-in or custom template: the fields this body leaves out are taken from it."`
+	Name            string          `json:"name,omitempty" maxLength:"200" doc:"Required unless a template gives it."`
 	Description     string          `json:"description,omitempty" maxLength:"2000"`
-	Severity        string          `json:"severity" doc:"critical, high, medium, low or info."`
+	Severity        string          `json:"severity,omitempty" doc:"critical, high, medium, low or info."`
 	Enabled         *bool           `json:"enabled,omitempty" doc:"Default true."`
 	Targets         *Targets        `json:"targets,omitempty" doc:"Default {type: all}."`
-	Conditions      json.RawMessage `json:"conditions" doc:"threshold {type, metric: cpuPercent|ramPercent|diskPercent, operator: gt|gte|lt|lte|eq|neq, value, durationMinutes 0..1440}; offline {type, durationMinutes}; agent_silent {type, durationMinutes}; command_failed {type, commandTypes?, durationMinutes (window, default 60)}; or {logic: and|or, conditions}."`
+	Conditions      json.RawMessage `json:"conditions,omitempty" doc:"threshold {type, metric: cpuPercent|ramPercent|diskPercent, operator: gt|gte|lt|lte|eq|neq, value, durationMinutes 0..1440}; offline {type, durationMinutes}; agent_silent {type, durationMinutes}; command_failed {type, commandTypes?, durationMinutes (window, default 60)}; or {logic: and|or, conditions}."`
 	TitleTemplate   string          `json:"titleTemplate,omitempty" maxLength:"1000" doc:"Placeholders {{hostname}}, {{value}}, {{threshold}}, {{metric}}. Default: the rule's name on {{hostname}}."`
 	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty" doc:"Default true: the alert resolves itself when the condition stops holding."`
@@ -93,8 +94,11 @@ func scanRule(row store.Scanner) (Rule, error) {
 // ruleFilter keeps the rules (alias r) the scope may see, as custom fields do: a partner
 // caller its partner's partner-wide rules and those of organizations it reaches; an
 // organization caller its partner's partner-wide rules and its own.
-func ruleFilter(scope access.Scope, a *store.Args) string {
-	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = r.org_id AND od.deleted_at IS NOT NULL)"
+func ruleFilter(scope access.Scope, a *store.Args) string { return ownedFilter(scope, a, "r") }
+
+// ownedFilter is ruleFilter for any table of partner-wide or organization rows (alias t).
+func ownedFilter(scope access.Scope, a *store.Args, t string) string {
+	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = " + t + ".org_id AND od.deleted_at IS NOT NULL)"
 	switch scope.Level {
 	case access.LevelSystem:
 		return live
@@ -102,9 +106,10 @@ func ruleFilter(scope access.Scope, a *store.Args) string {
 		if scope.OrgID == "" || scope.PartnerID == "" {
 			return "FALSE"
 		}
-		return "(" + live + " AND r.partner_id = " + a.Add(scope.PartnerID) + " AND (r.org_id IS NULL OR r.org_id = " + a.Add(scope.OrgID) + "))"
+		return "(" + live + " AND " + t + ".partner_id = " + a.Add(scope.PartnerID) + " AND (" + t + ".org_id IS NULL OR " + t +
+			".org_id = " + a.Add(scope.OrgID) + "))"
 	}
-	return "(" + live + " AND " + scope.TenantFilter(a, "r.org_id", "r.partner_id") + ")"
+	return "(" + live + " AND " + scope.TenantFilter(a, t+".org_id", t+".partner_id") + ")"
 }
 
 // reachesWholePartner reports whether the scope may manage partner-wide rules.
@@ -149,28 +154,29 @@ func manageableRule(ctx context.Context, q store.Querier, scope access.Scope, id
 	return r, err
 }
 
-// placeRule decides the partner and organization of a new rule from the caller's scope.
-func placeRule(ctx context.Context, q store.Querier, scope access.Scope, in NewRule) (partnerID, orgID string, err error) {
+// place decides the partner and organization of a new rule or template from the caller's
+// scope and the partnerId and orgId of the body.
+func place(ctx context.Context, q store.Querier, scope access.Scope, inPartnerID, inOrgID string) (partnerID, orgID string, err error) {
 	switch {
 	case scope.IsSystem():
-		if in.PartnerID == "" {
-			return "", "", apperr.Invalid("partnerId", "system callers name the partner the rule belongs to")
+		if inPartnerID == "" {
+			return "", "", apperr.Invalid("partnerId", "system callers name the partner it belongs to")
 		}
 		var one int
-		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, in.PartnerID).Scan(&one)
+		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, inPartnerID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", "", apperr.Invalid("partnerId", "no such partner")
 		}
 		if err != nil {
 			return "", "", err
 		}
-		partnerID = in.PartnerID
-	case in.PartnerID != "":
-		return "", "", apperr.Invalid("partnerId", "only system callers name the partner; rules belong to the caller's partner")
+		partnerID = inPartnerID
+	case inPartnerID != "":
+		return "", "", apperr.Invalid("partnerId", "only system callers name the partner; it belongs to the caller's partner")
 	default:
 		partnerID = scope.PartnerID
 	}
-	orgID = in.OrgID
+	orgID = inOrgID
 	if orgID == "" && scope.Level == access.LevelOrganization {
 		orgID = scope.OrgID
 	}
@@ -260,6 +266,10 @@ func encodeJSON(v any) string {
 // CreateRule adds a rule to the caller's partner (system callers: to in.PartnerID).
 func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 	scope := access.ScopeFrom(ctx)
+	tpl, err := s.fromTemplate(ctx, &in)
+	if err != nil {
+		return Rule{}, err
+	}
 	var p problems
 	name := checkText(&p, "name", in.Name, true, 200)
 	desc := checkText(&p, "description", in.Description, false, 2000)
@@ -287,10 +297,13 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 	}
 	enabled, autoResolve := in.Enabled == nil || *in.Enabled, in.AutoResolve == nil || *in.AutoResolve
 	var r Rule
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := placeRule(ctx, tx, scope, in)
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		partnerID, orgID, err := place(ctx, tx, scope, in.PartnerID, in.OrgID)
 		if err != nil {
 			return err
+		}
+		if tpl != nil && tpl.PartnerID != nil && *tpl.PartnerID != partnerID {
+			return apperr.Invalid("templateId", "no such template")
 		}
 		if err := checkTargetsExist(ctx, tx, targets, partnerID, orgID); err != nil {
 			return err

@@ -82,9 +82,11 @@ func TestRuleValidation(t *testing.T) {
 		body  map[string]any
 		field string
 	}{
-		{"no name", map[string]any{"severity": "high", "conditions": map[string]any{"type": "offline", "durationMinutes": 5}}, "body"},
+		{"no name", map[string]any{"severity": "high", "conditions": map[string]any{"type": "offline", "durationMinutes": 5}}, "name"},
 		{"bad severity", cpuRule("x", 90, map[string]any{"severity": "urgent"}), "severity"},
-		{"no conditions", map[string]any{"name": "x", "severity": "high"}, "body"},
+		{"no conditions", map[string]any{"name": "x", "severity": "high"}, "conditions"},
+		{"no severity", map[string]any{"name": "x", "conditions": map[string]any{"type": "offline", "durationMinutes": 5}}, "severity"},
+		{"unknown template", cpuRule("x", 90, map[string]any{"templateId": "00000000-0000-7000-8000-000000000399"}), "templateId"},
 		{"null conditions", map[string]any{"name": "x", "severity": "high", "conditions": nil}, "conditions"},
 		{"unknown metric", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "threshold", "metric": "gpu", "operator": "gt", "value": 1}}), "conditions.metric"},
 		{"bad operator", cpuRule("x", 90, map[string]any{"conditions": map[string]any{"type": "threshold", "metric": "cpuPercent", "operator": ">", "value": 1}}), "conditions.operator"},

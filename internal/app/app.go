@@ -156,6 +156,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Groups.Register(a.HTTP)
 	a.Alerts = alerts.New(db, logger, alerts.Options{MetricsRetention: cfg.DeviceMetricsRetention})
 	a.Alerts.Register(a.HTTP)
+	a.Alerts.RegisterTemplates(a.HTTP)
 	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged,
 		LeftOrg: func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
 			if err := a.Groups.DeviceLeftOrg(ctx, tx, deviceID, reason); err != nil {

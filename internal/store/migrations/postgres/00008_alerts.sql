@@ -52,6 +52,27 @@ CREATE INDEX alerts_partner ON alerts (partner_id, status, id);
 CREATE INDEX alerts_org ON alerts (org_id, status, id);
 CREATE INDEX alerts_device ON alerts (device_id, status);
 
+-- Custom alert templates: the reusable part of a rule (conditions, severity, texts). Built-in
+-- templates live in the code.
+CREATE TABLE alert_templates (
+    id               UUID PRIMARY KEY,
+    partner_id       UUID NOT NULL REFERENCES partners(id),
+    org_id           UUID REFERENCES organizations(id),
+    name             TEXT NOT NULL,
+    description      TEXT NOT NULL DEFAULT '',
+    category         TEXT NOT NULL DEFAULT '',
+    severity         TEXT NOT NULL,
+    conditions       JSONB NOT NULL,
+    title_template   TEXT NOT NULL,
+    message_template TEXT NOT NULL,
+    auto_resolve     BOOLEAN NOT NULL,
+    cooldown_minutes INTEGER NOT NULL,
+    created_at       TIMESTAMPTZ NOT NULL,
+    updated_at       TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX alert_templates_partner ON alert_templates (partner_id, name);
+
 -- +goose Down
+DROP TABLE alert_templates;
 DROP TABLE alerts;
 DROP TABLE alert_rules;
