@@ -43,6 +43,8 @@ type Service struct {
 	db     *store.DB
 	logger *slog.Logger
 	opts   Options
+	// rules caches decoded rules for evaluation.
+	rules ruleCache
 	// now is the clock.
 	now func() time.Time
 }

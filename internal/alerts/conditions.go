@@ -41,9 +41,6 @@ var (
 	logics      = []string{"and", "or"}
 )
 
-// metricColumn maps a metric to its device_metrics column.
-var metricColumn = map[string]string{"cpuPercent": "cpu_percent", "ramPercent": "ram_percent", "diskPercent": "disk_percent"}
-
 // Condition is a leaf condition ({type, ...}) or a group ({logic, conditions}).
 type Condition struct {
 	Logic      string      `json:"logic,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"gale/internal/access"
@@ -59,18 +60,20 @@ type evaluator struct {
 	q   store.Querier
 	d   *device
 	now time.Time
-	avg map[string]struct {
-		v *float64
-		n int
-	}
-	failed map[string]int
+	// window is the longest threshold window (minutes) the evaluation needs; samples hold the
+	// heartbeats of that window once loaded.
+	window  int
+	samples []sample
+	loaded  bool
+	failed  map[string]int
 }
 
-func newEvaluator(q store.Querier, d *device, now time.Time) *evaluator {
-	return &evaluator{q: q, d: d, now: now, avg: map[string]struct {
-		v *float64
-		n int
-	}{}, failed: map[string]int{}}
+func newEvaluator(q store.Querier, d *device, now time.Time, rules ...Rule) *evaluator {
+	e := &evaluator{q: q, d: d, now: now, failed: map[string]int{}}
+	for _, r := range rules {
+		e.window = max(e.window, maxWindow(r.cond))
+	}
+	return e
 }
 
 func (e *evaluator) eval(ctx context.Context, c Condition) (evaluation, error) {
@@ -131,40 +134,108 @@ func (e *evaluator) eval(ctx context.Context, c Condition) (evaluation, error) {
 
 func minutes(d time.Duration) float64 { return math.Round(d.Minutes()*10) / 10 }
 
+// sample is one heartbeat's metrics.
+type sample struct {
+	at             time.Time
+	cpu, ram, disk float64
+}
+
+func (m sample) metric(name string) float64 {
+	switch name {
+	case "cpuPercent":
+		return m.cpu
+	case "ramPercent":
+		return m.ram
+	}
+	return m.disk
+}
+
+// loadSamples reads, once per evaluation, the heartbeat samples of the longest window any
+// threshold condition needs (newest first); with no window, the latest sample.
+func (e *evaluator) loadSamples(ctx context.Context) error {
+	if e.loaded {
+		return nil
+	}
+	var rows *sql.Rows
+	var err error
+	if e.window > 0 {
+		rows, err = e.q.QueryContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
+			WHERE device_id = $1 AND recorded_at >= $2 ORDER BY recorded_at DESC`, e.d.ID, e.now.Add(-time.Duration(e.window)*time.Minute))
+	} else {
+		rows, err = e.q.QueryContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
+			WHERE device_id = $1 ORDER BY recorded_at DESC LIMIT 1`, e.d.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("load metrics: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m sample
+		if err := rows.Scan(&m.at, &m.cpu, &m.ram, &m.disk); err != nil {
+			return err
+		}
+		e.samples = append(e.samples, m)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	e.loaded = true
+	return nil
+}
+
 // average is the metric's average over the last dur minutes of heartbeats; with dur 0 the
 // latest sample. nil when the window holds no sample.
 func (e *evaluator) average(ctx context.Context, metric string, dur int) (*float64, int, error) {
-	key := metric + "/" + strconv.Itoa(dur)
-	if r, ok := e.avg[key]; ok {
-		return r.v, r.n, nil
+	if err := e.loadSamples(ctx); err != nil {
+		return nil, 0, err
 	}
-	col := metricColumn[metric]
-	var v sql.NullFloat64
-	var n int
-	var err error
 	if dur == 0 {
-		err = e.q.QueryRowContext(ctx, `SELECT `+col+`, 1 FROM device_metrics WHERE device_id = $1 ORDER BY recorded_at DESC LIMIT 1`,
-			e.d.ID).Scan(&v, &n)
-		if errors.Is(err, sql.ErrNoRows) {
-			err, n = nil, 0
+		if len(e.samples) == 0 {
+			// The window held nothing; the latest sample may be older.
+			var m sample
+			err := e.q.QueryRowContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
+				WHERE device_id = $1 ORDER BY recorded_at DESC LIMIT 1`, e.d.ID).Scan(&m.at, &m.cpu, &m.ram, &m.disk)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, 0, nil
+			}
+			if err != nil {
+				return nil, 0, err
+			}
+			e.samples = append(e.samples, m)
 		}
-	} else {
-		err = e.q.QueryRowContext(ctx, `SELECT AVG(`+col+`), COUNT(*) FROM device_metrics WHERE device_id = $1 AND recorded_at >= $2`,
-			e.d.ID, e.now.Add(-time.Duration(dur)*time.Minute)).Scan(&v, &n)
+		v := e.samples[0].metric(metric)
+		return &v, 1, nil
 	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("average %s: %w", metric, err)
+	from := e.now.Add(-time.Duration(dur) * time.Minute)
+	var sum float64
+	n := 0
+	for _, m := range e.samples {
+		if m.at.Before(from) {
+			break
+		}
+		sum += m.metric(metric)
+		n++
 	}
-	var out *float64
-	if v.Valid && n > 0 {
-		f := math.Round(v.Float64*100) / 100
-		out = &f
+	if n == 0 {
+		return nil, 0, nil
 	}
-	e.avg[key] = struct {
-		v *float64
-		n int
-	}{out, n}
-	return out, n, nil
+	v := math.Round(sum/float64(n)*100) / 100
+	return &v, n, nil
+}
+
+// maxWindow is the longest threshold window of the conditions.
+func maxWindow(c Condition) int {
+	if c.IsGroup() {
+		m := 0
+		for _, sub := range c.Conditions {
+			m = max(m, maxWindow(sub))
+		}
+		return m
+	}
+	if c.Type == CondThreshold && c.DurationMinutes != nil {
+		return *c.DurationMinutes
+	}
+	return 0
 }
 
 // failedCommands counts the device's commands that ended failed or timed out within the
@@ -244,28 +315,40 @@ func targets(ctx context.Context, q store.Querier, r Rule, d *device) (bool, err
 }
 
 // applicableRules loads the enabled rules of the device's partner and organization (one
-// query) and keeps those whose targets include it.
-func applicableRules(ctx context.Context, q store.Querier, d *device) ([]Rule, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.partner_id = $1
+// query of IDs and versions; rule documents come from the cache, read again only when a rule
+// changed) and keeps those whose targets include it.
+func (s *Service) applicableRules(ctx context.Context, q store.Querier, d *device) ([]Rule, error) {
+	rows, err := q.QueryContext(ctx, `SELECT r.id, r.updated_at FROM alert_rules r WHERE r.partner_id = $1
 		AND (r.org_id IS NULL OR r.org_id = $2) AND r.enabled = $3 ORDER BY r.id`, d.PartnerID, d.OrgID, true)
 	if err != nil {
 		return nil, err
 	}
-	var all []Rule
+	type version struct {
+		id string
+		at time.Time
+	}
+	var versions []version
 	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
+		var v version
+		if err := rows.Scan(&v.id, &v.at); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		all = append(all, r)
+		versions = append(versions, v)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := all[:0]
-	for _, r := range all {
+	out := make([]Rule, 0, len(versions))
+	for _, v := range versions {
+		r, ok := s.rules.get(v.id, v.at)
+		if !ok {
+			if r, err = getRule(ctx, q, access.SystemScope(), v.id); err != nil {
+				return nil, fmt.Errorf("load rule %s: %w", v.id, err)
+			}
+			s.rules.put(r)
+		}
 		ok, err := targets(ctx, q, r, d)
 		if err != nil {
 			return nil, err
@@ -275,6 +358,35 @@ func applicableRules(ctx context.Context, q store.Querier, d *device) ([]Rule, e
 		}
 	}
 	return out, nil
+}
+
+// ruleCache keeps decoded rules by ID with the updated_at they were read at; a rule whose
+// row has a newer updated_at is read again, so every node sees changes on its next evaluation.
+type ruleCache struct {
+	mu    sync.Mutex
+	rules map[string]Rule
+}
+
+func (c *ruleCache) get(id string, at time.Time) (Rule, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.rules[id]
+	return r, ok && r.UpdatedAt.Equal(at.UTC())
+}
+
+func (c *ruleCache) put(r Rule) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rules == nil {
+		c.rules = map[string]Rule{}
+	}
+	c.rules[r.ID] = r
+}
+
+func (c *ruleCache) drop(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.rules, id)
 }
 
 // render fills a template's placeholders from the device and the first threshold
@@ -312,20 +424,28 @@ func (s *Service) EvaluateDevice(ctx context.Context, tx *sql.Tx, deviceID strin
 	if err != nil || d == nil {
 		return err
 	}
-	rules, err := applicableRules(ctx, tx, d)
+	rules, err := s.applicableRules(ctx, tx, d)
 	if err != nil || len(rules) == 0 {
 		return err
 	}
+	open, err := openRules(ctx, tx, d.ID)
+	if err != nil {
+		return err
+	}
 	now := s.now()
-	ev := newEvaluator(tx, d, now)
+	ev := newEvaluator(tx, d, now, rules...)
 	for _, r := range rules {
 		res, err := ev.eval(ctx, r.cond)
 		if err != nil {
 			return fmt.Errorf("evaluate rule %s on device %s: %w", r.ID, d.ID, err)
 		}
-		if res.holds {
+		// Only a change costs a write: the open set was read in this transaction, and should a
+		// concurrent one have changed it, the unique index and the conditional update still
+		// decide (and the next evaluation catches up).
+		switch {
+		case res.holds && !open[r.ID]:
 			err = s.open(ctx, tx, r, d, res, now)
-		} else if r.AutoResolve {
+		case !res.holds && open[r.ID] && r.AutoResolve:
 			err = s.autoResolve(ctx, tx, r, d, now)
 		}
 		if err != nil {
@@ -333,6 +453,26 @@ func (s *Service) EvaluateDevice(ctx context.Context, tx *sql.Tx, deviceID strin
 		}
 	}
 	return nil
+}
+
+// openRules returns the rules that have an open alert on the device.
+func openRules(ctx context.Context, q store.Querier, deviceID string) (map[string]bool, error) {
+	var a store.Args
+	rows, err := q.QueryContext(ctx, `SELECT rule_id FROM alerts WHERE device_id = `+a.Add(deviceID)+` AND rule_id IS NOT NULL
+		AND status IN `+a.In(openStatuses), a.Values()...)
+	if err != nil {
+		return nil, fmt.Errorf("load open alerts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
 }
 
 // open inserts the alert unless an open alert of the rule and device exists (the partial
@@ -487,7 +627,7 @@ func (s *Service) TestRule(ctx context.Context, id string) (RuleTest, error) {
 		devs, out.Truncated = devs[:maxTestDevices], true
 	}
 	for _, d := range devs {
-		res, err := newEvaluator(s.db, d, now).eval(ctx, r.cond)
+		res, err := newEvaluator(s.db, d, now, r).eval(ctx, r.cond)
 		if err != nil {
 			return RuleTest{}, err
 		}

@@ -53,6 +53,12 @@ func TestThresholdOpensOneAlertAndResolvesItself(t *testing.T) {
 	if err := x.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM alerts WHERE rule_id = $1`, ruleID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("alerts of the rule = %d, %v", n, err)
 	}
+	// The partial unique index itself refuses a second open alert for the pair.
+	if _, err := x.App.DB.SQL.Exec(`INSERT INTO alerts (id, partner_id, org_id, device_id, rule_id, severity, status, title, message,
+		context, triggered_at, updated_at) VALUES ($1, $2, $3, $4, $5, 'high', 'acknowledged', 't', '', '{}', $6, $6)`,
+		store.NewID(), x.ten.PartnerID, x.ten.OrgID, x.dev.DeviceID, ruleID, store.Now()); !store.IsUniqueViolation(err) {
+		t.Fatalf("a second open alert for the pair: %v", err)
+	}
 	// Back below: resolved by the system.
 	x.beat(x.dev, 20, 10)
 	var after alertRow

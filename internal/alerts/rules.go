@@ -402,6 +402,7 @@ func (s *Service) DeleteRule(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = $1`, id); err != nil {
 			return err
 		}
+		s.rules.drop(id)
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.delete", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
 	})
