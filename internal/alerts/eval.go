@@ -714,3 +714,24 @@ func (s *Service) endSuppressions(ctx context.Context) error {
 		return nil
 	})
 }
+
+// EvaluateIsolated is EvaluateDevice inside a savepoint of tx, for the heartbeat and
+// command-result hooks: should the evaluation fail, its writes are rolled back alone and the
+// failure logged, so the heartbeat or result that triggered it still commits (the device
+// does not look offline because of an alerting fault); the alerts-evaluate job tries again.
+func (s *Service) EvaluateIsolated(ctx context.Context, tx *sql.Tx, deviceID string) error {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT alerts_evaluation`); err != nil {
+		return err
+	}
+	if err := s.EvaluateDevice(ctx, tx, deviceID); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		s.logger.ErrorContext(ctx, "alert evaluation failed; the device's change is kept", "device", deviceID, "error", err)
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT alerts_evaluation`); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT alerts_evaluation`)
+	return err
+}

@@ -289,3 +289,23 @@ func TestSuppressionEndsAndDecommissionResolves(t *testing.T) {
 		}
 	}
 }
+
+func TestAFailingEvaluationDoesNotFailTheHeartbeat(t *testing.T) {
+	x := newEnv(t)
+	x.rule(x.ten.Partner, cpuRule("High CPU", 90, nil))
+	x.exec(`ALTER TABLE alerts RENAME TO alerts_away`)
+	before := store.Now()
+	x.beat(x.dev, 99, 0)
+	x.exec(`ALTER TABLE alerts_away RENAME TO alerts`)
+	var seen time.Time
+	if err := x.App.DB.SQL.QueryRow(`SELECT last_seen_at FROM devices WHERE id = $1`, x.dev.DeviceID).Scan(&seen); err != nil || seen.Before(before) {
+		t.Fatalf("last seen %v (before the heartbeat %v), %v", seen, before, err)
+	}
+	// The sweep catches up.
+	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
+		t.Fatalf("after the sweep: %+v", got)
+	}
+}

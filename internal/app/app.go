@@ -164,7 +164,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 			}
 			return a.Alerts.DeviceLeftOrg(ctx, tx, deviceID, reason)
 		},
-		Heartbeat: a.Alerts.EvaluateDevice, CommandFinished: a.Alerts.EvaluateDevice})
+		Heartbeat: a.Alerts.EvaluateIsolated, CommandFinished: a.Alerts.EvaluateIsolated})
 	a.CustomFields.SetHook(a.Groups.DeviceChanged)
 	a.Search = search.New(db, logger)
 	a.Search.Register(a.HTTP)
