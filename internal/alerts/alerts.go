@@ -54,6 +54,15 @@ type Options struct {
 	// MetricsRetention is how long the devices keep their heartbeat metrics history
 	// (DEVICE_METRICS_RETENTION_HOURS): a threshold window cannot be longer. Zero means no limit.
 	MetricsRetention time.Duration
+	// Wake, when set, is called after a transaction that recorded alert events commits (the
+	// event dispatcher's Wake), so consumers hear of them at once rather than at their next poll.
+	Wake func()
+}
+
+func (s *Service) wake() {
+	if s.opts.Wake != nil {
+		s.opts.Wake()
+	}
 }
 
 // New returns the alerts service.
@@ -339,6 +348,9 @@ func (s *Service) Act(ctx context.Context, id, action string, in ActionInput) (A
 		out = x
 		return record(ctx, tx, x, tr, nil)
 	})
+	if err == nil {
+		s.wake()
+	}
 	return out, err
 }
 

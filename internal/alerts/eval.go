@@ -557,6 +557,7 @@ func (s *Service) EvaluateAll(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	s.wake()
 	return errors.Join(errs...)
 }
 

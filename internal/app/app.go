@@ -154,7 +154,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.CustomFields.Register(a.HTTP)
 	a.Groups = groups.New(db, logger)
 	a.Groups.Register(a.HTTP)
-	a.Alerts = alerts.New(db, logger, alerts.Options{MetricsRetention: cfg.DeviceMetricsRetention})
+	a.Alerts = alerts.New(db, logger, alerts.Options{MetricsRetention: cfg.DeviceMetricsRetention, Wake: a.Events.Wake})
 	a.Alerts.Register(a.HTTP)
 	a.Alerts.RegisterTemplates(a.HTTP)
 	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged,
