@@ -250,11 +250,23 @@ func TestTargetsAndOrgRules(t *testing.T) {
 	if got := x.alerts(x.ten.Org, "?deviceId="+second.DeviceID); len(got) != 2 {
 		t.Fatalf("web-02 alerts = %+v", got)
 	}
+	// A group target watches the group's members only.
+	var g struct {
+		ID string `json:"id"`
+	}
+	x.Must(201, x.ten.Org, "POST", api+"/groups", map[string]any{"name": "Servers", "type": "static"}).JSON(t, &g)
+	x.Must(200, x.ten.Org, "POST", api+"/groups/"+g.ID+"/devices", map[string]any{"deviceIds": []string{x.dev.DeviceID}})
+	groupRule := x.rule(x.ten.Partner, cpuRule("Servers", 90, map[string]any{"targets": map[string]any{"type": "group", "ids": []string{g.ID}}}))
+	x.beat(x.dev, 99, 0)
+	x.beat(second, 99, 0)
+	if got := x.alerts(x.ten.Org, "?ruleId="+groupRule); len(got) != 1 || *got[0].DeviceID != x.dev.DeviceID {
+		t.Fatalf("group rule alerts = %+v", got)
+	}
 	// A rule of another organization of the partner does not watch this one's devices.
 	org2 := x.CreateOrg(x.ten.Partner, "", "Second")
 	x.rule(x.ten.Partner, cpuRule("Org 2 only", 1, map[string]any{"orgId": org2}))
 	x.beat(x.dev, 99, 0)
-	if got := x.alerts(x.ten.Org, "?deviceId="+x.dev.DeviceID); len(got) != 1 {
+	if got := x.alerts(x.ten.Org, "?deviceId="+x.dev.DeviceID); len(got) != 2 {
 		t.Fatalf("web-01 alerts after another organization's rule = %+v", got)
 	}
 }
