@@ -314,41 +314,48 @@ func targets(ctx context.Context, q store.Querier, r Rule, d *device) (bool, err
 	return false, nil
 }
 
-// applicableRules loads the enabled rules of the device's partner and organization (one
-// query of IDs and versions; rule documents come from the cache, read again only when a rule
-// changed) and keeps those whose targets include it.
+// applicableRules returns the enabled rules of the device's partner and organization whose
+// targets include the device. The rule set of a (partner, organization) pair is cached with
+// its signature (how many rules and the latest updated_at): one aggregate query confirms the
+// cache, and any create, change or delete (on any node) changes the signature, so the set is
+// read again. (A delete and a create in the same interval keep the count, but the new rule's
+// updated_at is the newest, unless the creating node's clock is behind the others.)
 func (s *Service) applicableRules(ctx context.Context, q store.Querier, d *device) ([]Rule, error) {
-	rows, err := q.QueryContext(ctx, `SELECT r.id, r.updated_at FROM alert_rules r WHERE r.partner_id = $1
-		AND (r.org_id IS NULL OR r.org_id = $2) AND r.enabled = $3 ORDER BY r.id`, d.PartnerID, d.OrgID, true)
-	if err != nil {
-		return nil, err
+	var n int
+	var latest any // a time on PostgreSQL, text on SQLite: compared as its printed form
+	if err := q.QueryRowContext(ctx, `SELECT COUNT(*), MAX(r.updated_at) FROM alert_rules r WHERE r.partner_id = $1
+		AND (r.org_id IS NULL OR r.org_id = $2)`, d.PartnerID, d.OrgID).Scan(&n, &latest); err != nil {
+		return nil, fmt.Errorf("check rules: %w", err)
 	}
-	type version struct {
-		id string
-		at time.Time
+	if n == 0 {
+		return nil, nil
 	}
-	var versions []version
-	for rows.Next() {
-		var v version
-		if err := rows.Scan(&v.id, &v.at); err != nil {
-			rows.Close()
+	sig := ruleSig{n: n, latest: fmt.Sprint(latest)}
+	key := d.PartnerID + "/" + d.OrgID
+	all, ok := s.rules.get(key, sig)
+	if !ok {
+		all = nil
+		rows, err := q.QueryContext(ctx, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.partner_id = $1
+			AND (r.org_id IS NULL OR r.org_id = $2) AND r.enabled = $3 ORDER BY r.id`, d.PartnerID, d.OrgID, true)
+		if err != nil {
 			return nil, err
 		}
-		versions = append(versions, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]Rule, 0, len(versions))
-	for _, v := range versions {
-		r, ok := s.rules.get(v.id, v.at)
-		if !ok {
-			if r, err = getRule(ctx, q, access.SystemScope(), v.id); err != nil {
-				return nil, fmt.Errorf("load rule %s: %w", v.id, err)
+		for rows.Next() {
+			r, err := scanRule(rows)
+			if err != nil {
+				rows.Close()
+				return nil, err
 			}
-			s.rules.put(r)
+			all = append(all, r)
 		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		s.rules.put(key, sig, all)
+	}
+	out := make([]Rule, 0, len(all))
+	for _, r := range all {
 		ok, err := targets(ctx, q, r, d)
 		if err != nil {
 			return nil, err
@@ -360,33 +367,44 @@ func (s *Service) applicableRules(ctx context.Context, q store.Querier, d *devic
 	return out, nil
 }
 
-// ruleCache keeps decoded rules by ID with the updated_at they were read at; a rule whose
-// row has a newer updated_at is read again, so every node sees changes on its next evaluation.
+// ruleSig identifies a version of a rule set.
+type ruleSig struct {
+	n      int
+	latest string
+}
+
+// ruleCache keeps the decoded enabled rules of each (partner, organization) pair with the
+// signature they were read at. Rules are never changed in place, so the slices are shared.
 type ruleCache struct {
-	mu    sync.Mutex
-	rules map[string]Rule
+	mu   sync.Mutex
+	sets map[string]ruleSet
 }
 
-func (c *ruleCache) get(id string, at time.Time) (Rule, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.rules[id]
-	return r, ok && r.UpdatedAt.Equal(at.UTC())
+type ruleSet struct {
+	sig   ruleSig
+	rules []Rule
 }
 
-func (c *ruleCache) put(r Rule) {
+func (c *ruleCache) get(key string, sig ruleSig) ([]Rule, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.rules == nil {
-		c.rules = map[string]Rule{}
+	set, ok := c.sets[key]
+	if !ok || set.sig != sig {
+		return nil, false
 	}
-	c.rules[r.ID] = r
+	return set.rules, true
 }
 
-func (c *ruleCache) drop(id string) {
+func (c *ruleCache) put(key string, sig ruleSig, rules []Rule) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.rules, id)
+	if c.sets == nil {
+		c.sets = map[string]ruleSet{}
+	}
+	if len(c.sets) > 10000 {
+		clear(c.sets)
+	}
+	c.sets[key] = ruleSet{sig: sig, rules: rules}
 }
 
 // render fills a template's placeholders from the device and the first threshold

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -236,10 +237,7 @@ func checkTargetsExist(ctx context.Context, q store.Querier, t Targets, partnerI
 	return p.err()
 }
 
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
-}
+func itoa(i int) string { return strconv.Itoa(i) }
 
 func checkText(p *problems, field, v string, required bool, max int) string {
 	v = strings.TrimSpace(v)
@@ -402,7 +400,6 @@ func (s *Service) DeleteRule(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = $1`, id); err != nil {
 			return err
 		}
-		s.rules.drop(id)
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.delete", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
 	})
