@@ -321,3 +321,37 @@ func TestAFailingEvaluationDoesNotFailTheHeartbeat(t *testing.T) {
 		t.Fatalf("after the sweep: %+v", got)
 	}
 }
+
+func TestAnotherNodeSeesRuleChanges(t *testing.T) {
+	x := newEnv(t)
+	node2 := x.SecondNode()
+	ruleID := x.rule(x.ten.Partner, cpuRule("High CPU", 90, map[string]any{"cooldownMinutes": 0}))
+	beat2 := func(cpu float64) {
+		node2.Must(200, apptest.Caller{Token: x.dev.AuthToken}, "POST", api+"/agents/"+x.dev.DeviceID+"/heartbeat",
+			agentproto.Heartbeat{AgentVersion: "1.0.0", Metrics: &agentproto.Metrics{CPUPercent: cpu}})
+	}
+	beat2(95)
+	open := x.alerts(x.ten.Org, "?status=active")
+	if len(open) != 1 {
+		t.Fatalf("through node 2: %+v", open)
+	}
+	// Node 1 raises the threshold; node 2's next evaluation uses it: the alert resolves and no
+	// new one opens.
+	x.Must(200, x.ten.Partner, "PATCH", api+"/alerts/rules/"+ruleID, map[string]any{"conditions": map[string]any{
+		"type": "threshold", "metric": "cpuPercent", "operator": "gt", "value": 99}})
+	beat2(95)
+	beat2(95)
+	if got := x.alerts(x.ten.Org, "?status=active"); len(got) != 0 {
+		t.Fatalf("node 2 evaluated a stale rule: %+v", got)
+	}
+	// Deleting on node 1 stops node 2 too.
+	x.Must(200, x.ten.Partner, "PATCH", api+"/alerts/rules/"+ruleID, map[string]any{"conditions": map[string]any{
+		"type": "threshold", "metric": "cpuPercent", "operator": "gt", "value": 50}})
+	beat2(95)
+	x.Must(204, x.ten.Partner, "DELETE", api+"/alerts/rules/"+ruleID, nil)
+	x.Must(200, x.ten.Org, "POST", api+"/alerts/"+x.alerts(x.ten.Org, "?status=active")[0].ID+"/resolve", nil)
+	beat2(95)
+	if got := x.alerts(x.ten.Org, "?status=active"); len(got) != 0 {
+		t.Fatalf("node 2 evaluated a deleted rule: %+v", got)
+	}
+}
