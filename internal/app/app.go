@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/agentdist"
 	"gale/internal/agenthub"
+	"gale/internal/alerts"
 	"gale/internal/apikeys"
 	"gale/internal/audit"
 	"gale/internal/auth"
@@ -78,6 +80,9 @@ type App struct {
 	// Webhooks holds outbound webhook subscriptions and sends their deliveries (workers
 	// started by StartJobs).
 	Webhooks *webhooks.Service
+	// Alerts holds alert rules and alerts; rules are evaluated in the device heartbeat and
+	// command-result transactions and by the alerts-evaluate job.
+	Alerts *alerts.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -153,7 +158,17 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.CustomFields.Register(a.HTTP)
 	a.Groups = groups.New(db, logger)
 	a.Groups.Register(a.HTTP)
-	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged, LeftOrg: a.Groups.DeviceLeftOrg})
+	a.Alerts = alerts.New(db, logger, alerts.Options{MetricsRetention: cfg.DeviceMetricsRetention, Wake: a.Events.Wake})
+	a.Alerts.Register(a.HTTP)
+	a.Alerts.RegisterTemplates(a.HTTP)
+	a.Devices.SetHooks(devices.Hooks{Changed: a.Groups.DeviceChanged,
+		LeftOrg: func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
+			if err := a.Groups.DeviceLeftOrg(ctx, tx, deviceID, reason); err != nil {
+				return err
+			}
+			return a.Alerts.DeviceLeftOrg(ctx, tx, deviceID, reason)
+		},
+		Heartbeat: a.Alerts.EvaluateIsolated, CommandFinished: a.Alerts.EvaluateIsolated})
 	a.CustomFields.SetHook(a.Groups.DeviceChanged)
 	a.Search = search.New(db, logger)
 	a.Search.Register(a.HTTP)
@@ -223,7 +238,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "device-sweep", Every: 30 * time.Second, Run: a.Devices.Sweep},
 		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll},
 		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
-		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge})
+		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
+		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err

@@ -272,7 +272,12 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 			if err := s.changed(ctx, tx, a.DeviceID); err != nil {
 				return err
 			}
-			return s.recordEvent(ctx, tx, EventOnline, a.DeviceID)
+			if err := s.recordEvent(ctx, tx, EventOnline, a.DeviceID); err != nil {
+				return err
+			}
+		}
+		if s.hooks.Heartbeat != nil {
+			return s.hooks.Heartbeat(ctx, tx, a.DeviceID)
 		}
 		return nil
 	})
@@ -422,11 +427,26 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	if r.ExitCode != nil {
 		exit = *r.ExitCode
 	}
-	_, err := s.db.SQL.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
+	update := func(q store.Querier) (sql.Result, error) {
+		return q.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
 		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9 WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`,
-		status, store.Now(), exit, capOutput(r.Stdout), capOutput(r.Stderr), r.Truncated, r.DurationMs, result,
-		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent)
-	return err
+			status, store.Now(), exit, capOutput(r.Stdout), capOutput(r.Stderr), r.Truncated, r.DurationMs, result,
+			store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent)
+	}
+	if s.hooks.CommandFinished == nil {
+		_, err := update(s.db.SQL)
+		return err
+	}
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		res, err := update(tx)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		return s.hooks.CommandFinished(ctx, tx, a.DeviceID)
+	})
 }
 
 // capOutput keeps a stored stream within the output cap even if an agent sent more.

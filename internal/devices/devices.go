@@ -144,6 +144,11 @@ type Hooks struct {
 	Changed func(ctx context.Context, tx *sql.Tx, deviceID string) error
 	// LeftOrg runs when a device leaves its organization (moved or decommissioned).
 	LeftOrg func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
+	// Heartbeat runs in the transaction of every main-agent heartbeat, after its metrics are
+	// stored (alert evaluation).
+	Heartbeat func(ctx context.Context, tx *sql.Tx, deviceID string) error
+	// CommandFinished runs in the transaction that records an agent's result of a command.
+	CommandFinished func(ctx context.Context, tx *sql.Tx, deviceID string) error
 }
 
 // Notifier tells the agent channel that a device has work waiting or must stop.

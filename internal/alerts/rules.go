@@ -1,0 +1,406 @@
+package alerts
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"gale/internal/access"
+	"gale/internal/apperr"
+	"gale/internal/audit"
+	"gale/internal/store"
+)
+
+// Rule is the API view of an alert rule.
+type Rule struct {
+	ID              string          `json:"id" format:"uuid"`
+	PartnerID       string          `json:"partnerId" format:"uuid"`
+	OrgID           *string         `json:"orgId" doc:"The one organization the rule applies to; null: every organization of the partner."`
+	Name            string          `json:"name"`
+	Description     string          `json:"description"`
+	Severity        string          `json:"severity" enum:"critical,high,medium,low,info"`
+	Enabled         bool            `json:"enabled"`
+	Targets         Targets         `json:"targets"`
+	Conditions      json.RawMessage `json:"conditions" doc:"A condition or {logic: and|or, conditions: [...]}, nestable 3 levels deep."`
+	TitleTemplate   string          `json:"titleTemplate"`
+	MessageTemplate string          `json:"messageTemplate"`
+	AutoResolve     bool            `json:"autoResolve"`
+	CooldownMinutes int             `json:"cooldownMinutes"`
+	CreatedAt       time.Time       `json:"createdAt"`
+	UpdatedAt       time.Time       `json:"updatedAt"`
+
+	cond Condition
+}
+
+// NewRule is the body of a rule create.
+type NewRule struct {
+	PartnerID       string          `json:"partnerId,omitempty" format:"uuid" doc:"System callers only, and required for them."`
+	OrgID           string          `json:"orgId,omitempty" format:"uuid" doc:"Restrict the rule to one organization. Organization callers: their own (the default)."`
+	TemplateID      string          `json:"templateId,omitempty" doc:"A built-in or custom template: the fields this body leaves out are taken from it."`
+	Name            string          `json:"name,omitempty" maxLength:"200" doc:"Required unless a template gives it."`
+	Description     string          `json:"description,omitempty" maxLength:"2000"`
+	Severity        string          `json:"severity,omitempty" doc:"critical, high, medium, low or info."`
+	Enabled         *bool           `json:"enabled,omitempty" doc:"Default true."`
+	Targets         *Targets        `json:"targets,omitempty" doc:"Default {type: all}."`
+	Conditions      json.RawMessage `json:"conditions,omitempty" doc:"threshold {type, metric: cpuPercent|ramPercent|diskPercent, operator: gt|gte|lt|lte|eq|neq, value, durationMinutes 0..1440}; offline {type, durationMinutes}; agent_silent {type, durationMinutes}; command_failed {type, commandTypes?, durationMinutes (window, default 60)}; or {logic: and|or, conditions}."`
+	TitleTemplate   string          `json:"titleTemplate,omitempty" maxLength:"1000" doc:"Placeholders {{hostname}}, {{value}}, {{threshold}}, {{metric}}. Default: the rule's name on {{hostname}}."`
+	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000"`
+	AutoResolve     *bool           `json:"autoResolve,omitempty" doc:"Default true: the alert resolves itself when the condition stops holding."`
+	CooldownMinutes *int            `json:"cooldownMinutes,omitempty" doc:"Default 5: no new alert for the same rule and device this long after the last one ended."`
+}
+
+// RuleUpdate holds the writable fields of a rule; absent fields stay.
+type RuleUpdate struct {
+	Name            *string         `json:"name,omitempty" maxLength:"200"`
+	Description     *string         `json:"description,omitempty" maxLength:"2000"`
+	Severity        *string         `json:"severity,omitempty"`
+	Enabled         *bool           `json:"enabled,omitempty"`
+	Targets         *Targets        `json:"targets,omitempty"`
+	Conditions      json.RawMessage `json:"conditions,omitempty"`
+	TitleTemplate   *string         `json:"titleTemplate,omitempty" maxLength:"1000"`
+	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000"`
+	AutoResolve     *bool           `json:"autoResolve,omitempty"`
+	CooldownMinutes *int            `json:"cooldownMinutes,omitempty"`
+}
+
+const ruleColumns = `r.id, r.partner_id, r.org_id, r.name, r.description, r.severity, r.enabled, r.targets, r.conditions,
+	r.title_template, r.message_template, r.auto_resolve, r.cooldown_minutes, r.created_at, r.updated_at`
+
+func scanRule(row store.Scanner) (Rule, error) {
+	var r Rule
+	var org sql.NullString
+	var targets, conds string
+	err := row.Scan(&r.ID, &r.PartnerID, &org, &r.Name, &r.Description, &r.Severity, &r.Enabled, &targets, &conds,
+		&r.TitleTemplate, &r.MessageTemplate, &r.AutoResolve, &r.CooldownMinutes, &r.CreatedAt, &r.UpdatedAt)
+	if err != nil {
+		return r, err
+	}
+	r.OrgID = store.StringPtr(org)
+	_ = json.Unmarshal([]byte(targets), &r.Targets)
+	if r.Targets.IDs == nil {
+		r.Targets.IDs = []string{}
+	}
+	_ = json.Unmarshal([]byte(conds), &r.cond)
+	r.Conditions, _ = json.Marshal(r.cond)
+	r.CreatedAt, r.UpdatedAt = r.CreatedAt.UTC(), r.UpdatedAt.UTC()
+	return r, nil
+}
+
+// ruleFilter keeps the rules (alias r) the scope may see, as custom fields do: a partner
+// caller its partner's partner-wide rules and those of organizations it reaches; an
+// organization caller its partner's partner-wide rules and its own.
+func ruleFilter(scope access.Scope, a *store.Args) string { return ownedFilter(scope, a, "r") }
+
+// ownedFilter is ruleFilter for any table of partner-wide or organization rows (alias t).
+func ownedFilter(scope access.Scope, a *store.Args, t string) string {
+	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = " + t + ".org_id AND od.deleted_at IS NOT NULL)"
+	switch scope.Level {
+	case access.LevelSystem:
+		return live
+	case access.LevelOrganization:
+		if scope.OrgID == "" || scope.PartnerID == "" {
+			return "FALSE"
+		}
+		return "(" + live + " AND " + t + ".partner_id = " + a.Add(scope.PartnerID) + " AND (" + t + ".org_id IS NULL OR " + t +
+			".org_id = " + a.Add(scope.OrgID) + "))"
+	}
+	return "(" + live + " AND " + scope.TenantFilter(a, t+".org_id", t+".partner_id") + ")"
+}
+
+// reachesWholePartner reports whether the scope may manage partner-wide rules.
+func reachesWholePartner(scope access.Scope) bool {
+	return scope.IsSystem() || (scope.Level == access.LevelPartner && !scope.OrgLimited())
+}
+
+var errPartnerWide = apperr.Forbidden("partner-wide rules are managed by the partner")
+
+// ListRules lists the rules in scope, by name.
+func (s *Service) ListRules(ctx context.Context, orgID string, page store.Page) ([]Rule, string, *int, error) {
+	var a store.Args
+	conds := []string{ruleFilter(access.ScopeFrom(ctx), &a)}
+	if orgID != "" {
+		conds = append(conds, "(r.org_id = "+a.Add(orgID)+" OR (r.org_id IS NULL AND r.partner_id = "+
+			"(SELECT o.partner_id FROM organizations o WHERE o.id = "+a.Add(orgID)+")))")
+	}
+	return store.List(ctx, s.db, store.ListQuery{Columns: ruleColumns, From: " FROM alert_rules r", Conds: conds, Args: &a,
+		SortKey: "r.name", SortID: "r.id"}, page, scanRule, func(r Rule) (string, string) { return r.Name, r.ID })
+}
+
+// GetRule returns a rule in scope.
+func (s *Service) GetRule(ctx context.Context, id string) (Rule, error) {
+	return getRule(ctx, s.db, access.ScopeFrom(ctx), id)
+}
+
+func getRule(ctx context.Context, q store.Querier, scope access.Scope, id string) (Rule, error) {
+	var a store.Args
+	r, err := scanRule(q.QueryRowContext(ctx, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.id = `+a.Add(id)+` AND `+
+		ruleFilter(scope, &a), a.Values()...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, apperr.NotFound("alert rule")
+	}
+	return r, err
+}
+
+func manageableRule(ctx context.Context, q store.Querier, scope access.Scope, id string) (Rule, error) {
+	r, err := getRule(ctx, q, scope, id)
+	if err == nil && r.OrgID == nil && !reachesWholePartner(scope) {
+		return r, errPartnerWide
+	}
+	return r, err
+}
+
+// place decides the partner and organization of a new rule or template from the caller's
+// scope and the partnerId and orgId of the body.
+func place(ctx context.Context, q store.Querier, scope access.Scope, inPartnerID, inOrgID string) (partnerID, orgID string, err error) {
+	switch {
+	case scope.IsSystem():
+		if inPartnerID == "" {
+			return "", "", apperr.Invalid("partnerId", "system callers name the partner it belongs to")
+		}
+		var one int
+		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, inPartnerID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", "", apperr.Invalid("partnerId", "no such partner")
+		}
+		if err != nil {
+			return "", "", err
+		}
+		partnerID = inPartnerID
+	case inPartnerID != "":
+		return "", "", apperr.Invalid("partnerId", "only system callers name the partner; it belongs to the caller's partner")
+	default:
+		partnerID = scope.PartnerID
+	}
+	orgID = inOrgID
+	if orgID == "" && scope.Level == access.LevelOrganization {
+		orgID = scope.OrgID
+	}
+	if orgID == "" {
+		if !reachesWholePartner(scope) {
+			return "", "", errPartnerWide
+		}
+		return partnerID, "", nil
+	}
+	var a store.Args
+	var orgPartner string
+	err = q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE o.id = `+a.Add(orgID)+
+		` AND o.deleted_at IS NULL AND `+scope.OrgFilter(&a, "o.id", "o.partner_id"), a.Values()...).Scan(&orgPartner)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && orgPartner != partnerID) {
+		return "", "", apperr.Invalid("orgId", "no such organization")
+	}
+	return partnerID, orgID, err
+}
+
+// checkTargetsExist refuses target IDs that are not organizations, sites, groups or devices
+// of the rule's partner (and organization, for an organization's rule).
+func checkTargetsExist(ctx context.Context, q store.Querier, t Targets, partnerID, orgID string) error {
+	if t.Type == "all" || len(t.IDs) == 0 {
+		return nil
+	}
+	table, orgCol := map[string]string{"org": "organizations", "site": "sites", "group": "device_groups", "device": "devices"}[t.Type], "org_id"
+	if t.Type == "org" {
+		orgCol = "id"
+	}
+	var a store.Args
+	query := `SELECT id FROM ` + table + ` WHERE id IN ` + a.In(t.IDs) + ` AND partner_id = ` + a.Add(partnerID)
+	if orgID != "" {
+		query += ` AND ` + orgCol + ` = ` + a.Add(orgID)
+	}
+	rows, err := q.QueryContext(ctx, query, a.Values()...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	found := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		found[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var p problems
+	for i, id := range t.IDs {
+		if !found[id] {
+			p.add("targets.ids["+itoa(i)+"]", "no such %s in the rule's tenant", t.Type)
+		}
+	}
+	return p.err()
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func checkText(p *problems, field, v string, required bool, max int) string {
+	v = strings.TrimSpace(v)
+	if required && v == "" {
+		p.add(field, "%s is required", field)
+	}
+	if utf8.RuneCountInString(v) > max {
+		p.add(field, "at most %d characters", max)
+	}
+	return v
+}
+
+func checkCooldown(p *problems, v int) {
+	if v < 0 || v > maxCooldown {
+		p.add("cooldownMinutes", "cooldownMinutes must be 0 to %d", maxCooldown)
+	}
+}
+
+func encodeJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// CreateRule adds a rule to the caller's partner (system callers: to in.PartnerID).
+func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
+	scope := access.ScopeFrom(ctx)
+	tpl, err := s.fromTemplate(ctx, &in)
+	if err != nil {
+		return Rule{}, err
+	}
+	var p problems
+	name := checkText(&p, "name", in.Name, true, 200)
+	desc := checkText(&p, "description", in.Description, false, 2000)
+	if !slices.Contains(severities, in.Severity) {
+		p.add("severity", "use one of %s", strings.Join(severities, ", "))
+	}
+	targets := Targets{Type: "all", IDs: []string{}}
+	if in.Targets != nil {
+		targets = *in.Targets
+	}
+	checkTargets(&targets, &p)
+	cond := s.parseConditions(in.Conditions, &p)
+	title := checkText(&p, "titleTemplate", in.TitleTemplate, false, maxTemplateLength)
+	if title == "" {
+		title = name + " on {{hostname}}"
+	}
+	message := checkText(&p, "messageTemplate", in.MessageTemplate, false, maxTemplateLength)
+	cooldown := defaultCooldown
+	if in.CooldownMinutes != nil {
+		cooldown = *in.CooldownMinutes
+		checkCooldown(&p, cooldown)
+	}
+	if err := p.err(); err != nil {
+		return Rule{}, err
+	}
+	enabled, autoResolve := in.Enabled == nil || *in.Enabled, in.AutoResolve == nil || *in.AutoResolve
+	var r Rule
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		partnerID, orgID, err := place(ctx, tx, scope, in.PartnerID, in.OrgID)
+		if err != nil {
+			return err
+		}
+		if tpl != nil && tpl.PartnerID != nil && *tpl.PartnerID != partnerID {
+			return apperr.Invalid("templateId", "no such template")
+		}
+		if err := checkTargetsExist(ctx, tx, targets, partnerID, orgID); err != nil {
+			return err
+		}
+		id, now := store.NewID(), store.Now()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, partner_id, org_id, name, description, severity, enabled,
+			targets, conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)`, id, partnerID, store.NullIfEmpty(orgID),
+			name, desc, in.Severity, enabled, encodeJSON(targets), encodeJSON(cond), title, message, autoResolve, cooldown, now); err != nil {
+			return err
+		}
+		if r, err = getRule(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.create", ResourceType: "alert_rule", ResourceID: id,
+			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: orgID, Details: audit.Snapshot(r)})
+	})
+	return r, err
+}
+
+// UpdateRule changes a rule the caller may manage.
+func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rule, error) {
+	scope := access.ScopeFrom(ctx)
+	var p problems
+	ch := store.NewChanges(store.Now())
+	if in.Name != nil {
+		ch.Set("name", checkText(&p, "name", *in.Name, true, 200))
+	}
+	if in.Description != nil {
+		ch.Set("description", checkText(&p, "description", *in.Description, false, 2000))
+	}
+	if in.Severity != nil {
+		if !slices.Contains(severities, *in.Severity) {
+			p.add("severity", "use one of %s", strings.Join(severities, ", "))
+		}
+		ch.Set("severity", *in.Severity)
+	}
+	if in.Enabled != nil {
+		ch.Set("enabled", *in.Enabled)
+	}
+	if in.Targets != nil {
+		checkTargets(in.Targets, &p)
+		ch.Set("targets", encodeJSON(*in.Targets))
+	}
+	if in.Conditions != nil {
+		cond := s.parseConditions(in.Conditions, &p)
+		ch.Set("conditions", encodeJSON(cond))
+	}
+	if in.TitleTemplate != nil {
+		ch.Set("title_template", checkText(&p, "titleTemplate", *in.TitleTemplate, true, maxTemplateLength))
+	}
+	if in.MessageTemplate != nil {
+		ch.Set("message_template", checkText(&p, "messageTemplate", *in.MessageTemplate, false, maxTemplateLength))
+	}
+	if in.AutoResolve != nil {
+		ch.Set("auto_resolve", *in.AutoResolve)
+	}
+	if in.CooldownMinutes != nil {
+		checkCooldown(&p, *in.CooldownMinutes)
+		ch.Set("cooldown_minutes", *in.CooldownMinutes)
+	}
+	if err := p.err(); err != nil {
+		return Rule{}, err
+	}
+	var r Rule
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		before, err := manageableRule(ctx, tx, scope, id)
+		if err != nil {
+			return err
+		}
+		if in.Targets != nil {
+			if err := checkTargetsExist(ctx, tx, *in.Targets, before.PartnerID, store.Deref(before.OrgID)); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_rules SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
+			return err
+		}
+		if r, err = getRule(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.update", ResourceType: "alert_rule", ResourceID: id,
+			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Diff(before, r)})
+	})
+	return r, err
+}
+
+// DeleteRule removes a rule the caller may manage. Its alerts stay, with ruleId null.
+func (s *Service) DeleteRule(ctx context.Context, id string) error {
+	scope := access.ScopeFrom(ctx)
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		r, err := manageableRule(ctx, tx, scope, id)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = $1`, id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.delete", ResourceType: "alert_rule", ResourceID: id,
+			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
+	})
+}
