@@ -30,6 +30,7 @@ import (
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
+	"gale/internal/notify"
 	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
 	"gale/internal/search"
@@ -83,6 +84,9 @@ type App struct {
 	// Alerts holds alert rules and alerts; rules are evaluated in the device heartbeat and
 	// command-result transactions and by the alerts-evaluate job.
 	Alerts *alerts.Service
+	// Notify holds notification channels and alert policies and sends alert notifications
+	// (workers started by StartJobs).
+	Notify *notify.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -181,6 +185,10 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		Workers: cfg.WebhookSenders})
 	a.Webhooks.Register(a.HTTP)
 	a.Events.Register(a.Webhooks.Consumer())
+	a.Notify = notify.New(db, logger, box, sender, notify.Options{AllowPrivateTargets: cfg.WebhookAllowPrivateTargets,
+		PublicURL: cfg.PublicURL})
+	a.Notify.Register(a.HTTP)
+	a.Events.Register(a.Notify.Consumer())
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
@@ -239,7 +247,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll},
 		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
 		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
-		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll})
+		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll},
+		jobs.Periodic{Name: "alerts-escalate", Every: time.Minute, Run: a.Notify.Escalate})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
@@ -252,10 +261,12 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		a.Events.Run(eventsCtx)
 	}()
 	a.Webhooks.Start(ctx)
+	a.Notify.Start(ctx)
 	a.stopEvents = func() {
 		cancel()
 		<-done
 		a.Webhooks.Stop()
+		a.Notify.Stop()
 	}
 	return nil
 }

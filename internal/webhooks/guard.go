@@ -101,3 +101,19 @@ func newClient(allowPrivate bool) *http.Client {
 	return &http.Client{Transport: tr, Timeout: RequestTimeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
+
+// NewClient is the guarded HTTP client of outbound deliveries, for other senders that POST
+// to user-given URLs (notification channels): no proxy, the dial-time guard unless
+// allowPrivate, a 30 s budget, redirects not followed.
+func NewClient(allowPrivate bool) *http.Client { return newClient(allowPrivate) }
+
+// CheckTarget refuses (400 on field) a URL whose host is or resolves to a blocked address,
+// unless allowPrivate. The dial-time guard of NewClient checks every connection anyway.
+func CheckTarget(ctx context.Context, field string, u *url.URL, allowPrivate bool) error {
+	s := &Service{opts: Options{AllowPrivateTargets: allowPrivate}}
+	if err := s.checkTarget(ctx, u); err != nil {
+		return apperr.Invalid(field, "the target "+u.Hostname()+" is a private, loopback or link-local address; only public "+
+			"addresses are reached unless the operator sets WEBHOOK_ALLOW_PRIVATE_TARGETS=true")
+	}
+	return nil
+}
