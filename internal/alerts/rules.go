@@ -32,6 +32,7 @@ type Rule struct {
 	MessageTemplate string          `json:"messageTemplate"`
 	AutoResolve     bool            `json:"autoResolve"`
 	CooldownMinutes int             `json:"cooldownMinutes"`
+	ChannelIDs      []string        `json:"channelIds" doc:"Notification channels this rule's alerts go to; empty: routing policies decide."`
 	CreatedAt       time.Time       `json:"createdAt"`
 	UpdatedAt       time.Time       `json:"updatedAt"`
 
@@ -53,6 +54,7 @@ type NewRule struct {
 	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty" doc:"Default true: the alert resolves itself when the condition stops holding."`
 	CooldownMinutes *int            `json:"cooldownMinutes,omitempty" doc:"Default 5: no new alert for the same rule and device this long after the last one ended."`
+	ChannelIDs      []string        `json:"channelIds,omitempty" maxItems:"20" doc:"Notification channels (/alerts/channels) the alerts go to, before any policy."`
 }
 
 // RuleUpdate holds the writable fields of a rule; absent fields stay.
@@ -67,19 +69,23 @@ type RuleUpdate struct {
 	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty"`
 	CooldownMinutes *int            `json:"cooldownMinutes,omitempty"`
+	ChannelIDs      []string        `json:"channelIds,omitempty" maxItems:"20" doc:"Replaces the rule's channels; [] removes them."`
 }
 
 const ruleColumns = `r.id, r.partner_id, r.org_id, r.name, r.description, r.severity, r.enabled, r.targets, r.conditions,
-	r.title_template, r.message_template, r.auto_resolve, r.cooldown_minutes, r.created_at, r.updated_at`
+	r.title_template, r.message_template, r.auto_resolve, r.cooldown_minutes, r.created_at, r.updated_at, r.channel_ids`
 
 func scanRule(row store.Scanner) (Rule, error) {
 	var r Rule
 	var org sql.NullString
-	var targets, conds string
+	var targets, conds, channels string
 	err := row.Scan(&r.ID, &r.PartnerID, &org, &r.Name, &r.Description, &r.Severity, &r.Enabled, &targets, &conds,
-		&r.TitleTemplate, &r.MessageTemplate, &r.AutoResolve, &r.CooldownMinutes, &r.CreatedAt, &r.UpdatedAt)
+		&r.TitleTemplate, &r.MessageTemplate, &r.AutoResolve, &r.CooldownMinutes, &r.CreatedAt, &r.UpdatedAt, &channels)
 	if err != nil {
 		return r, err
+	}
+	if r.ChannelIDs, _ = store.DecodeStrings(channels); r.ChannelIDs == nil {
+		r.ChannelIDs = []string{}
 	}
 	r.OrgID = store.StringPtr(org)
 	_ = json.Unmarshal([]byte(targets), &r.Targets)
@@ -306,11 +312,15 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 		if err := checkTargetsExist(ctx, tx, targets, partnerID, orgID); err != nil {
 			return err
 		}
+		if err := checkChannels(ctx, tx, in.ChannelIDs, partnerID, orgID); err != nil {
+			return err
+		}
 		id, now := store.NewID(), store.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, partner_id, org_id, name, description, severity, enabled,
-			targets, conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14)`, id, partnerID, store.NullIfEmpty(orgID),
-			name, desc, in.Severity, enabled, encodeJSON(targets), encodeJSON(cond), title, message, autoResolve, cooldown, now); err != nil {
+			targets, conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at, channel_ids)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)`, id, partnerID, store.NullIfEmpty(orgID),
+			name, desc, in.Severity, enabled, encodeJSON(targets), encodeJSON(cond), title, message, autoResolve, cooldown, now,
+			store.EncodeStrings(dedupe(in.ChannelIDs))); err != nil {
 			return err
 		}
 		if r, err = getRule(ctx, tx, access.SystemScope(), id); err != nil {
@@ -377,6 +387,12 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 				return err
 			}
 		}
+		if in.ChannelIDs != nil {
+			if err := checkChannels(ctx, tx, in.ChannelIDs, before.PartnerID, store.Deref(before.OrgID)); err != nil {
+				return err
+			}
+			ch.Set("channel_ids", store.EncodeStrings(dedupe(in.ChannelIDs)))
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_rules SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
 			return err
 		}
@@ -403,4 +419,36 @@ func (s *Service) DeleteRule(ctx context.Context, id string) error {
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.delete", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
 	})
+}
+
+// checkChannels refuses notification channel IDs that are not channels of the rule's partner
+// usable for its organization (partner-wide channels or the organization's own).
+func checkChannels(ctx context.Context, q store.Querier, ids []string, partnerID, orgID string) error {
+	if len(ids) > 20 {
+		return apperr.Invalid("channelIds", "at most 20 channels")
+	}
+	for _, id := range ids {
+		if !store.ValidID(id) {
+			return apperr.Invalid("channelIds", "no such channel: "+id)
+		}
+		var chOrg sql.NullString
+		err := q.QueryRowContext(ctx, `SELECT org_id FROM notification_channels WHERE id = $1 AND partner_id = $2`, id, partnerID).Scan(&chOrg)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && chOrg.Valid && chOrg.String != orgID) {
+			return apperr.Invalid("channelIds", "no such channel: "+id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func dedupe(ids []string) []string {
+	out := []string{}
+	for _, id := range ids {
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -120,7 +120,7 @@ type receiver struct {
 	statuses []int
 }
 
-func newReceiver(t *testing.T, statuses ...int) *receiver {
+func newReceiver(t testing.TB, statuses ...int) *receiver {
 	r := &receiver{statuses: statuses}
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
@@ -153,4 +153,11 @@ func decode(t *testing.T, b []byte) map[string]any {
 		t.Fatalf("decode %s: %v", b, err)
 	}
 	return m
+}
+
+type httpRequest struct{ h http.Header }
+
+func (r *httpRequest) basicAuth() (string, string, bool) {
+	req := &http.Request{Header: r.h}
+	return req.BasicAuth()
 }
