@@ -153,7 +153,7 @@ func TestTimeWindow(t *testing.T) {
 	night, rn := x.slackChannel("night")
 	x.Must(201, x.ten.Partner, "POST", api+"/alerts/policies", map[string]any{"name": "office hours", "priority": 1,
 		"timeWindow": map[string]any{"days": []string{"mon", "tue", "wed", "thu", "fri"}, "start": "09:00", "end": "17:00", "timezone": "Europe/Berlin"},
-		"steps": []any{map[string]any{"delayMinutes": 0, "channelIds": []string{office}}}})
+		"steps":      []any{map[string]any{"delayMinutes": 0, "channelIds": []string{office}}}})
 	x.Must(201, x.ten.Partner, "POST", api+"/alerts/policies", map[string]any{"name": "otherwise", "priority": 2,
 		"steps": []any{map[string]any{"delayMinutes": 0, "channelIds": []string{night}}}})
 	x.Must(400, x.ten.Partner, "POST", api+"/alerts/policies", map[string]any{"name": "bad", "timeWindow": map[string]any{"start": "25:00", "end": "17:00"},
