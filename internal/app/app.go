@@ -248,7 +248,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
 		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
 		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll},
-		jobs.Periodic{Name: "alerts-escalate", Every: time.Minute, Run: a.Notify.Escalate})
+		jobs.Periodic{Name: "alerts-escalate", Every: time.Minute, Run: a.Notify.Escalate},
+		jobs.Periodic{Name: "notification-deliveries-purge", Every: time.Hour, Run: a.Notify.Purge})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err

@@ -155,7 +155,7 @@ type ChannelConfig struct {
 // Throttle caps how many notifications a channel sends per hour; the rest are logged as
 // throttled.
 type ChannelThrottle struct {
-	MaxPerHour int `json:"maxPerHour" minimum:"1" maximum:"10000"`
+	MaxPerHour int `json:"maxPerHour" minimum:"0" maximum:"10000" doc:"1 to 10000; 0 (in a change) removes the throttle."`
 }
 
 // Channel is the API view of a notification channel.

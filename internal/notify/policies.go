@@ -27,8 +27,8 @@ type PolicyMatch struct {
 // does not match (routing goes on to the next one).
 type PolicyTimeWindow struct {
 	Days     []string `json:"days,omitempty" doc:"mon..sun; none: every day."`
-	Start    string   `json:"start" doc:"HH:MM, inclusive."`
-	End      string   `json:"end" doc:"HH:MM, exclusive; before start: the window runs past midnight."`
+	Start    string   `json:"start,omitempty" doc:"HH:MM, inclusive."`
+	End      string   `json:"end,omitempty" doc:"HH:MM, exclusive; before start: the window runs past midnight."`
 	Timezone string   `json:"timezone,omitempty" doc:"IANA name; default UTC."`
 }
 
