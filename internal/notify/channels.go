@@ -186,7 +186,66 @@ func (s *Service) DeleteChannel(ctx context.Context, id string) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM notification_channels WHERE id = $1`, id); err != nil {
 			return err
 		}
+		if err := forgetChannel(ctx, tx, r.PartnerID, id); err != nil {
+			return err
+		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_channel.delete", ResourceType: "alert_channel", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: channelAudit(r.NotificationChannel)})
 	})
+}
+
+// forgetChannel removes a deleted channel from the rules and policy steps of its partner that
+// name it.
+func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string) error {
+	type change struct{ id, value string }
+	collect := func(query string, edit func(string) (string, bool)) ([]change, error) {
+		rows, err := tx.QueryContext(ctx, query, partnerID, "%"+id+"%")
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var out []change
+		for rows.Next() {
+			var c change
+			if err := rows.Scan(&c.id, &c.value); err != nil {
+				return nil, err
+			}
+			if v, ok := edit(c.value); ok {
+				out = append(out, change{c.id, v})
+			}
+		}
+		return out, rows.Err()
+	}
+	rules, err := collect(`SELECT id, channel_ids FROM alert_rules WHERE partner_id = $1 AND channel_ids LIKE $2`, func(raw string) (string, bool) {
+		ids, _ := store.DecodeStrings(raw)
+		kept := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == id })
+		return store.EncodeStrings(kept), len(kept) != len(ids)
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range rules {
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_rules SET channel_ids = $1, updated_at = $2 WHERE id = $3`, c.value, store.Now(), c.id); err != nil {
+			return err
+		}
+	}
+	policies, err := collect(`SELECT id, steps FROM alert_policies WHERE partner_id = $1 AND steps LIKE $2`, func(raw string) (string, bool) {
+		var steps []PolicyStep
+		if json.Unmarshal([]byte(raw), &steps) != nil {
+			return "", false
+		}
+		for i := range steps {
+			steps[i].ChannelIDs = slices.DeleteFunc(steps[i].ChannelIDs, func(s string) bool { return s == id })
+		}
+		return jsonText(steps), true
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range policies {
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET steps = $1, updated_at = $2 WHERE id = $3`, c.value, store.Now(), c.id); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -130,3 +130,60 @@ func TestPolicyValidation(t *testing.T) {
 	x.Must(204, x.ten.Partner, "DELETE", api+"/alerts/policies/"+p.ID, nil)
 	x.Must(404, x.ten.Partner, "GET", api+"/alerts/policies/"+p.ID, nil)
 }
+
+// TestWebhookSecretsKeptOnChange: header values and the bearer token are masked in answers;
+// a change that sends them back masked keeps them, and the receiver gets the originals.
+func TestWebhookSecretsKeptOnChange(t *testing.T) {
+	x := newEnv(t)
+	rcv := newReceiver(t)
+	var ch struct {
+		ID     string         `json:"id"`
+		Config map[string]any `json:"config"`
+	}
+	x.Must(201, x.ten.Partner, "POST", api+"/alerts/channels", map[string]any{"name": "hook", "type": "webhook", "config": map[string]any{
+		"url": rcv.URL + "/a", "authType": "bearer", "token": "bearer-token-secret-9876", "headers": map[string]string{"X-Api-Key": "key-123456"}}}).JSON(t, &ch)
+	if ch.Config["token"] != "****9876" || ch.Config["headers"].(map[string]any)["X-Api-Key"] != "****" {
+		t.Fatalf("config %v", ch.Config)
+	}
+	ch.Config["url"] = rcv.URL + "/b"
+	x.Must(200, x.ten.Partner, "PATCH", api+"/alerts/channels/"+ch.ID, map[string]any{"config": ch.Config})
+	var d delivery
+	x.Must(200, x.ten.Partner, "POST", api+"/alerts/channels/"+ch.ID+"/test", nil).JSON(t, &d)
+	got := rcv.requests()
+	if d.Status != "succeeded" || len(got) != 1 || got[0].Path != "/b" || got[0].Header.Get("Authorization") != "Bearer bearer-token-secret-9876" ||
+		got[0].Header.Get("X-Api-Key") != "key-123456" {
+		t.Fatalf("delivery %+v, requests %+v", d, got)
+	}
+}
+
+// TestDeletedChannelLeavesRulesAndPolicies: deleting a channel removes it from the rules and
+// policy steps naming it, so a rule left without channels falls back to policies again.
+func TestDeletedChannelLeavesRulesAndPolicies(t *testing.T) {
+	x := newEnv(t)
+	gone, _ := x.slackChannel("gone")
+	stays, rs := x.slackChannel("stays")
+	rule := x.cpuRule(x.ten.Partner, 50, map[string]any{"channelIds": []string{gone}})
+	var pol struct {
+		ID    string `json:"id"`
+		Steps []struct {
+			ChannelIDs []string `json:"channelIds"`
+		} `json:"steps"`
+	}
+	x.Must(201, x.ten.Partner, "POST", api+"/alerts/policies", map[string]any{"name": "p",
+		"steps": []any{map[string]any{"delayMinutes": 0, "channelIds": []string{gone, stays}}}}).JSON(t, &pol)
+	x.Must(204, x.ten.Partner, "DELETE", api+"/alerts/channels/"+gone, nil)
+	var r struct {
+		ChannelIDs []string `json:"channelIds"`
+	}
+	x.Must(200, x.ten.Partner, "GET", api+"/alerts/rules/"+rule, nil).JSON(t, &r)
+	x.Must(200, x.ten.Partner, "GET", api+"/alerts/policies/"+pol.ID, nil).JSON(t, &pol)
+	if len(r.ChannelIDs) != 0 || len(pol.Steps[0].ChannelIDs) != 1 || pol.Steps[0].ChannelIDs[0] != stays {
+		t.Fatalf("rule channels %v, policy steps %+v", r.ChannelIDs, pol.Steps)
+	}
+	dev := x.enroll(x.ten, "web-01")
+	x.beat(dev, 90)
+	x.pump()
+	if len(rs.requests()) != 1 {
+		t.Fatalf("the policy's remaining channel got %d", len(rs.requests()))
+	}
+}
