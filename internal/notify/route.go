@@ -64,17 +64,20 @@ type target struct {
 	throttle *ChannelThrottle
 }
 
-// usable returns the enabled channels among ids (all enabled channels of the tenant when
-// ids is nil) that may serve an alert of the organization: partner-wide ones and the
+// allChannels selects every enabled channel of the alert's tenant.
+var allChannels = []string{"*"}
+
+// usable returns the enabled channels among ids (allChannels: all enabled channels of the
+// tenant) that may serve an alert of the organization: partner-wide ones and the
 // organization's own.
 func usable(ctx context.Context, tx *sql.Tx, a AlertView, ids []string) ([]target, error) {
 	var args store.Args
 	q := `SELECT id, throttle FROM notification_channels WHERE enabled AND partner_id = ` + args.Add(a.PartnerID) +
 		` AND (org_id IS NULL OR org_id = ` + args.Add(a.OrgID) + `)`
-	if ids != nil {
-		if len(ids) == 0 {
-			return nil, nil
-		}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if !slices.Equal(ids, allChannels) {
 		q += ` AND id IN ` + args.In(ids)
 	}
 	rows, err := tx.QueryContext(ctx, q+` ORDER BY id`, args.Values()...)
@@ -117,12 +120,12 @@ func (s *Service) routeTrigger(ctx context.Context, tx *sql.Tx, a AlertView, n N
 		return err
 	}
 	if !ok {
-		return s.queueAll(ctx, tx, a, n, nil)
+		return s.queueAll(ctx, tx, a, n, allChannels)
 	}
 	now := store.Now()
 	for i, st := range p.Steps {
-		if i == 0 && st.DelayMinutes == 0 {
-			n.Step = 0
+		if st.DelayMinutes == 0 {
+			n.Step = i
 			if err := s.queueAll(ctx, tx, a, n, st.ChannelIDs); err != nil {
 				return err
 			}
