@@ -30,6 +30,7 @@ import (
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
+	"gale/internal/notifications"
 	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
 	"gale/internal/search"
@@ -83,6 +84,9 @@ type App struct {
 	// Alerts holds alert rules and alerts; rules are evaluated in the device heartbeat and
 	// command-result transactions and by the alerts-evaluate job.
 	Alerts *alerts.Service
+	// Notifications holds users' in-app notifications and phone push tokens; its "inapp"
+	// event consumer writes them and queues pushes, which the push-send job sends.
+	Notifications *notifications.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -181,6 +185,9 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		Workers: cfg.WebhookSenders})
 	a.Webhooks.Register(a.HTTP)
 	a.Events.Register(a.Webhooks.Consumer())
+	a.Notifications = notifications.New(db, logger, pushers(cfg, logger))
+	a.Notifications.Register(a.HTTP)
+	a.Events.Register(a.Notifications.Consumer())
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
@@ -239,7 +246,9 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "groups-recompute", Every: 5 * time.Minute, Run: a.Groups.RecomputeAll},
 		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
 		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
-		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll})
+		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll},
+		jobs.Periodic{Name: "push-send", Every: 10 * time.Second, Run: a.Notifications.SendPushes},
+		jobs.Periodic{Name: "push-purge", Every: time.Hour, Run: a.Notifications.PurgePushes})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
