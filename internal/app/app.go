@@ -30,6 +30,7 @@ import (
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
+	"gale/internal/mobile"
 	"gale/internal/notifications"
 	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
@@ -188,6 +189,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Notifications = notifications.New(db, logger, pushers(cfg, logger))
 	a.Notifications.Register(a.HTTP)
 	a.Events.Register(a.Notifications.Consumer())
+	mobile.New(db, logger, a.Devices, a.Alerts, a.Notifications).Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
