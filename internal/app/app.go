@@ -186,7 +186,11 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		Workers: cfg.WebhookSenders})
 	a.Webhooks.Register(a.HTTP)
 	a.Events.Register(a.Webhooks.Consumer())
-	a.Notifications = notifications.New(db, logger, pushers(cfg, logger))
+	push, err := pushers(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	a.Notifications = notifications.New(db, logger, push)
 	a.Notifications.Register(a.HTTP)
 	a.Events.Register(a.Notifications.Consumer())
 	mobile.New(db, logger, a.Devices, a.Alerts, a.Notifications).Register(a.HTTP)
