@@ -114,6 +114,8 @@ type pushRow struct {
 	notificationID, token, platform        string
 	attempts                               int
 	title, body, typ, resType, resID, link string
+	// live is false when the token no longer belongs to the notification's user.
+	live bool
 }
 
 // SendDue sends the push messages that are due, each claimed first with a conditional
@@ -125,8 +127,11 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 	s.sending.Lock()
 	defer s.sending.Unlock()
 	now := s.now()
+	// A message whose token was unregistered or moved to another user since it was queued is
+	// dropped rather than sent (the live column is false).
 	rows, err := s.db.QueryContext(ctx, `SELECT m.notification_id, m.token, m.platform, m.attempts, n.title, n.body, n.type,
-		n.resource_type, n.resource_id, n.link FROM push_messages m JOIN notifications n ON n.id = m.notification_id
+		n.resource_type, n.resource_id, n.link, EXISTS (SELECT 1 FROM push_tokens t WHERE t.token = m.token AND t.user_id = n.user_id)
+		FROM push_messages m JOIN notifications n ON n.id = m.notification_id
 		WHERE m.status = 'pending' AND m.next_attempt_at <= $1 ORDER BY m.next_attempt_at LIMIT $2`, now, pushBatch)
 	if err != nil {
 		return 0, fmt.Errorf("select due pushes: %w", err)
@@ -135,7 +140,7 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 	for rows.Next() {
 		var r pushRow
 		if err := rows.Scan(&r.notificationID, &r.token, &r.platform, &r.attempts, &r.title, &r.body, &r.typ, &r.resType, &r.resID,
-			&r.link); err != nil {
+			&r.link, &r.live); err != nil {
 			rows.Close()
 			return 0, err
 		}
@@ -172,6 +177,9 @@ func (s *Service) sendOne(ctx context.Context, r pushRow) (bool, error) {
 		return false, nil // another node took it
 	}
 	attempt := r.attempts + 1
+	if !r.live {
+		return false, s.finish(ctx, r, "dropped", "the token was unregistered or moved to another user", nil)
+	}
 	p := s.pushers[r.platform]
 	if p == nil {
 		return false, s.finish(ctx, r, "failed", "no sender for platform "+r.platform, nil)

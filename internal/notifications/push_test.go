@@ -233,6 +233,7 @@ func TestPushDelivery(t *testing.T) {
 	reg(x.ten.Partner, "ios-phone", "ios") // no APNs configured: not queued
 	reg(x.ten.Org, "dead", "android")
 	reg(x.ten.Org, "busy", "android")
+	reg(x.ten.Org, "moved", "android")
 	f.unregistered["dead"], f.failing["busy"] = true, true
 
 	alertID := x.insertAlert(x.ten.PartnerID, x.ten.OrgID, "Disk C: 95%")
@@ -254,9 +255,11 @@ func TestPushDelivery(t *testing.T) {
 		VALUES ($1, 'alert.triggered', $2, $3, 'alert', $4, $5, $6)`, store.NewID(), x.ten.PartnerID, x.ten.OrgID, alertID,
 		`{"id":"`+alertID+`","orgId":"`+x.ten.OrgID+`","severity":"critical","title":"Disk C: 95%","message":"only 5% left"}`, store.Now())
 	x.dispatch()
-	if n := count(`SELECT COUNT(*) FROM push_messages WHERE status = 'pending'`); n != 3 {
-		t.Fatalf("queued %d pushes, want 3 (good, dead, busy)", n)
+	if n := count(`SELECT COUNT(*) FROM push_messages WHERE status = 'pending'`); n != 4 {
+		t.Fatalf("queued %d pushes, want 4 (good, dead, busy, moved)", n)
 	}
+	// A token that moved to another user after its push was queued is not sent to.
+	reg(x.admin, "moved", "android")
 	sent, _ := e.App.Notifications.SendDue(context.Background())
 	if sent != 1 {
 		t.Fatalf("sent %d, want 1", sent)
@@ -267,6 +270,10 @@ func TestPushDelivery(t *testing.T) {
 	if count(`SELECT COUNT(*) FROM push_tokens WHERE token = 'dead'`) != 0 ||
 		count(`SELECT COUNT(*) FROM push_messages WHERE token = 'dead' AND status = 'dropped'`) != 1 {
 		t.Fatal("UNREGISTERED token not removed")
+	}
+	if count(`SELECT COUNT(*) FROM push_messages m JOIN notifications n ON n.id = m.notification_id JOIN users u ON u.id = n.user_id
+		WHERE m.token = 'moved' AND m.status = 'dropped' AND u.email = 'alpha-org@gale.test'`) != 1 {
+		t.Fatal("push to a token that moved to another user not dropped")
 	}
 	if count(`SELECT COUNT(*) FROM push_messages WHERE token = 'busy' AND status = 'pending' AND attempts = 1 AND last_error IS NOT NULL`) != 1 {
 		t.Fatal("failed push not left for a retry")
