@@ -86,7 +86,8 @@ type App struct {
 	// command-result transactions and by the alerts-evaluate job.
 	Alerts *alerts.Service
 	// Notifications holds users' in-app notifications and phone push tokens; its "inapp"
-	// event consumer writes them and queues pushes, which the push-send job sends.
+	// event consumer writes them and queues pushes, which its sender (started by StartJobs)
+	// sends.
 	Notifications *notifications.Service
 }
 
@@ -253,7 +254,6 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
 		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
 		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll},
-		jobs.Periodic{Name: "push-send", Every: 10 * time.Second, Run: a.Notifications.SendPushes},
 		jobs.Periodic{Name: "push-purge", Every: time.Hour, Run: a.Notifications.PurgePushes})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
@@ -267,10 +267,12 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		a.Events.Run(eventsCtx)
 	}()
 	a.Webhooks.Start(ctx)
+	a.Notifications.Start(ctx)
 	a.stopEvents = func() {
 		cancel()
 		<-done
 		a.Webhooks.Stop()
+		a.Notifications.Stop()
 	}
 	return nil
 }

@@ -139,8 +139,12 @@ func (s *Service) queuePush(ctx context.Context, tx *sql.Tx, e events.Event) err
 	q := `INSERT INTO push_messages (notification_id, token, platform, status, attempts, next_attempt_at, created_at)
 		SELECT n.id, t.token, t.platform, 'pending', 0, ` + now + `, ` + now + ` FROM notifications n JOIN push_tokens t ON t.user_id = n.user_id
 		WHERE n.event_id = ` + a.Add(e.ID) + ` AND t.platform IN ` + a.In(platforms) + ` ON CONFLICT DO NOTHING`
-	if _, err := tx.ExecContext(ctx, q, a.Values()...); err != nil {
+	res, err := tx.ExecContext(ctx, q, a.Values()...)
+	if err != nil {
 		return fmt.Errorf("queue push messages: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		s.wakePush()
 	}
 	return nil
 }

@@ -27,7 +27,14 @@ type Service struct {
 	pushers map[string]Pusher
 	// sending keeps SendDue calls of this node from overlapping.
 	sending sync.Mutex
-	now     func() time.Time
+	// wake asks the push sender (Start) to look for due pushes now.
+	wake chan struct{}
+	stop struct {
+		sync.Mutex
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	now func() time.Time
 }
 
 // New returns the notifications service; pushers maps platform (ios, android) to its sender
@@ -36,7 +43,7 @@ func New(db *store.DB, logger *slog.Logger, pushers map[string]Pusher) *Service 
 	if pushers == nil {
 		pushers = map[string]Pusher{}
 	}
-	return &Service{db: db, logger: logger, pushers: pushers, now: store.Now}
+	return &Service{db: db, logger: logger, pushers: pushers, wake: make(chan struct{}, 1), now: store.Now}
 }
 
 // Notification is one in-app notification of a user.

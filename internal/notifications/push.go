@@ -234,12 +234,6 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// SendPushes is SendDue for the job runner.
-func (s *Service) SendPushes(ctx context.Context) error {
-	_, err := s.SendDue(ctx)
-	return err
-}
-
 // PurgePushes deletes push messages finished more than a week ago.
 func (s *Service) PurgePushes(ctx context.Context) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM push_messages WHERE status <> 'pending' AND created_at < $1`,

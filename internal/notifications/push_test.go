@@ -24,6 +24,7 @@ import (
 
 	"gale/internal/apptest"
 	"gale/internal/config"
+	"gale/internal/jobs"
 	"gale/internal/notifications"
 	"gale/internal/store"
 )
@@ -300,5 +301,37 @@ func TestPushDelivery(t *testing.T) {
 	}
 	if count(`SELECT COUNT(*) FROM push_messages WHERE token = 'busy' AND status = 'failed' AND attempts = 5`) != 1 {
 		t.Fatal("push not failed after 5 attempts")
+	}
+}
+
+// TestRunningServerPushesOnItsOwn: with jobs started, a new alert reaches the phone without
+// anyone calling the sender.
+func TestRunningServerPushesOnItsOwn(t *testing.T) {
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	f := newFakeFCM(t, &key.PublicKey)
+	saPath := serviceAccount(t, f.srv.URL+"/token", key)
+	e := apptest.New(t, func(c *config.Config) {
+		c.FCMProjectID, c.FCMCredentialsFile, c.FCMEndpoint = "gale-test", saPath, f.srv.URL
+	})
+	admin := e.Admin()
+	x := &env{Env: e, admin: admin, ten: e.NewTenant(admin, "Alpha")}
+	e.Must(200, x.ten.Org, "POST", api+"/mobile/notifications/register", map[string]any{"token": "phone", "platform": "android"})
+	if err := e.App.StartJobs(context.Background(), jobs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	alertID := x.insertAlert(x.ten.PartnerID, x.ten.OrgID, "Server down")
+	x.exec(`INSERT INTO events (id, type, partner_id, org_id, resource_type, resource_id, data, occurred_at)
+		VALUES ($1, 'alert.triggered', $2, $3, 'alert', $4, $5, $6)`, store.NewID(), x.ten.PartnerID, x.ten.OrgID, alertID,
+		`{"id":"`+alertID+`","orgId":"`+x.ten.OrgID+`","severity":"critical","title":"Server down","message":""}`, store.Now())
+	e.App.Events.Wake()
+	apptest.Eventually(t, 10*time.Second, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.sent) == 1
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sent[0]["token"] != "phone" {
+		t.Fatalf("sent %v", f.sent[0])
 	}
 }
