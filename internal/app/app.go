@@ -254,7 +254,7 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: a.Events.Purge},
 		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
 		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll},
-		jobs.Periodic{Name: "push-purge", Every: time.Hour, Run: a.Notifications.PurgePushes})
+		jobs.Periodic{Name: "notifications-purge", Every: time.Hour, Run: a.Notifications.Purge})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err

@@ -2,9 +2,12 @@ package notifications_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"gale/internal/access"
+	"gale/internal/agentproto"
 	"gale/internal/apptest"
 	"gale/internal/store"
 )
@@ -237,5 +240,55 @@ func TestAPIKeyForbidden(t *testing.T) {
 		if resp.Status != 403 {
 			t.Fatalf("%s %s with an API key: %d", r.method, r.path, resp.Status)
 		}
+	}
+}
+
+// TestRuleTriggeredAlertNotifies: a heartbeat crossing a rule's threshold opens an alert
+// whose alert.triggered event becomes a notification.
+func TestRuleTriggeredAlertNotifies(t *testing.T) {
+	x := newEnv(t)
+	var k struct {
+		Key    string `json:"key"`
+		Secret string `json:"enrollmentSecret"`
+	}
+	x.Must(201, x.ten.Partner, "POST", api+"/enrollment-keys", map[string]any{"orgId": x.ten.OrgID, "name": "test", "maxUsage": 1,
+		"issueEnrollmentSecret": true}).JSON(t, &k)
+	var dev agentproto.EnrollResponse
+	x.Must(201, apptest.Anonymous, "POST", api+"/agents/enroll", agentproto.EnrollRequest{EnrollmentKey: k.Key,
+		EnrollmentSecret: k.Secret, Hostname: "web-01", OSType: "linux", OSVersion: "12", Architecture: "amd64",
+		AgentVersion: "1.0.0"}).JSON(t, &dev)
+	x.Must(201, x.ten.Partner, "POST", api+"/alerts/rules", map[string]any{"name": "cpu", "severity": "critical",
+		"titleTemplate": "CPU {{value}}% on {{hostname}}",
+		"conditions":    map[string]any{"type": "threshold", "metric": "cpuPercent", "operator": "gt", "value": 90}})
+	x.Must(200, apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/heartbeat",
+		agentproto.Heartbeat{AgentVersion: "1.0.0", Metrics: &agentproto.Metrics{CPUPercent: 97, RAMPercent: 40, DiskPercent: 50}})
+	x.dispatch()
+	l := x.list(x.ten.Org, "")
+	if len(l.Data) != 1 || l.Data[0].Type != "alert.triggered" || l.Data[0].Severity == nil || *l.Data[0].Severity != "critical" ||
+		!strings.HasPrefix(l.Data[0].Title, "Alert: CPU 97") {
+		t.Fatalf("notifications: %+v", l.Data)
+	}
+	var alert struct {
+		DeviceID string `json:"deviceId"`
+	}
+	x.Must(200, x.ten.Org, "GET", api+l.Data[0].Link, nil).JSON(t, &alert)
+	if alert.DeviceID != dev.DeviceID {
+		t.Fatalf("link leads to %+v", alert)
+	}
+}
+
+func TestPurge(t *testing.T) {
+	x := newEnv(t)
+	id := x.insertAlert(x.ten.PartnerID, x.ten.OrgID, "old")
+	x.Must(200, x.admin, "POST", api+"/alerts/"+id+"/acknowledge", nil)
+	id2 := x.insertAlert(x.ten.PartnerID, x.ten.OrgID, "new")
+	x.Must(200, x.admin, "POST", api+"/alerts/"+id2+"/acknowledge", nil)
+	x.dispatch()
+	x.exec(`UPDATE notifications SET created_at = $1 WHERE resource_id = $2`, store.Now().Add(-91*24*time.Hour), id)
+	if err := x.App.Notifications.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l := x.list(x.ten.Partner, ""); len(l.Data) != 1 || l.Data[0].ResourceID != id2 {
+		t.Fatalf("after purge: %+v", l.Data)
 	}
 }

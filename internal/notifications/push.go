@@ -234,9 +234,20 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// PurgePushes deletes push messages finished more than a week ago.
-func (s *Service) PurgePushes(ctx context.Context) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM push_messages WHERE status <> 'pending' AND created_at < $1`,
-		s.now().Add(-7*24*time.Hour))
+// Retention of finished push messages and of notifications.
+const (
+	PushRetention         = 7 * 24 * time.Hour
+	NotificationRetention = 90 * 24 * time.Hour
+)
+
+// Purge deletes push messages finished more than PushRetention ago and notifications older
+// than NotificationRetention (read or not), with their push messages.
+func (s *Service) Purge(ctx context.Context) error {
+	now := s.now()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM push_messages WHERE status <> 'pending' AND created_at < $1`,
+		now.Add(-PushRetention)); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, `DELETE FROM notifications WHERE created_at < $1`, now.Add(-NotificationRetention))
 	return err
 }
