@@ -92,10 +92,10 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 		var a store.Args
 		var rows []string
 		for _, uid := range users[start:min(start+batch, len(users))] {
-			rows = append(rows, "("+strings.Join([]string{a.Add(store.NewID()), a.Add(uid), a.Add(e.ID), a.Add(e.Type), a.Add(title),
+			rows = append(rows, "("+strings.Join([]string{a.Add(store.NewID()), a.Add(uid), a.Add(e.PartnerID), a.Add(e.OrgID), a.Add(e.ID), a.Add(e.Type), a.Add(title),
 				a.Add(body), a.Add(sev), a.Add("alert"), a.Add(x.ID), a.Add("/alerts/" + x.ID), a.Add(now)}, ", ")+")")
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO notifications (id, user_id, event_id, type, title, body, severity, resource_type,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO notifications (id, user_id, partner_id, org_id, event_id, type, title, body, severity, resource_type,
 			resource_id, link, created_at) VALUES `+strings.Join(rows, ", ")+` ON CONFLICT (user_id, event_id) DO NOTHING`, a.Values()...); err != nil {
 			return fmt.Errorf("insert notifications: %w", err)
 		}

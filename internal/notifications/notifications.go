@@ -90,14 +90,28 @@ func userID(ctx context.Context) (string, error) {
 	return p.UserID, nil
 }
 
+// visible renders the conditions of the caller's notifications it may still see: its own,
+// of organizations still in its scope, and about alerts only while it holds alerts:read (a
+// user whose access narrowed no longer sees what it was told before).
+func visible(ctx context.Context, a *store.Args) ([]string, error) {
+	uid, err := userID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conds := []string{"n.user_id = " + a.Add(uid), access.ScopeFrom(ctx).OrgFilter(a, "n.org_id", "n.partner_id")}
+	if !access.PrincipalFrom(ctx).Can("alerts:read") {
+		conds = append(conds, "n.resource_type <> 'alert'")
+	}
+	return conds, nil
+}
+
 // List returns the caller's notifications, newest first; unreadOnly keeps unread ones.
 func (s *Service) List(ctx context.Context, unreadOnly bool, page store.Page) ([]Notification, string, *int, error) {
-	uid, err := userID(ctx)
+	var a store.Args
+	conds, err := visible(ctx, &a)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	var a store.Args
-	conds := []string{"n.user_id = " + a.Add(uid)}
 	if unreadOnly {
 		conds = append(conds, "n.read_at IS NULL")
 	}
@@ -107,38 +121,37 @@ func (s *Service) List(ctx context.Context, unreadOnly bool, page store.Page) ([
 
 // UnreadCount counts the caller's unread notifications.
 func (s *Service) UnreadCount(ctx context.Context) (int, error) {
-	uid, err := userID(ctx)
+	var a store.Args
+	conds, err := visible(ctx, &a)
 	if err != nil {
 		return 0, err
 	}
-	return s.unread(ctx, uid)
-}
-
-func (s *Service) unread(ctx context.Context, uid string) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications WHERE user_id = $1 AND read_at IS NULL`, uid).Scan(&n)
+	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications n WHERE `+store.Where(conds)+` AND n.read_at IS NULL`,
+		a.Values()...).Scan(&n)
 	return n, err
 }
 
 // MarkRead marks one of the caller's notifications read (read true) or unread. Another
 // user's notification is 404.
 func (s *Service) MarkRead(ctx context.Context, id string, read bool) (Notification, error) {
-	uid, err := userID(ctx)
+	var a store.Args
+	conds, err := visible(ctx, &a)
 	if err != nil {
 		return Notification{}, err
 	}
 	if !store.ValidID(id) {
 		return Notification{}, apperr.NotFound("notification")
 	}
-	set, args := "read_at = NULL", []any{id, uid}
+	set := "read_at = NULL"
 	if read {
-		set, args = "read_at = COALESCE(read_at, $3)", append(args, s.now())
+		set = "read_at = COALESCE(read_at, " + a.Add(s.now()) + ")"
 	}
 	var out Notification
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		// Marking read keeps the first read time.
-		n, err := scan(tx.QueryRowContext(ctx, `UPDATE notifications SET `+set+` WHERE id = $1 AND user_id = $2 RETURNING `+
-			unqualified, args...))
+		n, err := scan(tx.QueryRowContext(ctx, `UPDATE notifications SET `+set+` WHERE id IN (SELECT n.id FROM notifications n WHERE n.id = `+
+			a.Add(id)+` AND `+store.Where(conds)+`) RETURNING `+unqualified, a.Values()...))
 		if errors.Is(err, sql.ErrNoRows) {
 			return apperr.NotFound("notification")
 		}
@@ -150,7 +163,8 @@ func (s *Service) MarkRead(ctx context.Context, id string, read bool) (Notificat
 
 // Delete removes one of the caller's notifications.
 func (s *Service) Delete(ctx context.Context, id string) error {
-	uid, err := userID(ctx)
+	var a store.Args
+	conds, err := visible(ctx, &a)
 	if err != nil {
 		return err
 	}
@@ -158,7 +172,8 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return apperr.NotFound("notification")
 	}
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM notifications WHERE id = $1 AND user_id = $2`, id, uid)
+		res, err := tx.ExecContext(ctx, `DELETE FROM notifications WHERE id IN (SELECT n.id FROM notifications n WHERE n.id = `+
+			a.Add(id)+` AND `+store.Where(conds)+`)`, a.Values()...)
 		if err != nil {
 			return err
 		}
@@ -190,9 +205,8 @@ func (s *Service) Clear(ctx context.Context) (int, error) {
 // UnreadFor counts the unread notifications of the signed-in caller, zero for other callers
 // (the mobile summary).
 func (s *Service) UnreadFor(ctx context.Context) (int, error) {
-	uid, err := userID(ctx)
-	if err != nil {
+	if _, err := userID(ctx); err != nil {
 		return 0, nil
 	}
-	return s.unread(ctx, uid)
+	return s.UnreadCount(ctx)
 }

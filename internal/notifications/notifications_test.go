@@ -156,6 +156,26 @@ func TestRecipients(t *testing.T) {
 	if l := x.list(x.ten.Org, ""); len(l.Data) != 1 {
 		t.Fatalf("first organization's admin sees the second organization's alert: %+v", l.Data)
 	}
+	// Access narrowed later: the notification is hidden (404) while the organization is out
+	// of scope, and so are alert notifications of a role that lost alerts:read.
+	selNote := x.list(selected, "").Data[0].ID
+	x.exec(`DELETE FROM user_org_access WHERE user_id = $1`, selID)
+	if l := x.list(selected, ""); len(l.Data) != 0 {
+		t.Fatalf("selected user after losing the organization: %+v", l.Data)
+	}
+	if r := x.Do(selected, "PATCH", api+"/notifications/"+selNote, map[string]any{"read": true}); r.Status != 404 {
+		t.Fatalf("mark after losing the organization: %d", r.Status)
+	}
+	if n := x.unread(selected); n != 0 {
+		t.Fatalf("unread after losing the organization: %d", n)
+	}
+	if l := x.list(viewer, ""); len(l.Data) != 2 {
+		t.Fatalf("viewer: %d notifications, want 2", len(l.Data))
+	}
+	x.exec(`UPDATE users SET role_id = $1 WHERE email = 'viewer@gale.test'`, access.RolePartnerBillingViewer)
+	if l := x.list(viewer, ""); len(l.Data) != 0 || x.unread(viewer) != 0 {
+		t.Fatalf("viewer without alerts:read still sees %d notifications", len(l.Data))
+	}
 	// Dispatching again writes nothing twice.
 	x.dispatch()
 	if l := x.list(x.ten.Partner, ""); len(l.Data) != 2 || l.Data[0].ResourceID != alert2 {

@@ -4,6 +4,10 @@
 CREATE TABLE notifications (
     id            TEXT PRIMARY KEY,
     user_id       TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    -- partner_id and org_id place the notification's resource: a user sees a notification only
+    -- while the organization is in scope.
+    partner_id    TEXT NOT NULL,
+    org_id        TEXT NOT NULL,
     event_id      TEXT NOT NULL,
     type          TEXT NOT NULL,
     title         TEXT NOT NULL,
