@@ -123,6 +123,21 @@ func TestDevicesSummaryAndTenancy(t *testing.T) {
 		}
 	}
 
+	// An organization user does not reach a device of another organization of its partner.
+	org2 := x.CreateOrg(x.admin, x.ten.PartnerID, "Alpha Second")
+	var site2 string
+	if err := x.App.DB.SQL.QueryRow(`SELECT id FROM sites WHERE org_id = $1`, org2).Scan(&site2); err != nil {
+		t.Fatal(err)
+	}
+	sibling := x.InsertDevice(apptest.DeviceRow{PartnerID: x.ten.PartnerID, OrgID: org2, SiteID: site2, Hostname: "sibling"})
+	if r := x.Do(x.ten.Org, "GET", api+"/mobile/devices/"+sibling, nil); r.Status != 404 {
+		t.Fatalf("org user, sibling organization's device: %d", r.Status)
+	}
+	x.Must(200, x.ten.Org, "GET", api+"/mobile/devices", nil).JSON(t, &l)
+	if len(l.Data) != 3 {
+		t.Fatalf("org user's devices: %d, want 3", len(l.Data))
+	}
+
 	var detail struct {
 		Device struct {
 			ID       string `json:"id"`
@@ -173,9 +188,13 @@ func TestDevicesSummaryAndTenancy(t *testing.T) {
 	}
 	var sum summary
 	x.Must(200, x.ten.Partner, "GET", api+"/mobile/summary", nil).JSON(t, &sum)
-	if sum.Devices.Total != 3 || sum.Devices.Online != 2 || sum.Devices.Offline != 1 || sum.Alerts.Total != 3 ||
+	if sum.Devices.Total != 4 || sum.Devices.Online != 3 || sum.Devices.Offline != 1 || sum.Alerts.Total != 3 ||
 		sum.Alerts.BySeverity["critical"] != 1 || sum.Alerts.BySeverity["high"] != 1 || sum.Alerts.BySeverity["low"] != 1 {
 		t.Fatalf("summary: %+v", sum)
+	}
+	x.Must(200, x.ten.Org, "GET", api+"/mobile/summary", nil).JSON(t, &sum)
+	if sum.Devices.Total != 3 || sum.Devices.Online != 2 {
+		t.Fatalf("org user's summary: %+v", sum)
 	}
 	// Unread notifications: the acknowledge below makes one for the partner admin.
 	open := x.alert(x.ten, d2, "active", "medium")
@@ -193,8 +212,14 @@ func TestDevicesSummaryAndTenancy(t *testing.T) {
 		Key string `json:"key"`
 	}
 	x.Must(201, x.ten.Partner, "POST", api+"/api-keys", map[string]any{"name": "k", "permissions": []string{"devices:read"}}).JSON(t, &key)
-	if r := x.Do(apptest.Key(key.Key), "GET", api+"/mobile/devices", nil); r.Status != 403 {
-		t.Fatalf("API key: %d", r.Status)
+	for _, r := range []struct {
+		method, path string
+		body         any
+	}{{"GET", "/mobile/devices", nil}, {"GET", "/mobile/summary", nil},
+		{"POST", "/mobile/notifications/register", map[string]any{"token": "k", "platform": "ios"}}} {
+		if resp := x.Do(apptest.Key(key.Key), r.method, api+r.path, r.body); resp.Status != 403 {
+			t.Fatalf("API key %s %s: %d", r.method, r.path, resp.Status)
+		}
 	}
 }
 
