@@ -30,6 +30,8 @@ import (
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
+	"gale/internal/mobile"
+	"gale/internal/notifications"
 	"gale/internal/notify"
 	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
@@ -87,6 +89,10 @@ type App struct {
 	// Notify holds notification channels and alert policies and sends alert notifications
 	// (workers started by StartJobs).
 	Notify *notify.Service
+	// Notifications holds users' in-app notifications and phone push tokens; its "inapp"
+	// event consumer writes them and queues pushes, which its sender (started by StartJobs)
+	// sends.
+	Notifications *notifications.Service
 }
 
 // New opens and migrates the database, seeds what every database needs, and builds the
@@ -189,6 +195,14 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		PublicURL: cfg.PublicURL})
 	a.Notify.Register(a.HTTP)
 	a.Events.Register(a.Notify.Consumer())
+	push, err := pushers(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	a.Notifications = notifications.New(db, logger, push)
+	a.Notifications.Register(a.HTTP)
+	a.Events.Register(a.Notifications.Consumer())
+	mobile.New(db, logger, a.Devices, a.Alerts, a.Notifications).Register(a.HTTP)
 
 	if err := a.bootstrapAdmin(ctx, argon); err != nil {
 		return nil, err
@@ -249,7 +263,8 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 		jobs.Periodic{Name: "webhook-deliveries-purge", Every: time.Hour, Run: a.Webhooks.Purge},
 		jobs.Periodic{Name: "alerts-evaluate", Every: time.Minute, Run: a.Alerts.EvaluateAll},
 		jobs.Periodic{Name: "alerts-escalate", Every: time.Minute, Run: a.Notify.Escalate},
-		jobs.Periodic{Name: "notification-deliveries-purge", Every: time.Hour, Run: a.Notify.Purge})
+		jobs.Periodic{Name: "notification-deliveries-purge", Every: time.Hour, Run: a.Notify.Purge},
+		jobs.Periodic{Name: "notifications-purge", Every: time.Hour, Run: a.Notifications.Purge})
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
 		return err
@@ -263,11 +278,13 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	}()
 	a.Webhooks.Start(ctx)
 	a.Notify.Start(ctx)
+	a.Notifications.Start(ctx)
 	a.stopEvents = func() {
 		cancel()
 		<-done
 		a.Webhooks.Stop()
 		a.Notify.Stop()
+		a.Notifications.Stop()
 	}
 	return nil
 }

@@ -97,6 +97,14 @@ type Config struct {
 	WebhookAllowPrivateTargets bool
 	// WebhookSenders is how many webhook deliveries a node sends at once (WEBHOOK_SENDERS).
 	WebhookSenders int
+	// Push to Android through FCM HTTP v1: FCMProjectID (FCM_PROJECT_ID) and the service
+	// account JSON file FCMCredentialsFile (FCM_CREDENTIALS_FILE); FCMEndpoint (FCM_ENDPOINT)
+	// overrides https://fcm.googleapis.com. Empty: no Android push.
+	FCMProjectID, FCMCredentialsFile, FCMEndpoint string
+	// Push to iPhones through APNs: the .p8 key file (APNS_KEY_FILE), its key ID
+	// (APNS_KEY_ID), the team ID (APNS_TEAM_ID), the app's bundle ID (APNS_TOPIC) and the
+	// endpoint (APNS_ENDPOINT, default https://api.push.apple.com). Empty key file: no iOS push.
+	APNsKeyFile, APNsKeyID, APNsTeamID, APNsTopic, APNsEndpoint string
 }
 
 // Defaults returns the configuration used when no variable is set.
@@ -158,6 +166,17 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	str("BOOTSTRAP_ADMIN_NAME", &c.BootstrapAdminName)
 	str("SMTP_URL", &c.SMTPURL)
 	str("SMTP_FROM", &c.SMTPFrom)
+	for name, dst := range map[string]*string{"FCM_PROJECT_ID": &c.FCMProjectID, "FCM_CREDENTIALS_FILE": &c.FCMCredentialsFile,
+		"FCM_ENDPOINT": &c.FCMEndpoint, "APNS_KEY_FILE": &c.APNsKeyFile, "APNS_KEY_ID": &c.APNsKeyID, "APNS_TEAM_ID": &c.APNsTeamID,
+		"APNS_TOPIC": &c.APNsTopic, "APNS_ENDPOINT": &c.APNsEndpoint} {
+		str(name, dst)
+	}
+	if (c.FCMProjectID == "") != (c.FCMCredentialsFile == "") {
+		errs = append(errs, errors.New("set both FCM_PROJECT_ID and FCM_CREDENTIALS_FILE, or neither"))
+	}
+	if c.APNsKeyFile != "" && (c.APNsKeyID == "" || c.APNsTeamID == "" || c.APNsTopic == "") {
+		errs = append(errs, errors.New("APNS_KEY_FILE needs APNS_KEY_ID, APNS_TEAM_ID and APNS_TOPIC"))
+	}
 	c.BootstrapAdminPassword = getenv("BOOTSTRAP_ADMIN_PASSWORD")
 	c.EnrollmentSecret = getenv("AGENT_ENROLLMENT_SECRET")
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")

@@ -48,6 +48,8 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 		"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": {"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": "0"},
 		"WEBHOOK_ALLOW_PRIVATE_TARGETS":              {"WEBHOOK_ALLOW_PRIVATE_TARGETS": "sometimes"},
 		"WEBHOOK_SENDERS":                            {"WEBHOOK_SENDERS": "0"},
+		"FCM_CREDENTIALS_FILE":                       {"FCM_PROJECT_ID": "p"},
+		"APNS_TOPIC":                                 {"APNS_KEY_FILE": "/k.p8", "APNS_KEY_ID": "K", "APNS_TEAM_ID": "T"},
 	} {
 		vars["DATA_DIR"] = t.TempDir()
 		_, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
