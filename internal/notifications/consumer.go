@@ -144,7 +144,7 @@ func (s *Service) queuePush(ctx context.Context, tx *sql.Tx, e events.Event) err
 		return fmt.Errorf("queue push messages: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n > 0 {
-		s.wakePush()
+		s.senders.Wake()
 	}
 	return nil
 }

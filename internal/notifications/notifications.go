@@ -16,6 +16,7 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/apperr"
+	"gale/internal/senders"
 	"gale/internal/store"
 )
 
@@ -27,14 +28,9 @@ type Service struct {
 	pushers map[string]Pusher
 	// sending keeps SendDue calls of this node from overlapping.
 	sending sync.Mutex
-	// wake asks the push sender (Start) to look for due pushes now.
-	wake chan struct{}
-	stop struct {
-		sync.Mutex
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
-	now func() time.Time
+	// senders is this node's push sender (Start).
+	senders *senders.Pool
+	now     func() time.Time
 }
 
 // New returns the notifications service; pushers maps platform (ios, android) to its sender
@@ -43,7 +39,9 @@ func New(db *store.DB, logger *slog.Logger, pushers map[string]Pusher) *Service 
 	if pushers == nil {
 		pushers = map[string]Pusher{}
 	}
-	return &Service{db: db, logger: logger, pushers: pushers, wake: make(chan struct{}, 1), now: store.Now}
+	s := &Service{db: db, logger: logger, pushers: pushers, now: store.Now}
+	s.senders = senders.New("push sending", logger, 1, pushPollEvery, s.SendDue)
+	return s
 }
 
 // Notification is one in-app notification of a user.

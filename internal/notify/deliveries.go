@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"gale/internal/access"
@@ -114,66 +113,14 @@ func (s *Service) queue(ctx context.Context, tx *sql.Tx, channelID string, throt
 	return nil
 }
 
-// Wake makes the workers look for due deliveries now.
-func (s *Service) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+// Wake makes the senders look for due deliveries now.
+func (s *Service) Wake() { s.senders.Wake() }
 
-// Start runs the delivery workers until Stop.
-func (s *Service) Start(ctx context.Context) {
-	s.stop.Lock()
-	defer s.stop.Unlock()
-	if s.stop.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	s.stop.cancel, s.stop.done = cancel, done
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
-		for range s.opts.Workers {
-			wg.Go(func() { s.work(ctx) })
-		}
-		wg.Wait()
-	}()
-}
+// Start runs this node's senders until Stop.
+func (s *Service) Start(ctx context.Context) { s.senders.Start(ctx) }
 
-// Stop ends the workers and waits for them.
-func (s *Service) Stop() {
-	s.stop.Lock()
-	defer s.stop.Unlock()
-	if s.stop.cancel == nil {
-		return
-	}
-	s.stop.cancel()
-	<-s.stop.done
-	s.stop.cancel = nil
-}
-
-func (s *Service) work(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		if _, err := s.RunDue(ctx); err != nil && ctx.Err() == nil {
-			s.logger.WarnContext(ctx, "notification deliveries failed; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.wake:
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}
-}
+// Stop ends the senders and waits for them.
+func (s *Service) Stop() { s.senders.Stop() }
 
 // RunDue sends the deliveries that are due until none is left and returns how many it sent.
 func (s *Service) RunDue(ctx context.Context) (int, error) {

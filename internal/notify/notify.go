@@ -28,6 +28,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/secrets"
+	"gale/internal/senders"
 	"gale/internal/store"
 	"gale/internal/webhooks"
 
@@ -87,15 +88,11 @@ type Service struct {
 	mailer galemail.Sender
 	opts   Options
 	client *http.Client
-	wake   chan struct{}
-	clock  struct {
+	// senders send the due deliveries.
+	senders *senders.Pool
+	clock   struct {
 		sync.Mutex
 		now func() time.Time
-	}
-	stop struct {
-		sync.Mutex
-		cancel func()
-		done   chan struct{}
 	}
 }
 
@@ -106,8 +103,9 @@ func New(db *store.DB, logger *slog.Logger, box *secrets.Box, mailer galemail.Se
 		opts.Workers = 2
 	}
 	s := &Service{db: db, logger: logger, box: box, mailer: mailer, opts: opts,
-		client: webhooks.NewClient(opts.AllowPrivateTargets), wake: make(chan struct{}, 1)}
+		client: webhooks.NewClient(opts.AllowPrivateTargets)}
 	s.clock.now = store.Now
+	s.senders = senders.New("notification deliveries", logger, opts.Workers, time.Second, s.RunDue)
 	return s
 }
 

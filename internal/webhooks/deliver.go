@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"gale/internal/access"
@@ -96,74 +95,14 @@ func envelope(e events.Event) (string, error) {
 	return string(b), err
 }
 
-// Wake makes the workers look for due deliveries now.
-func (s *Service) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+// Wake makes the senders look for due deliveries now.
+func (s *Service) Wake() { s.senders.Wake() }
 
-// pollEvery is how often an idle node looks for due deliveries.
-const pollEvery = time.Second
+// Start runs this node's senders until Stop.
+func (s *Service) Start(ctx context.Context) { s.senders.Start(ctx) }
 
-// Start runs the delivery workers until Stop.
-func (s *Service) Start(ctx context.Context) {
-	s.stop.Lock()
-	defer s.stop.Unlock()
-	if s.stop.cancel != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	s.stop.cancel, s.stop.done = cancel, done
-	go func() {
-		defer close(done)
-		var wg sync.WaitGroup
-		for range s.opts.Workers {
-			wg.Go(func() { s.work(ctx) })
-		}
-		wg.Wait()
-	}()
-}
-
-// Stop ends the workers and waits for them (an attempt in flight is cut short and retried).
-func (s *Service) Stop() {
-	s.stop.Lock()
-	defer s.stop.Unlock()
-	if s.stop.cancel == nil {
-		return
-	}
-	s.stop.cancel()
-	<-s.stop.done
-	s.stop.cancel = nil
-}
-
-func (s *Service) work(ctx context.Context) {
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	for {
-		if _, err := s.RunDue(ctx); err != nil && ctx.Err() == nil {
-			s.logger.WarnContext(ctx, "webhook deliveries failed; retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-s.wake:
-			// The consumer wakes the senders from inside its transaction: give it a moment
-			// to commit before looking (the next poll catches a slower one).
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wakeDelay):
-			}
-		}
-	}
-}
-
-// wakeDelay is how long a woken sender waits for the waking transaction to commit.
-const wakeDelay = 50 * time.Millisecond
+// Stop ends the senders and waits for them (an attempt in flight is cut short and retried).
+func (s *Service) Stop() { s.senders.Stop() }
 
 // RunDue sends deliveries that are due until none is left, and returns how many it sent.
 func (s *Service) RunDue(ctx context.Context) (int, error) {

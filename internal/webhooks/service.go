@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync"
+	"time"
 
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/secrets"
+	"gale/internal/senders"
 	"gale/internal/store"
 )
 
@@ -33,14 +34,10 @@ type Service struct {
 	box    *secrets.Box
 	opts   Options
 	client *http.Client
-	wake   chan struct{}
+	// senders send the due deliveries.
+	senders *senders.Pool
 	// node tells this node's claims from others'.
 	node string
-	stop struct {
-		sync.Mutex
-		cancel func()
-		done   chan struct{}
-	}
 }
 
 // New returns the webhook service; box seals the signing secrets and extra headers.
@@ -48,8 +45,9 @@ func New(db *store.DB, logger *slog.Logger, box *secrets.Box, opts Options) *Ser
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
-	return &Service{db: db, logger: logger, box: box, opts: opts, client: newClient(opts.AllowPrivateTargets),
-		wake: make(chan struct{}, 1), node: store.NewID()}
+	s := &Service{db: db, logger: logger, box: box, opts: opts, client: newClient(opts.AllowPrivateTargets), node: store.NewID()}
+	s.senders = senders.New("webhook deliveries", logger, opts.Workers, time.Second, s.RunDue)
+	return s
 }
 
 // filter keeps the subscriptions (alias w) the scope may see: partner-wide ones only for
