@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"gale/internal/access"
 	"gale/internal/apperr"
+	"gale/internal/senders"
 	"gale/internal/store"
 	"gale/internal/webhooks"
 )
@@ -122,20 +122,19 @@ func (s *Service) Start(ctx context.Context) { s.senders.Start(ctx) }
 // Stop ends the senders and waits for them.
 func (s *Service) Stop() { s.senders.Stop() }
 
-// RunDue sends the deliveries that are due until none is left and returns how many it sent.
+// RunDue sends deliveries that are due until none is left, and returns how many it sent.
 func (s *Service) RunDue(ctx context.Context) (int, error) {
-	n := 0
-	for ctx.Err() == nil {
-		c, ok, err := s.claim(ctx)
+	return senders.Drain(ctx, func(ctx context.Context) (bool, error) {
+		c := claimed{token: store.NewID()}
+		ok, err := senders.Claim(ctx, s.db, "notification_deliveries", claimFor, c.token,
+			"id, channel_id, payload, attempts, max_attempts", func(row store.Scanner) error {
+				return row.Scan(&c.id, &c.channelID, &c.payload, &c.attempts, &c.maxAttempts)
+			})
 		if err != nil || !ok {
-			return n, err
+			return false, err
 		}
-		if err := s.send(ctx, c); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, ctx.Err()
+		return true, s.send(ctx, c)
+	})
 }
 
 type claimed struct {
@@ -144,58 +143,6 @@ type claimed struct {
 }
 
 const claimFor = webhooks.RequestTimeout + 30*time.Second
-
-// dueCondition: $1 pending, $2 retrying, $3 now, $4 sending (a claim that ran out).
-const dueCondition = `((status IN ($1, $2) AND next_attempt_at <= $3) OR (status = $4 AND claimed_until < $3))`
-
-// claim takes one due delivery with a conditional update: exactly one node wins it.
-func (s *Service) claim(ctx context.Context) (claimed, bool, error) {
-	for range 20 {
-		now := store.Now()
-		var one int
-		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM notification_deliveries WHERE `+dueCondition+` LIMIT 1`,
-			StatusPending, StatusRetrying, now, StatusSending).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return claimed{}, false, nil
-		}
-		if err != nil {
-			return claimed{}, false, fmt.Errorf("find due notification: %w", err)
-		}
-		lock := ""
-		if s.db.Dialect == store.Postgres {
-			lock = " FOR UPDATE SKIP LOCKED"
-		}
-		c := claimed{token: store.NewID()}
-		won := false
-		err = s.db.Write(ctx, func(tx *sql.Tx) error {
-			var id string
-			err := tx.QueryRowContext(ctx, `SELECT id FROM notification_deliveries WHERE `+dueCondition+` ORDER BY next_attempt_at
-				LIMIT 1`+lock, StatusPending, StatusRetrying, now, StatusSending).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			err = tx.QueryRowContext(ctx, `UPDATE notification_deliveries SET status = $4, claim_token = $5, claimed_until = $6,
-				updated_at = $3 WHERE id = $7 AND `+dueCondition+` RETURNING id, channel_id, payload, attempts, max_attempts`,
-				StatusPending, StatusRetrying, now, StatusSending, c.token, now.Add(claimFor), id).Scan(&c.id, &c.channelID,
-				&c.payload, &c.attempts, &c.maxAttempts)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			won = err == nil
-			return err
-		})
-		if err != nil {
-			return claimed{}, false, fmt.Errorf("claim notification: %w", err)
-		}
-		if won {
-			return c, true, nil
-		}
-	}
-	return claimed{}, false, nil
-}
 
 // send makes one attempt of a claimed delivery and records it.
 func (s *Service) send(ctx context.Context, c claimed) error {

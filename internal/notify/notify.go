@@ -51,9 +51,9 @@ var channelTypes = []string{TypeEmail, TypeSlack, TypeTeams, TypeWebhook, TypePa
 // Delivery statuses: as webhooks, plus throttled (not sent: the channel's throttle was
 // reached).
 const (
-	StatusPending   = "pending"
-	StatusSending   = "sending"
-	StatusRetrying  = "retrying"
+	StatusPending   = senders.Pending
+	StatusSending   = senders.Sending
+	StatusRetrying  = senders.Retrying
 	StatusSucceeded = "succeeded"
 	StatusDead      = "dead"
 	StatusThrottled = "throttled"

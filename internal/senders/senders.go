@@ -6,9 +6,14 @@ package senders
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
+
+	"gale/internal/store"
 )
 
 // wakeDelay is how long a woken sender waits before looking: wake-ups come from inside the
@@ -96,4 +101,80 @@ func (p *Pool) work(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// The states of a queued delivery that Claim moves between; tables it works on have the
+// columns status, next_attempt_at, claim_token, claimed_until and updated_at.
+const (
+	Pending  = "pending"
+	Sending  = "sending"
+	Retrying = "retrying"
+)
+
+// dueCondition selects rows ready for an attempt: pending or retrying and due, or sending
+// with a claim that ran out (its node died). $1 pending, $2 retrying, $3 now, $4 sending.
+const dueCondition = `((status IN ($1, $2) AND next_attempt_at <= $3) OR (status = $4 AND claimed_until < $3))`
+
+// Claim takes one due row of table for claimFor with a conditional update, so exactly one
+// node wins it; token marks the claim, and the columns named by returning are read back into
+// scan. An idle node only reads; the claim itself runs in a write transaction that on
+// PostgreSQL skips rows other nodes are claiming (FOR UPDATE SKIP LOCKED), so senders do not
+// queue up behind each other. false means nothing is due.
+func Claim(ctx context.Context, db *store.DB, table string, claimFor time.Duration, token, returning string,
+	scan func(store.Scanner) error) (bool, error) {
+	lock := ""
+	if db.Dialect == store.Postgres {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	for range 20 {
+		now := store.Now()
+		var one int
+		err := db.QueryRowContext(ctx, `SELECT 1 FROM `+table+` WHERE `+dueCondition+` LIMIT 1`,
+			Pending, Retrying, now, Sending).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("find due %s: %w", table, err)
+		}
+		won := false
+		err = db.Write(ctx, func(tx *sql.Tx) error {
+			var id string
+			err := tx.QueryRowContext(ctx, `SELECT id FROM `+table+` WHERE `+dueCondition+` ORDER BY next_attempt_at LIMIT 1`+lock,
+				Pending, Retrying, now, Sending).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			err = scan(tx.QueryRowContext(ctx, `UPDATE `+table+` SET status = $4, claim_token = $5, claimed_until = $6, updated_at = $3
+				WHERE id = $7 AND `+dueCondition+` RETURNING `+returning, Pending, Retrying, now, Sending, token, now.Add(claimFor), id))
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // another node won it
+			}
+			won = err == nil
+			return err
+		})
+		if err != nil {
+			return false, fmt.Errorf("claim %s: %w", table, err)
+		}
+		if won {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Drain runs sendNext until it reports that nothing was due, and returns how many it sent.
+func Drain(ctx context.Context, sendNext func(ctx context.Context) (bool, error)) (int, error) {
+	n := 0
+	for ctx.Err() == nil {
+		sent, err := sendNext(ctx)
+		if err != nil || !sent {
+			return n, err
+		}
+		n++
+	}
+	return n, ctx.Err()
 }

@@ -19,6 +19,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/events"
+	"gale/internal/senders"
 	"gale/internal/store"
 )
 
@@ -106,18 +107,17 @@ func (s *Service) Stop() { s.senders.Stop() }
 
 // RunDue sends deliveries that are due until none is left, and returns how many it sent.
 func (s *Service) RunDue(ctx context.Context) (int, error) {
-	n := 0
-	for ctx.Err() == nil {
-		d, ok, err := s.claim(ctx)
+	return senders.Drain(ctx, func(ctx context.Context) (bool, error) {
+		c := claimed{token: store.NewID()}
+		ok, err := senders.Claim(ctx, s.db, "webhook_deliveries", claimFor, c.token,
+			"id, webhook_id, event_id, event_type, payload, attempts, max_attempts", func(row store.Scanner) error {
+				return row.Scan(&c.id, &c.webhookID, &c.eventID, &c.eventType, &c.payload, &c.attempts, &c.maxAttempts)
+			})
 		if err != nil || !ok {
-			return n, err
+			return false, err
 		}
-		if err := s.send(ctx, d); err != nil {
-			return n, err
-		}
-		n++
-	}
-	return n, ctx.Err()
+		return true, s.send(ctx, c)
+	})
 }
 
 // claimed is a delivery this node holds.
@@ -129,63 +129,6 @@ type claimed struct {
 // claimFor is how long a claim lasts: the request's budget plus a margin. A node that dies
 // mid-attempt leaves the delivery claimable again after it.
 const claimFor = RequestTimeout + 30*time.Second
-
-// dueCondition selects deliveries ready for an attempt: pending or retrying and due, or
-// sending with a claim that ran out (its node died). $1 pending, $2 retrying, $3 now,
-// $4 sending.
-const dueCondition = `((status IN ($1, $2) AND next_attempt_at <= $3) OR (status = $4 AND claimed_until < $3))`
-
-// claim takes one due delivery with a conditional update, so exactly one node wins it. An
-// idle node only reads; the claim itself runs in a write transaction that on PostgreSQL
-// skips rows other nodes are claiming (FOR UPDATE SKIP LOCKED), so senders do not queue up
-// behind each other. false means nothing is due.
-func (s *Service) claim(ctx context.Context) (claimed, bool, error) {
-	for range 20 {
-		now := store.Now()
-		var one int
-		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM webhook_deliveries WHERE `+dueCondition+` LIMIT 1`,
-			StatusPending, StatusRetrying, now, StatusSending).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return claimed{}, false, nil
-		}
-		if err != nil {
-			return claimed{}, false, fmt.Errorf("find due delivery: %w", err)
-		}
-		lock := ""
-		if s.db.Dialect == store.Postgres {
-			lock = " FOR UPDATE SKIP LOCKED"
-		}
-		c := claimed{token: store.NewID()}
-		won := false
-		err = s.db.Write(ctx, func(tx *sql.Tx) error {
-			var id string
-			err := tx.QueryRowContext(ctx, `SELECT id FROM webhook_deliveries WHERE `+dueCondition+` ORDER BY next_attempt_at
-				LIMIT 1`+lock, StatusPending, StatusRetrying, now, StatusSending).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			err = tx.QueryRowContext(ctx, `UPDATE webhook_deliveries SET status = $4, claim_token = $5, claimed_until = $6, updated_at = $3
-				WHERE id = $7 AND `+dueCondition+` RETURNING id, webhook_id, event_id, event_type, payload, attempts, max_attempts`,
-				StatusPending, StatusRetrying, now, StatusSending, c.token, now.Add(claimFor), id).Scan(&c.id, &c.webhookID,
-				&c.eventID, &c.eventType, &c.payload, &c.attempts, &c.maxAttempts)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil // another node won it
-			}
-			won = err == nil
-			return err
-		})
-		if err != nil {
-			return claimed{}, false, fmt.Errorf("claim delivery: %w", err)
-		}
-		if won {
-			return c, true, nil
-		}
-	}
-	return claimed{}, false, nil
-}
 
 // outcome is the result of one attempt.
 type outcome struct {

@@ -20,6 +20,7 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/apperr"
+	"gale/internal/senders"
 	"gale/internal/store"
 )
 
@@ -27,9 +28,9 @@ import (
 // retrying failed and waits for its next attempt, succeeded got a 2xx, dead used up its
 // attempts (retryable by hand).
 const (
-	StatusPending   = "pending"
-	StatusSending   = "sending"
-	StatusRetrying  = "retrying"
+	StatusPending   = senders.Pending
+	StatusSending   = senders.Sending
+	StatusRetrying  = senders.Retrying
 	StatusSucceeded = "succeeded"
 	StatusDead      = "dead"
 )
