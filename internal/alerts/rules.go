@@ -245,6 +245,13 @@ func checkTargetsExist(ctx context.Context, q store.Querier, t Targets, partnerI
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// checkSeverity adds a problem when v is not a severity.
+func checkSeverity(p *problems, v string) {
+	if !slices.Contains(severities, v) {
+		p.add("severity", "use one of %s", strings.Join(severities, ", "))
+	}
+}
+
 func checkText(p *problems, field, v string, required bool, max int) string {
 	v = strings.TrimSpace(v)
 	if required && v == "" {
@@ -277,9 +284,7 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 	var p problems
 	name := checkText(&p, "name", in.Name, true, 200)
 	desc := checkText(&p, "description", in.Description, false, 2000)
-	if !slices.Contains(severities, in.Severity) {
-		p.add("severity", "use one of %s", strings.Join(severities, ", "))
-	}
+	checkSeverity(&p, in.Severity)
 	targets := Targets{Type: "all", IDs: []string{}}
 	if in.Targets != nil {
 		targets = *in.Targets
@@ -344,9 +349,7 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 		ch.Set("description", checkText(&p, "description", *in.Description, false, 2000))
 	}
 	if in.Severity != nil {
-		if !slices.Contains(severities, *in.Severity) {
-			p.add("severity", "use one of %s", strings.Join(severities, ", "))
-		}
+		checkSeverity(&p, *in.Severity)
 		ch.Set("severity", *in.Severity)
 	}
 	if in.Enabled != nil {

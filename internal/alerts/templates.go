@@ -176,9 +176,7 @@ func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template,
 	name := checkText(&p, "name", in.Name, true, 200)
 	desc := checkText(&p, "description", in.Description, false, 2000)
 	category := checkText(&p, "category", in.Category, false, 64)
-	if !slices.Contains(severities, in.Severity) {
-		p.add("severity", "use one of %s", strings.Join(severities, ", "))
-	}
+	checkSeverity(&p, in.Severity)
 	cond := s.parseConditions(in.Conditions, &p)
 	title := checkText(&p, "titleTemplate", in.TitleTemplate, false, maxTemplateLength)
 	if title == "" {
@@ -231,9 +229,7 @@ func (s *Service) UpdateTemplate(ctx context.Context, id string, in TemplateUpda
 		ch.Set("category", checkText(&p, "category", *in.Category, false, 64))
 	}
 	if in.Severity != nil {
-		if !slices.Contains(severities, *in.Severity) {
-			p.add("severity", "use one of %s", strings.Join(severities, ", "))
-		}
+		checkSeverity(&p, *in.Severity)
 		ch.Set("severity", *in.Severity)
 	}
 	if in.Conditions != nil {
