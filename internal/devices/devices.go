@@ -97,11 +97,11 @@ type Device struct {
 	UpdatedAt            time.Time  `json:"updatedAt"`
 }
 
-const deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
+var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
 	d.os_version, d.os_build, d.architecture, d.agent_version, d.manufacturer, d.model, d.serial_number, d.cpu_model,
 	d.cpu_cores, d.memory_bytes, d.ip_address, d.mac_address, d.last_user, d.uptime_seconds, d.pending_reboot, d.metrics,
-	d.watchdog_status, d.watchdog_seen_at, d.main_agent_silent_since, d.last_seen_at, d.enrolled_at, d.inventory_at,
-	d.decommissioned_at, d.created_at, d.updated_at`
+	d.watchdog_status, ` + store.TimeColumns("d.watchdog_seen_at", "d.main_agent_silent_since", "d.last_seen_at", "d.enrolled_at",
+	"d.inventory_at", "d.decommissioned_at", "d.created_at", "d.updated_at")
 
 // scanner reads device rows; watchdogQuiet is how long a watchdog may stay silent before
 // it shows as offline.
@@ -109,31 +109,36 @@ type scanner struct{ watchdogQuiet time.Duration }
 
 func (sc scanner) scan(row store.Scanner) (Device, error) {
 	var d Device
-	var display, metrics, wdStatus sql.NullString
-	var wdSeen, silent, seen, enrolled, inv, decom sql.NullTime
-	err := row.Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.SiteID, &d.Hostname, &display, &d.Status, &d.OSType, &d.OSName,
+	// One allocation for everything Scan needs addresses of; the times the device points to
+	// live in it.
+	v := new(struct {
+		display, metrics, wdStatus                                   sql.NullString
+		wdSeen, silent, seen, enrolled, inv, decom, created, updated store.NullTime
+	})
+	err := row.Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.SiteID, &d.Hostname, &v.display, &d.Status, &d.OSType, &d.OSName,
 		&d.OSVersion, &d.OSBuild, &d.Architecture, &d.AgentVersion, &d.Manufacturer, &d.Model, &d.SerialNumber, &d.CPUModel,
-		&d.CPUCores, &d.MemoryBytes, &d.IPAddress, &d.MACAddress, &d.LastUser, &d.UptimeSeconds, &d.PendingReboot, &metrics,
-		&wdStatus, &wdSeen, &silent, &seen, &enrolled, &inv, &decom, &d.CreatedAt, &d.UpdatedAt)
+		&d.CPUCores, &d.MemoryBytes, &d.IPAddress, &d.MACAddress, &d.LastUser, &d.UptimeSeconds, &d.PendingReboot, &v.metrics,
+		&v.wdStatus, &v.wdSeen, &v.silent, &v.seen, &v.enrolled, &v.inv, &v.decom, &v.created, &v.updated)
 	if err != nil {
 		return d, err
 	}
-	d.DisplayName = store.StringPtr(display)
-	if metrics.Valid && metrics.String != "" {
+	d.CreatedAt, d.UpdatedAt = v.created.Time, v.updated.Time
+	d.DisplayName = store.StringPtr(v.display)
+	if v.metrics.Valid && v.metrics.String != "" {
 		var m agentproto.Metrics
-		if json.Unmarshal([]byte(metrics.String), &m) == nil {
+		if json.Unmarshal([]byte(v.metrics.String), &m) == nil {
 			d.Metrics = &m
 		}
 	}
-	if wdStatus.Valid {
-		st := wdStatus.String
-		if wdSeen.Valid && time.Since(wdSeen.Time) > sc.watchdogQuiet {
+	if v.wdStatus.Valid {
+		st := v.wdStatus.String
+		if v.wdSeen.Valid && time.Since(v.wdSeen.Time) > sc.watchdogQuiet {
 			st = WatchdogOffline
 		}
 		d.WatchdogStatus = &st
 	}
-	d.MainAgentSilentSince, d.LastSeen, d.Enrolled = store.TimePtr(silent), store.TimePtr(seen), store.TimePtr(enrolled)
-	d.InventoryAt, d.DecommissionedAt = store.TimePtr(inv), store.TimePtr(decom)
+	d.MainAgentSilentSince, d.LastSeen, d.Enrolled = v.silent.Ptr(), v.seen.Ptr(), v.enrolled.Ptr()
+	d.InventoryAt, d.DecommissionedAt = v.inv.Ptr(), v.decom.Ptr()
 	d.Tags = []string{}
 	return d, nil
 }

@@ -66,20 +66,21 @@ type NewOrganization struct {
 	Timezone    string
 }
 
-const orgColumns = `o.id, o.partner_id, o.name, o.slug, o.type, o.status, o.max_enrollment_key_ttl_minutes,
-	o.contract_start, o.contract_end, o.billing_contact, o.settings, o.created_at, o.updated_at, o.deleted_at`
+var orgColumns = `o.id, o.partner_id, o.name, o.slug, o.type, o.status, o.max_enrollment_key_ttl_minutes, o.billing_contact,
+	o.settings, ` + store.TimeColumns("o.contract_start", "o.contract_end", "o.created_at", "o.updated_at", "o.deleted_at")
 
 func scanOrg(row store.Scanner) (Organization, error) {
 	var o Organization
 	var ttl sql.NullInt64
-	var start, end, deleted sql.NullTime
+	var start, end, created, updated, deleted store.NullTime
 	var billing sql.NullString
 	var settings string
-	err := row.Scan(&o.ID, &o.PartnerID, &o.Name, &o.Slug, &o.Type, &o.Status, &ttl, &start, &end, &billing,
-		&settings, &o.CreatedAt, &o.UpdatedAt, &deleted)
+	err := row.Scan(&o.ID, &o.PartnerID, &o.Name, &o.Slug, &o.Type, &o.Status, &ttl, &billing, &settings,
+		&start, &end, &created, &updated, &deleted)
 	if err != nil {
 		return o, err
 	}
+	o.CreatedAt, o.UpdatedAt, o.DeletedAt = created.Time, updated.Time, deleted.Ptr()
 	if ttl.Valid {
 		n := int(ttl.Int64)
 		o.MaxEnrollmentKeyTTLMinutes = &n
@@ -92,13 +93,10 @@ func scanOrg(row store.Scanner) (Organization, error) {
 		}
 	}
 	o.Settings = json.RawMessage(settings)
-	if deleted.Valid {
-		o.DeletedAt = &deleted.Time
-	}
 	return o, nil
 }
 
-func dateString(t sql.NullTime) *string {
+func dateString(t store.NullTime) *string {
 	if !t.Valid {
 		return nil
 	}
