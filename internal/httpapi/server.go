@@ -69,6 +69,7 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 		"{\"error\": {\"code\", \"message\", \"details\"?}}. Lists return {data, pagination: {hasMore, cursor}}; " +
 		"pass cursor back to read the next page."
 	cfg.CreateHooks = nil
+	cfg.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	cfg.DocsPath = ""
 	cfg.SchemasPath = ""
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
