@@ -61,6 +61,7 @@ type Service struct {
 	dummyHash string
 	apiKeys   APIKeyVerifier
 	users     UserGate
+	verified  verifiedTokens
 }
 
 // UserGate finds a user the caller may manage (package identity implements it).

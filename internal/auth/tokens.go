@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -47,11 +48,46 @@ var errBadToken = errors.New("invalid token")
 
 // parse verifies signature, expiry, issuer and type.
 func (s *Service) parse(raw, wantType string) (*Claims, error) {
+	if c := s.verified.get(raw); c != nil {
+		if c.Type != wantType || !time.Now().Before(c.ExpiresAt.Time) {
+			return nil, errBadToken
+		}
+		return c, nil
+	}
 	var c Claims
 	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.opts.JWTSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired())
 	if err != nil || c.Type != wantType || c.Subject == "" {
 		return nil, errBadToken
 	}
+	s.verified.put(raw, &c)
 	return &c, nil
+}
+
+// verifiedTokens remembers the claims of tokens whose signature checked out, so a client
+// sending the same access token with every request costs one verification and decoding of
+// its claims, not one per request. It holds nothing a database lookup would say: whether the
+// session and the user are still live is asked on every request all the same. Claims are
+// shared read-only.
+type verifiedTokens struct {
+	mu     sync.RWMutex
+	claims map[string]*Claims
+}
+
+// maxVerifiedTokens bounds the memory: past it the set starts over.
+const maxVerifiedTokens = 10_000
+
+func (v *verifiedTokens) get(raw string) *Claims {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.claims[raw]
+}
+
+func (v *verifiedTokens) put(raw string, c *Claims) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.claims == nil || len(v.claims) >= maxVerifiedTokens {
+		v.claims = make(map[string]*Claims)
+	}
+	v.claims[raw] = c
 }
