@@ -14,6 +14,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/httpapi"
+	"gale/internal/jsonenc/jsonenctest"
 )
 
 // fakeAuth accepts "Bearer good" (full rights, no MFA), "Bearer mfa" (full rights, MFA) and
@@ -285,4 +286,16 @@ func TestClientIPTrustsOnlyConfiguredProxies(t *testing.T) {
 func netParseCIDR(s string) (struct{}, []*net.IPNet, error) {
 	_, n, err := net.ParseCIDR(s)
 	return struct{}{}, []*net.IPNet{n}, err
+}
+
+// TestListJSONFallsBackToEncodingJSON: rows without their own encoder make the envelope
+// encode through encoding/json, unchanged.
+func TestListJSONFallsBackToEncodingJSON(t *testing.T) {
+	type row struct {
+		Name string  `json:"name"`
+		Note *string `json:"note,omitempty"`
+	}
+	total := 1
+	jsonenctest.Match(t, "plain", httpapi.List[row]{Data: []row{{Name: "<a&b>"}}, Pagination: httpapi.Pagination{Page: 1, Total: &total}})
+	jsonenctest.Match(t, "nil", httpapi.List[row]{})
 }

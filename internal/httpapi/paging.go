@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"gale/internal/apperr"
+	"gale/internal/jsonenc"
 	"gale/internal/store"
 )
 
@@ -43,11 +44,58 @@ type Pagination struct {
 	Total   *int   `json:"total,omitempty"`
 }
 
+// AppendJSON writes the paging part as encoding/json would.
+func (p *Pagination) AppendJSON(b []byte) ([]byte, error) {
+	b = jsonenc.Bool(jsonenc.Key(append(b, '{'), "hasMore"), p.HasMore)
+	if p.Cursor != "" {
+		b = jsonenc.String(jsonenc.Key(b, "cursor"), p.Cursor)
+	}
+	if p.Page != 0 {
+		b = jsonenc.Int(jsonenc.Key(b, "page"), int64(p.Page))
+	}
+	if p.Limit != 0 {
+		b = jsonenc.Int(jsonenc.Key(b, "limit"), int64(p.Limit))
+	}
+	if p.Total != nil {
+		b = jsonenc.IntPtr(jsonenc.Key(b, "total"), p.Total)
+	}
+	return append(b, '}'), nil
+}
+
 // List is the standard list envelope {data, pagination}.
 type List[T any] struct {
 	Data       []T        `json:"data"`
 	Pagination Pagination `json:"pagination"`
 }
+
+// AppendJSON writes the envelope itself when its rows can (see jsonenc), else through
+// encoding/json as any other body.
+func (l List[T]) AppendJSON(b []byte) ([]byte, error) {
+	if _, ok := any(new(T)).(jsonenc.Appender); !ok {
+		return jsonenc.Value(b, plainList[T](l))
+	}
+	b = append(b, `{"data":`...)
+	if l.Data == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i := range l.Data {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = any(&l.Data[i]).(jsonenc.Appender).AppendJSON(b); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, ']')
+	}
+	b, err := l.Pagination.AppendJSON(append(b, `,"pagination":`...))
+	return append(b, '}'), err
+}
+
+// plainList is List without its AppendJSON, for encoding/json.
+type plainList[T any] List[T]
 
 // ListBody wraps a list envelope as a huma response.
 type ListBody[T any] struct {

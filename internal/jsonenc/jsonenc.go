@@ -197,11 +197,22 @@ func Value(b []byte, v any) ([]byte, error) {
 	if a, ok := v.(Appender); ok {
 		return a.AppendJSON(b)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := bytes.NewBuffer(b) // encodes into b's spare capacity
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		return b, err
 	}
-	return append(b, bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})...), nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// Raw appends a JSON text held as json.RawMessage, compacted as encoding/json writes it.
+func Raw(b []byte, raw json.RawMessage) ([]byte, error) {
+	if raw == nil {
+		return append(b, "null"...), nil
+	}
+	if bytes.ContainsAny(raw, " \t\r\n") || !json.Valid(raw) {
+		return Value(b, raw)
+	}
+	return append(b, raw...), nil
 }

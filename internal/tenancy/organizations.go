@@ -71,28 +71,31 @@ var orgColumns = `o.id, o.partner_id, o.name, o.slug, o.type, o.status, o.max_en
 
 func scanOrg(row store.Scanner) (Organization, error) {
 	var o Organization
-	var ttl sql.NullInt64
-	var start, end, created, updated, deleted store.NullTime
-	var billing sql.NullString
-	var settings string
-	err := row.Scan(&o.ID, &o.PartnerID, &o.Name, &o.Slug, &o.Type, &o.Status, &ttl, &billing, &settings,
-		&start, &end, &created, &updated, &deleted)
+	// One allocation for everything Scan needs addresses of (deletedAt points into it).
+	v := new(struct {
+		ttl                                   sql.NullInt64
+		billing                               sql.NullString
+		settings                              string
+		start, end, created, updated, deleted store.NullTime
+	})
+	err := row.Scan(&o.ID, &o.PartnerID, &o.Name, &o.Slug, &o.Type, &o.Status, &v.ttl, &v.billing, &v.settings,
+		&v.start, &v.end, &v.created, &v.updated, &v.deleted)
 	if err != nil {
 		return o, err
 	}
-	o.CreatedAt, o.UpdatedAt, o.DeletedAt = created.Time, updated.Time, deleted.Ptr()
-	if ttl.Valid {
-		n := int(ttl.Int64)
+	o.CreatedAt, o.UpdatedAt, o.DeletedAt = v.created.Time, v.updated.Time, v.deleted.Ptr()
+	if v.ttl.Valid {
+		n := int(v.ttl.Int64)
 		o.MaxEnrollmentKeyTTLMinutes = &n
 	}
-	o.ContractStart, o.ContractEnd = dateString(start), dateString(end)
-	if billing.Valid && billing.String != "" && billing.String != "null" {
+	o.ContractStart, o.ContractEnd = dateString(v.start), dateString(v.end)
+	if v.billing.Valid && v.billing.String != "" && v.billing.String != "null" {
 		var c Contact
-		if json.Unmarshal([]byte(billing.String), &c) == nil {
+		if json.Unmarshal([]byte(v.billing.String), &c) == nil {
 			o.BillingContact = &c
 		}
 	}
-	o.Settings = json.RawMessage(settings)
+	o.Settings = json.RawMessage(v.settings)
 	return o, nil
 }
 

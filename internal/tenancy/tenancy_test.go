@@ -10,6 +10,9 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/apptest"
+	"gale/internal/httpapi"
+	"gale/internal/jsonenc/jsonenctest"
+	"gale/internal/tenancy"
 )
 
 const (
@@ -426,3 +429,18 @@ func TestWritesAreAuditedWithRequestID(t *testing.T) {
 }
 
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
+
+// TestOrganizationListJSONMatchesEncodingJSON holds the organization list's own encoder to
+// encoding/json byte for byte.
+func TestOrganizationListJSONMatchesEncodingJSON(t *testing.T) {
+	var full tenancy.Organization
+	jsonenctest.Fill(t, &full, 3)
+	bare := tenancy.Organization{ID: "o2", Settings: json.RawMessage(`{}`), BillingContact: &tenancy.Contact{Email: "a@b.c"}}
+	total := 2
+	jsonenctest.Match(t, "cursor", httpapi.List[tenancy.Organization]{Data: []tenancy.Organization{full, bare},
+		Pagination: httpapi.Pagination{HasMore: true, Cursor: "next<&>"}})
+	jsonenctest.Match(t, "page", httpapi.List[tenancy.Organization]{Data: []tenancy.Organization{bare},
+		Pagination: httpapi.Pagination{Page: 1, Limit: 100, Total: &total}})
+	jsonenctest.Match(t, "empty", httpapi.List[tenancy.Organization]{Data: []tenancy.Organization{}})
+	jsonenctest.Match(t, "nil", httpapi.List[tenancy.Organization]{})
+}
