@@ -43,8 +43,12 @@ type Service struct {
 	db     *store.DB
 	logger *slog.Logger
 	opts   Options
-	// rules caches decoded rules for evaluation.
-	rules ruleCache
+	// rules caches decoded rule sets for evaluation, by partner and organization; windows
+	// remembers, by device, the history its last evaluation needed.
+	rules   memo[ruleSet]
+	windows memo[windows]
+	// factStmts are the prepared statements of the evaluation's facts, by text (SQLite only).
+	factStmts map[string]*sql.Stmt
 	// now is the clock.
 	now func() time.Time
 }
@@ -67,7 +71,10 @@ func (s *Service) wake() {
 
 // New returns the alerts service.
 func New(db *store.DB, logger *slog.Logger, opts Options) *Service {
-	return &Service{db: db, logger: logger, opts: opts, now: store.Now}
+	s := &Service{db: db, logger: logger, opts: opts, now: store.Now, rules: memo[ruleSet]{bound: 10000},
+		windows: memo[windows]{bound: 100000}}
+	s.prepareFacts()
+	return s
 }
 
 // Alert is the API view of an alert.

@@ -13,9 +13,10 @@ import (
 )
 
 // BenchmarkHeartbeatEvaluation measures what evaluating 200 rules adds to a heartbeat: the
-// device's evaluation inside a write transaction, with a 60-sample metrics history and a
-// mix of threshold (three metrics, five windows), offline, silence and failed-command rules,
-// a tenth of which hold (their alerts are open, the steady state of a busy device).
+// device's evaluation inside a write transaction, as the heartbeat hook runs it (in its
+// savepoint), with a 60-sample metrics history and a mix of threshold (three metrics, five
+// windows), offline, silence and failed-command rules, a tenth of which hold (their alerts
+// are open, the steady state of a busy device).
 func BenchmarkHeartbeatEvaluation(b *testing.B) {
 	e := apptest.New(b)
 	admin := e.Admin()
@@ -49,7 +50,7 @@ func BenchmarkHeartbeatEvaluation(b *testing.B) {
 	}
 	ctx := context.Background()
 	eval := func() {
-		if err := e.App.DB.Write(ctx, func(tx *sql.Tx) error { return e.App.Alerts.EvaluateDevice(ctx, tx, dev) }); err != nil {
+		if err := e.App.DB.Write(ctx, func(tx *sql.Tx) error { return e.App.Alerts.EvaluateIsolated(ctx, tx, dev) }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -21,8 +21,8 @@ import (
 type device struct {
 	ID, PartnerID, OrgID, SiteID, Hostname, Status string
 	LastSeen, SilentSince                          *time.Time
-	groups                                         []string
-	groupsLoaded                                   bool
+	// groups are the groups the device is a member of (read with the facts of an evaluation).
+	groups []string
 }
 
 const evalDeviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.status, d.last_seen_at, d.main_agent_silent_since`
@@ -60,27 +60,39 @@ type evaluator struct {
 	q   store.Querier
 	d   *device
 	now time.Time
-	// window is the longest threshold window (minutes) the evaluation needs; samples hold the
-	// heartbeats of that window once loaded.
-	window  int
-	samples []sample
-	loaded  bool
-	failed  map[string]int
+	// need is the history the conditions read; samples (newest first) and failures hold it
+	// once loaded.
+	need                          windows
+	samples                       []sample
+	failures                      []failure
+	samplesLoaded, failuresLoaded bool
 }
 
-func newEvaluator(q store.Querier, d *device, now time.Time, rules ...Rule) *evaluator {
-	e := &evaluator{q: q, d: d, now: now, failed: map[string]int{}}
+func newEvaluator(q store.Querier, d *device, now time.Time, rules ...*Rule) *evaluator {
+	e := &evaluator{q: q, d: d, now: now, need: noWindows}
 	for _, r := range rules {
-		e.window = max(e.window, maxWindow(r.cond))
+		e.need = e.need.union(neededWindows(r.cond))
 	}
 	return e
 }
 
-func (e *evaluator) eval(ctx context.Context, c Condition) (evaluation, error) {
+// adopt takes the history that f read for the windows w, where it covers the conditions'.
+func (e *evaluator) adopt(f *facts, w windows) {
+	if w.metrics >= e.need.metrics {
+		e.samples, e.samplesLoaded = f.samples, true
+	}
+	if w.commands >= e.need.commands {
+		e.failures, e.failuresLoaded = f.failures, true
+	}
+}
+
+// eval evaluates the condition; with observe it also reports what each leaf saw (which only
+// an alert's context and the rule test need).
+func (e *evaluator) eval(ctx context.Context, c Condition, observe bool) (evaluation, error) {
 	if c.IsGroup() {
 		out := evaluation{holds: c.Logic == "and"}
 		for _, sub := range c.Conditions {
-			r, err := e.eval(ctx, sub)
+			r, err := e.eval(ctx, sub, observe)
 			if err != nil {
 				return out, err
 			}
@@ -99,25 +111,28 @@ func (e *evaluator) eval(ctx context.Context, c Condition) (evaluation, error) {
 	}
 	o := Observation{Type: c.Type, DurationMinutes: dur}
 	window := time.Duration(dur) * time.Minute
+	var v float64 // the observed value, when seen
+	seen := false
 	switch c.Type {
 	case CondThreshold:
-		o.Metric, o.Operator, o.Threshold = c.Metric, c.Operator, c.Value
-		v, n, err := e.average(ctx, c.Metric, dur)
+		avg, n, err := e.average(ctx, c.Metric, dur)
 		if err != nil {
 			return evaluation{}, err
 		}
-		o.Value, o.Samples = v, &n
-		o.Holds = v != nil && c.Value != nil && compare(c.Operator, *v, *c.Value)
+		v, seen = avg, n > 0
+		o.Holds = seen && c.Value != nil && compare(c.Operator, v, *c.Value)
+		if observe {
+			samples := n
+			o.Metric, o.Operator, o.Threshold, o.Samples = c.Metric, c.Operator, c.Value, &samples
+		}
 	case CondOffline:
 		if e.d.Status == "offline" && e.d.LastSeen != nil {
-			m := minutes(e.now.Sub(*e.d.LastSeen))
-			o.Value = &m
+			v, seen = minutes(e.now.Sub(*e.d.LastSeen)), true
 			o.Holds = e.now.Sub(*e.d.LastSeen) >= window
 		}
 	case CondAgentSilent:
 		if e.d.SilentSince != nil {
-			m := minutes(e.now.Sub(*e.d.SilentSince))
-			o.Value = &m
+			v, seen = minutes(e.now.Sub(*e.d.SilentSince)), true
 			o.Holds = e.now.Sub(*e.d.SilentSince) >= window
 		}
 	case CondCommandFailed:
@@ -125,9 +140,15 @@ func (e *evaluator) eval(ctx context.Context, c Condition) (evaluation, error) {
 		if err != nil {
 			return evaluation{}, err
 		}
-		f := float64(n)
-		o.Value = &f
+		v, seen = float64(n), true
 		o.Holds = n > 0
+	}
+	if !observe {
+		return evaluation{holds: o.Holds}, nil
+	}
+	if seen {
+		value := v
+		o.Value = &value
 	}
 	return evaluation{holds: o.Holds, obs: []Observation{o}}, nil
 }
@@ -151,60 +172,30 @@ func (m sample) metric(name string) float64 {
 }
 
 // loadSamples reads, once per evaluation, the heartbeat samples of the longest window any
-// threshold condition needs (newest first); with no window, the latest sample.
+// threshold condition needs (see facts.samples).
 func (e *evaluator) loadSamples(ctx context.Context) error {
-	if e.loaded {
+	if e.samplesLoaded {
 		return nil
 	}
-	var rows *sql.Rows
-	var err error
-	if e.window > 0 {
-		rows, err = e.q.QueryContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
-			WHERE device_id = $1 AND recorded_at >= $2 ORDER BY recorded_at DESC`, e.d.ID, e.now.Add(-time.Duration(e.window)*time.Minute))
-	} else {
-		rows, err = e.q.QueryContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
-			WHERE device_id = $1 ORDER BY recorded_at DESC LIMIT 1`, e.d.ID)
-	}
+	f, err := readFacts(ctx, e.q, e.d.ID, e.now, false, windows{metrics: e.need.metrics, commands: -1})
 	if err != nil {
 		return fmt.Errorf("load metrics: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var m sample
-		if err := rows.Scan(&m.at, &m.cpu, &m.ram, &m.disk); err != nil {
-			return err
-		}
-		e.samples = append(e.samples, m)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	e.loaded = true
+	e.samples, e.samplesLoaded = f.samples, true
 	return nil
 }
 
-// average is the metric's average over the last dur minutes of heartbeats; with dur 0 the
-// latest sample. nil when the window holds no sample.
-func (e *evaluator) average(ctx context.Context, metric string, dur int) (*float64, int, error) {
+// average is the metric's average over the last dur minutes of heartbeats, and how many
+// there were (none: no data); with dur 0 the latest sample.
+func (e *evaluator) average(ctx context.Context, metric string, dur int) (float64, int, error) {
 	if err := e.loadSamples(ctx); err != nil {
-		return nil, 0, err
+		return 0, 0, err
 	}
 	if dur == 0 {
 		if len(e.samples) == 0 {
-			// The window held nothing; the latest sample may be older.
-			var m sample
-			err := e.q.QueryRowContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
-				WHERE device_id = $1 ORDER BY recorded_at DESC LIMIT 1`, e.d.ID).Scan(&m.at, &m.cpu, &m.ram, &m.disk)
-			if errors.Is(err, sql.ErrNoRows) {
-				return nil, 0, nil
-			}
-			if err != nil {
-				return nil, 0, err
-			}
-			e.samples = append(e.samples, m)
+			return 0, 0, nil
 		}
-		v := e.samples[0].metric(metric)
-		return &v, 1, nil
+		return e.samples[0].metric(metric), 1, nil
 	}
 	from := e.now.Add(-time.Duration(dur) * time.Minute)
 	var sum float64
@@ -217,124 +208,217 @@ func (e *evaluator) average(ctx context.Context, metric string, dur int) (*float
 		n++
 	}
 	if n == 0 {
-		return nil, 0, nil
+		return 0, 0, nil
 	}
-	v := math.Round(sum/float64(n)*100) / 100
-	return &v, n, nil
+	return math.Round(sum/float64(n)*100) / 100, n, nil
 }
 
-// maxWindow is the longest threshold window of the conditions.
-func maxWindow(c Condition) int {
-	if c.IsGroup() {
-		m := 0
-		for _, sub := range c.Conditions {
-			m = max(m, maxWindow(sub))
-		}
-		return m
-	}
-	if c.Type == CondThreshold && c.DurationMinutes != nil {
-		return *c.DurationMinutes
-	}
-	return 0
+// failure is a command of the device that failed or timed out.
+type failure struct {
+	typ string
+	at  time.Time
 }
 
 // failedCommands counts the device's commands that ended failed or timed out within the
 // last dur minutes, of the given types (any type when none).
 func (e *evaluator) failedCommands(ctx context.Context, types []string, dur int) (int, error) {
-	key := strings.Join(types, ",") + "/" + strconv.Itoa(dur)
-	if n, ok := e.failed[key]; ok {
-		return n, nil
+	if !e.failuresLoaded {
+		f, err := readFacts(ctx, e.q, e.d.ID, e.now, false, windows{metrics: -1, commands: e.need.commands})
+		if err != nil {
+			return 0, fmt.Errorf("count failed commands: %w", err)
+		}
+		e.failures, e.failuresLoaded = f.failures, true
 	}
-	var a store.Args
-	q := `SELECT COUNT(*) FROM device_commands WHERE device_id = ` + a.Add(e.d.ID) + ` AND status IN ('failed', 'timed_out')
-		AND completed_at >= ` + a.Add(e.now.Add(-time.Duration(dur)*time.Minute))
-	if len(types) > 0 {
-		q += ` AND type IN ` + a.In(types)
+	from := e.now.Add(-time.Duration(dur) * time.Minute)
+	n := 0
+	for _, c := range e.failures {
+		if !c.at.Before(from) && (len(types) == 0 || slices.Contains(types, c.typ)) {
+			n++
+		}
 	}
-	var n int
-	if err := e.q.QueryRowContext(ctx, q, a.Values()...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count failed commands: %w", err)
-	}
-	e.failed[key] = n
 	return n, nil
 }
 
-// loadDevice reads a live (not decommissioned) device; nil when there is none.
-func loadDevice(ctx context.Context, q store.Querier, id string) (*device, error) {
-	d, err := scanDevice(q.QueryRowContext(ctx, `SELECT `+evalDeviceColumns+` FROM devices d WHERE d.id = $1
-		AND d.decommissioned_at IS NULL`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	return d, err
+// windows are the history an evaluation reads, in minutes back from its instant: the longest
+// threshold window and the longest failed-command window; -1 when no condition reads it.
+type windows struct{ metrics, commands int }
+
+var noWindows = windows{metrics: -1, commands: -1}
+
+func (w windows) union(o windows) windows {
+	return windows{metrics: max(w.metrics, o.metrics), commands: max(w.commands, o.commands)}
 }
 
-// inGroup reports whether the device is a member of any of the groups.
-func inGroup(ctx context.Context, q store.Querier, d *device, ids []string) (bool, error) {
-	if !d.groupsLoaded {
-		rows, err := q.QueryContext(ctx, `SELECT group_id FROM device_group_members WHERE device_id = $1`, d.ID)
-		if err != nil {
-			return false, err
+// neededWindows is the history the conditions read.
+func neededWindows(c Condition) windows {
+	if c.IsGroup() {
+		w := noWindows
+		for _, sub := range c.Conditions {
+			w = w.union(neededWindows(sub))
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var g string
-			if err := rows.Scan(&g); err != nil {
-				return false, err
-			}
-			d.groups = append(d.groups, g)
-		}
-		if err := rows.Err(); err != nil {
-			return false, err
-		}
-		d.groupsLoaded = true
+		return w
 	}
-	for _, g := range ids {
-		if slices.Contains(d.groups, g) {
-			return true, nil
+	dur := 0
+	if c.DurationMinutes != nil {
+		dur = *c.DurationMinutes
+	}
+	switch c.Type {
+	case CondThreshold:
+		return windows{metrics: dur, commands: -1}
+	case CondCommandFailed:
+		return windows{metrics: -1, commands: dur}
+	}
+	return noWindows
+}
+
+// facts are what an evaluation reads of a device. They come as the rows of one UNION ALL
+// statement, so that an evaluation in the steady state costs a single round trip. Each row
+// starts with its kind (below); the other columns are shared by the kinds and typed alike in
+// every branch so that both dialects unite them: s1–s4 identifiers, s5–s6 text, t1–t2 times,
+// f1–f3 metrics, n the rule count and x the latest rule change (a time on PostgreSQL, text on
+// SQLite). The first branch names the columns, so on SQLite it decides which are read as times.
+type facts struct {
+	dev *device
+	// rules and rulesLatest are the signature of the device's rule set (see applicableRules).
+	rules       int
+	rulesLatest any
+	open        map[string]bool
+	// samples are the heartbeats of the metrics window and the one before it, newest first:
+	// the newest is the latest sample, which the conditions without a window read even when
+	// the window holds none.
+	samples  []sample
+	failures []failure
+}
+
+// The kinds of facts rows.
+const (
+	factDevice = iota + 1 // the live device (s1–s6, t1–t2) and its rule-set signature (n, x)
+	factOpen              // a rule with an open alert on the device (s1)
+	factGroup             // a group the device is a member of (s1)
+	factSample            // a heartbeat (t1, f1–f3)
+	factFailed            // a command failed or timed out in the commands window (s6 its type, t1)
+)
+
+// factsQuery is the statement that reads the device's facts, and its arguments: with
+// withDevice the device, its rule-set signature, open alerts and groups, then the metrics and
+// failed commands of the windows w. Its text depends only on which of them it reads.
+func factsQuery(deviceID string, now time.Time, withDevice bool, w windows) (string, []any) {
+	var a store.Args
+	dev := a.Add(deviceID)
+	var parts []string
+	if withDevice {
+		parts = append(parts, fmt.Sprintf(`SELECT %d, `+evalDeviceColumns+`, CAST(NULL AS DOUBLE PRECISION),
+			CAST(NULL AS DOUBLE PRECISION), CAST(NULL AS DOUBLE PRECISION), s.n, s.latest
+			FROM devices d CROSS JOIN (SELECT COUNT(*) AS n, MAX(r.updated_at) AS latest FROM alert_rules r
+				JOIN devices rd ON rd.id = %[2]s WHERE r.partner_id = rd.partner_id AND (r.org_id IS NULL OR r.org_id = rd.org_id)) s
+			WHERE d.id = %[2]s AND d.decommissioned_at IS NULL`, factDevice, dev),
+			fmt.Sprintf(`SELECT %d, rule_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+			FROM alerts WHERE device_id = %s AND rule_id IS NOT NULL AND status IN %s`, factOpen, dev, a.In(openStatuses)),
+			fmt.Sprintf(`SELECT %d, group_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+			FROM device_group_members WHERE device_id = %s`, factGroup, dev))
+	}
+	if w.metrics >= 0 {
+		from := a.Add(now.Add(-time.Duration(w.metrics) * time.Minute))
+		parts = append(parts, fmt.Sprintf(`SELECT %d, NULL, NULL, NULL, NULL, NULL, NULL, recorded_at, NULL, cpu_percent,
+			ram_percent, disk_percent, NULL, NULL FROM device_metrics WHERE device_id = %[2]s AND recorded_at >=
+			COALESCE((SELECT MAX(m.recorded_at) FROM device_metrics m WHERE m.device_id = %[2]s AND m.recorded_at < %[3]s), %[3]s)`,
+			factSample, dev, from))
+	}
+	if w.commands >= 0 {
+		parts = append(parts, fmt.Sprintf(`SELECT %d, NULL, NULL, NULL, NULL, NULL, type, completed_at, NULL, NULL, NULL,
+			NULL, NULL, NULL FROM device_commands WHERE device_id = %s AND status IN ('failed', 'timed_out')
+			AND completed_at >= %s`, factFailed, dev, a.Add(now.Add(-time.Duration(w.commands)*time.Minute))))
+	}
+	return strings.Join(parts, "\nUNION ALL\n"), a.Values()
+}
+
+// readFacts reads the facts of factsQuery (no device when it is not live).
+func readFacts(ctx context.Context, q store.Querier, deviceID string, now time.Time, withDevice bool, w windows) (*facts, error) {
+	query, args := factsQuery(deviceID, now, withDevice, w)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanFacts(rows)
+}
+
+func scanFacts(rows *sql.Rows) (*facts, error) {
+	defer rows.Close()
+	f := &facts{open: map[string]bool{}}
+	var groups []string
+	// Scanned into once per call, not per row: each destination escapes to the heap.
+	var kind int
+	var s1, s2, s3, s4, s5, s6 sql.NullString
+	var t1, t2 sql.NullTime
+	var f1, f2, f3 sql.NullFloat64
+	var n sql.NullInt64
+	var x any
+	for rows.Next() {
+		if err := rows.Scan(&kind, &s1, &s2, &s3, &s4, &s5, &s6, &t1, &t2, &f1, &f2, &f3, &n, &x); err != nil {
+			return nil, err
+		}
+		switch kind {
+		case factDevice:
+			f.dev = &device{ID: s1.String, PartnerID: s2.String, OrgID: s3.String, SiteID: s4.String, Hostname: s5.String,
+				Status: s6.String, LastSeen: utcPtr(t1), SilentSince: utcPtr(t2)}
+			f.rules, f.rulesLatest = int(n.Int64), x
+		case factOpen:
+			f.open[s1.String] = true
+		case factGroup:
+			groups = append(groups, s1.String)
+		case factSample:
+			f.samples = append(f.samples, sample{at: t1.Time, cpu: f1.Float64, ram: f2.Float64, disk: f3.Float64})
+		case factFailed:
+			f.failures = append(f.failures, failure{typ: s6.String, at: t1.Time})
 		}
 	}
-	return false, nil
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if f.dev != nil {
+		f.dev.groups = groups
+	}
+	slices.SortFunc(f.samples, func(a, b sample) int { return b.at.Compare(a.at) })
+	return f, nil
 }
 
 // targets reports whether the rule watches the device.
-func targets(ctx context.Context, q store.Querier, r Rule, d *device) (bool, error) {
+func targets(r *Rule, d *device) bool {
 	switch r.Targets.Type {
 	case "all":
-		return true, nil
+		return true
 	case "org":
-		return slices.Contains(r.Targets.IDs, d.OrgID), nil
+		return slices.Contains(r.Targets.IDs, d.OrgID)
 	case "site":
-		return slices.Contains(r.Targets.IDs, d.SiteID), nil
+		return slices.Contains(r.Targets.IDs, d.SiteID)
 	case "device":
-		return slices.Contains(r.Targets.IDs, d.ID), nil
+		return slices.Contains(r.Targets.IDs, d.ID)
 	case "group":
-		return inGroup(ctx, q, d, r.Targets.IDs)
+		for _, g := range r.Targets.IDs {
+			if slices.Contains(d.groups, g) {
+				return true
+			}
+		}
 	}
-	return false, nil
+	return false
 }
 
 // applicableRules returns the enabled rules of the device's partner and organization whose
 // targets include the device. The rule set of a (partner, organization) pair is cached with
-// its signature (how many rules and the latest updated_at): one aggregate query confirms the
-// cache, and any create, change or delete (on any node) changes the signature, so the set is
-// read again. (A delete and a create in the same interval keep the count, but the new rule's
-// updated_at is the newest, unless the creating node's clock is behind the others.)
-func (s *Service) applicableRules(ctx context.Context, q store.Querier, d *device) ([]Rule, error) {
-	var n int
-	var latest any // a time on PostgreSQL, text on SQLite: compared as its printed form
-	if err := q.QueryRowContext(ctx, `SELECT COUNT(*), MAX(r.updated_at) FROM alert_rules r WHERE r.partner_id = $1
-		AND (r.org_id IS NULL OR r.org_id = $2)`, d.PartnerID, d.OrgID).Scan(&n, &latest); err != nil {
-		return nil, fmt.Errorf("check rules: %w", err)
-	}
-	if n == 0 {
+// its signature (how many rules and the latest updated_at), which the facts carry: any
+// create, change or delete (on any node) changes the signature, so the set is read again. (A
+// delete and a create in the same interval keep the count, but the new rule's updated_at is
+// the newest, unless the creating node's clock is behind the others.)
+func (s *Service) applicableRules(ctx context.Context, q store.Querier, f *facts) ([]*Rule, error) {
+	if f.rules == 0 {
 		return nil, nil
 	}
-	sig := ruleSig{n: n, latest: fmt.Sprint(latest)}
+	d := f.dev
+	sig := ruleSig{n: f.rules, latest: fmt.Sprint(f.rulesLatest)} // a time or text: compared as printed
 	key := d.PartnerID + "/" + d.OrgID
-	all, ok := s.rules.get(key, sig)
-	if !ok {
-		all = nil
+	set, ok := s.rules.get(key)
+	if !ok || set.sig != sig {
+		set = ruleSet{sig: sig}
 		rows, err := q.QueryContext(ctx, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.partner_id = $1
 			AND (r.org_id IS NULL OR r.org_id = $2) AND r.enabled = $3 ORDER BY r.id`, d.PartnerID, d.OrgID, true)
 		if err != nil {
@@ -346,22 +430,18 @@ func (s *Service) applicableRules(ctx context.Context, q store.Querier, d *devic
 				rows.Close()
 				return nil, err
 			}
-			all = append(all, r)
+			set.rules = append(set.rules, r)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
-		s.rules.put(key, sig, all)
+		s.rules.put(key, set)
 	}
-	out := make([]Rule, 0, len(all))
-	for _, r := range all {
-		ok, err := targets(ctx, q, r, d)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, r)
+	var out []*Rule
+	for i := range set.rules {
+		if targets(&set.rules[i], d) {
+			out = append(out, &set.rules[i])
 		}
 	}
 	return out, nil
@@ -373,38 +453,37 @@ type ruleSig struct {
 	latest string
 }
 
-// ruleCache keeps the decoded enabled rules of each (partner, organization) pair with the
-// signature they were read at. Rules are never changed in place, so the slices are shared.
-type ruleCache struct {
-	mu   sync.Mutex
-	sets map[string]ruleSet
-}
-
+// ruleSet is the decoded enabled rules of a (partner, organization) pair with the signature
+// they were read at. Rules are never changed in place, so the slices are shared.
 type ruleSet struct {
 	sig   ruleSig
 	rules []Rule
 }
 
-func (c *ruleCache) get(key string, sig ruleSig) ([]Rule, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	set, ok := c.sets[key]
-	if !ok || set.sig != sig {
-		return nil, false
-	}
-	return set.rules, true
+// memo is a map shared by evaluations, emptied when it outgrows its bound.
+type memo[V any] struct {
+	mu    sync.Mutex
+	bound int
+	m     map[string]V
 }
 
-func (c *ruleCache) put(key string, sig ruleSig, rules []Rule) {
+func (c *memo[V]) get(key string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sets == nil {
-		c.sets = map[string]ruleSet{}
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *memo[V]) put(key string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]V{}
 	}
-	if len(c.sets) > 10000 {
-		clear(c.sets)
+	if len(c.m) > c.bound {
+		clear(c.m)
 	}
-	c.sets[key] = ruleSet{sig: sig, rules: rules}
+	c.m[key] = v
 }
 
 // render fills a template's placeholders from the device and the first threshold
@@ -437,34 +516,56 @@ func render(tmpl string, d *device, obs []Observation) string {
 // an alert for each rule whose conditions hold (unless one is open or the cooldown runs) and,
 // for rules with autoResolve, resolves the open alert of each rule whose conditions no longer
 // hold. It is the hook of heartbeats and command results and the body of the sweep.
+//
+// Unless an alert opens or resolves, or the rules changed, it is one statement: the facts are
+// read together with the history of the windows the device's previous evaluation needed.
 func (s *Service) EvaluateDevice(ctx context.Context, tx *sql.Tx, deviceID string) error {
-	d, err := loadDevice(ctx, tx, deviceID)
-	if err != nil || d == nil {
-		return err
+	now := s.now()
+	w, ok := s.windows.get(deviceID)
+	if !ok {
+		w = noWindows
 	}
-	rules, err := s.applicableRules(ctx, tx, d)
-	if err != nil || len(rules) == 0 {
-		return err
+	query, args := factsQuery(deviceID, now, true, w)
+	var rows *sql.Rows
+	var err error
+	if st := s.factStmts[query]; st != nil {
+		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	} else {
+		rows, err = tx.QueryContext(ctx, query, args...)
 	}
-	open, err := openRules(ctx, tx, d.ID)
+	if err != nil {
+		return fmt.Errorf("load device facts: %w", err)
+	}
+	f, err := scanFacts(rows)
+	if err != nil {
+		return fmt.Errorf("load device facts: %w", err)
+	}
+	if f.dev == nil {
+		return nil
+	}
+	rules, err := s.applicableRules(ctx, tx, f)
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	ev := newEvaluator(tx, d, now, rules...)
+	ev := newEvaluator(tx, f.dev, now, rules...)
+	ev.adopt(f, w)
+	s.windows.put(deviceID, ev.need)
 	for _, r := range rules {
-		res, err := ev.eval(ctx, r.cond)
+		res, err := ev.eval(ctx, r.cond, false)
 		if err != nil {
-			return fmt.Errorf("evaluate rule %s on device %s: %w", r.ID, d.ID, err)
+			return fmt.Errorf("evaluate rule %s on device %s: %w", r.ID, f.dev.ID, err)
 		}
 		// Only a change costs a write: the open set was read in this transaction, and should a
 		// concurrent one have changed it, the unique index and the conditional update still
 		// decide (and the next evaluation catches up).
 		switch {
-		case res.holds && !open[r.ID]:
-			err = s.open(ctx, tx, r, d, res, now)
-		case !res.holds && open[r.ID] && r.AutoResolve:
-			err = s.autoResolve(ctx, tx, r, d, now)
+		case res.holds && !f.open[r.ID]:
+			// Again, from the facts already read, with the observations for the alert's context.
+			if res, err = ev.eval(ctx, r.cond, true); err == nil {
+				err = s.open(ctx, tx, r, f.dev, res, now)
+			}
+		case !res.holds && f.open[r.ID] && r.AutoResolve:
+			err = s.autoResolve(ctx, tx, r, f.dev, now)
 		}
 		if err != nil {
 			return err
@@ -473,30 +574,31 @@ func (s *Service) EvaluateDevice(ctx context.Context, tx *sql.Tx, deviceID strin
 	return nil
 }
 
-// openRules returns the rules that have an open alert on the device.
-func openRules(ctx context.Context, q store.Querier, deviceID string) (map[string]bool, error) {
-	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT rule_id FROM alerts WHERE device_id = `+a.Add(deviceID)+` AND rule_id IS NOT NULL
-		AND status IN `+a.In(openStatuses), a.Values()...)
-	if err != nil {
-		return nil, fmt.Errorf("load open alerts: %w", err)
+// prepareFacts prepares, on SQLite, the facts statements of EvaluateDevice: SQLite would
+// otherwise compile the long statement in every evaluation, as the store's statement cache
+// serves no transaction (on PostgreSQL, pgx keeps prepared statements itself). It runs at
+// start, when no transaction holds the connections a preparation may wait for; a statement
+// that fails to prepare runs unprepared.
+func (s *Service) prepareFacts() {
+	if s.db.Dialect != store.SQLite {
+		return
 	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+	s.factStmts = map[string]*sql.Stmt{}
+	for _, w := range []windows{noWindows, {metrics: 0, commands: -1}, {metrics: -1, commands: 0}, {metrics: 0, commands: 0}} {
+		query, _ := factsQuery("", time.Time{}, true, w)
+		st, err := s.db.SQL.Prepare(query)
+		if err != nil {
+			s.logger.Warn("prepare the alert evaluation statement", "error", err)
+			continue
 		}
-		out[id] = true
+		s.factStmts[query] = st
 	}
-	return out, rows.Err()
 }
 
 // open inserts the alert unless an open alert of the rule and device exists (the partial
 // unique index decides, under any concurrency) or the last one ended less than the cooldown
 // ago.
-func (s *Service) open(ctx context.Context, tx *sql.Tx, r Rule, d *device, res evaluation, now time.Time) error {
+func (s *Service) open(ctx context.Context, tx *sql.Tx, r *Rule, d *device, res evaluation, now time.Time) error {
 	id := store.NewID()
 	ctxJSON := encodeJSON(map[string]any{"ruleName": r.Name, "hostname": d.Hostname, "observations": res.obs})
 	cooldownStart := now.Add(-time.Duration(r.CooldownMinutes) * time.Minute)
@@ -534,7 +636,7 @@ func truncate(s string, n int) string {
 
 // autoResolve resolves the rule's open alert on the device, as the system (resolvedBy null).
 // A technician who moved it first wins; then there is nothing to do.
-func (s *Service) autoResolve(ctx context.Context, tx *sql.Tx, r Rule, d *device, now time.Time) error {
+func (s *Service) autoResolve(ctx context.Context, tx *sql.Tx, r *Rule, d *device, now time.Time) error {
 	var a store.Args
 	return resolveOpen(ctx, tx, now, "", &a, "rule_id = "+a.Add(r.ID)+" AND device_id = "+a.Add(d.ID))
 }
@@ -646,7 +748,7 @@ func (s *Service) TestRule(ctx context.Context, id string) (RuleTest, error) {
 		devs, out.Truncated = devs[:maxTestDevices], true
 	}
 	for _, d := range devs {
-		res, err := newEvaluator(s.db, d, now, r).eval(ctx, r.cond)
+		res, err := newEvaluator(s.db, d, now, &r).eval(ctx, r.cond, true)
 		if err != nil {
 			return RuleTest{}, err
 		}
@@ -738,19 +840,19 @@ func (s *Service) endSuppressions(ctx context.Context) error {
 // command-result hooks: should the evaluation fail, its writes are rolled back alone and the
 // failure logged, so the heartbeat or result that triggered it still commits (the device
 // does not look offline because of an alerting fault); the alerts-evaluate job tries again.
+// The savepoint comes before the evaluation's first read, as on PostgreSQL any failed
+// statement, a read too, aborts the transaction unless rolled back to a savepoint. It is
+// left for the commit to release with the rest, which spares a round trip; statements tx
+// runs after this call belong to it, harmlessly.
 func (s *Service) EvaluateIsolated(ctx context.Context, tx *sql.Tx, deviceID string) error {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT alerts_evaluation`); err != nil {
 		return err
 	}
-	if err := s.EvaluateDevice(ctx, tx, deviceID); err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		s.logger.ErrorContext(ctx, "alert evaluation failed; the device's change is kept", "device", deviceID, "error", err)
-		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT alerts_evaluation`); err != nil {
-			return err
-		}
+	err := s.EvaluateDevice(ctx, tx, deviceID)
+	if err == nil || ctx.Err() != nil {
+		return err
 	}
-	_, err := tx.ExecContext(ctx, `RELEASE SAVEPOINT alerts_evaluation`)
+	s.logger.ErrorContext(ctx, "alert evaluation failed; the device's change is kept", "device", deviceID, "error", err)
+	_, err = tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT alerts_evaluation`)
 	return err
 }

@@ -1,10 +1,16 @@
 package alerts_test
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"gale/internal/agentproto"
 	"gale/internal/apptest"
@@ -303,22 +309,31 @@ func TestSuppressionEndsAndDecommissionResolves(t *testing.T) {
 }
 
 func TestAFailingEvaluationDoesNotFailTheHeartbeat(t *testing.T) {
-	x := newEnv(t)
-	x.rule(x.ten.Partner, cpuRule("High CPU", 90, nil))
-	x.exec(`ALTER TABLE alerts RENAME TO alerts_away`)
-	before := store.Now()
-	x.beat(x.dev, 99, 0)
-	x.exec(`ALTER TABLE alerts_away RENAME TO alerts`)
-	var seen time.Time
-	if err := x.App.DB.SQL.QueryRow(`SELECT last_seen_at FROM devices WHERE id = $1`, x.dev.DeviceID).Scan(&seen); err != nil || seen.Before(before) {
-		t.Fatalf("last seen %v (before the heartbeat %v), %v", seen, before, err)
-	}
-	// The sweep catches up.
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
-		t.Fatalf("after the sweep: %+v", got)
+	// The evaluation fails reading (the open alerts) or writing (the audit entry of the alert it
+	// opens): on PostgreSQL either aborts the transaction but for the savepoint.
+	for _, table := range []string{"alerts", "audit_logs"} {
+		t.Run(table, func(t *testing.T) {
+			x := newEnv(t)
+			x.rule(x.ten.Partner, cpuRule("High CPU", 90, nil))
+			x.exec(`ALTER TABLE ` + table + ` RENAME TO away`)
+			before := store.Now()
+			x.beat(x.dev, 99, 0)
+			x.exec(`ALTER TABLE away RENAME TO ` + table)
+			var seen time.Time
+			if err := x.App.DB.SQL.QueryRow(`SELECT last_seen_at FROM devices WHERE id = $1`, x.dev.DeviceID).Scan(&seen); err != nil || seen.Before(before) {
+				t.Fatalf("last seen %v (before the heartbeat %v), %v", seen, before, err)
+			}
+			// Nothing of the failed evaluation remains; the sweep catches up.
+			if got := x.alerts(x.ten.Org, ""); len(got) != 0 {
+				t.Fatalf("after the failed evaluation: %+v", got)
+			}
+			if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
+				t.Fatalf("after the sweep: %+v", got)
+			}
+		})
 	}
 }
 
@@ -353,5 +368,71 @@ func TestAnotherNodeSeesRuleChanges(t *testing.T) {
 	beat2(95)
 	if got := x.alerts(x.ten.Org, "?status=active"); len(got) != 0 {
 		t.Fatalf("node 2 evaluated a deleted rule: %+v", got)
+	}
+}
+
+// statements records the statements sent through a PostgreSQL connection.
+type statements struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, d.SQL)
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (s *statements) since(n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sql[n:])
+}
+
+// In the steady state (no alert opens or resolves, the rules are unchanged) the heartbeat's
+// evaluation costs the savepoint and one read.
+func TestSteadyStateEvaluationRoundTrips(t *testing.T) {
+	x := newEnv(t)
+	if x.App.DB.Pool == nil {
+		t.Skip("counts PostgreSQL round trips")
+	}
+	x.rule(x.ten.Partner, cpuRule("High CPU", 10, nil))
+	x.rule(x.ten.Partner, cpuRule("Sustained CPU", 90, map[string]any{"conditions": map[string]any{"type": "threshold",
+		"metric": "cpuPercent", "operator": "gt", "value": 90, "durationMinutes": 10}}))
+	x.rule(x.ten.Partner, map[string]any{"name": "Reboot failed", "severity": "low",
+		"conditions": map[string]any{"type": "command_failed", "commandTypes": []string{"reboot"}, "durationMinutes": 30}})
+	x.beat(x.dev, 50, 10) // opens the first rule's alert
+	x.beat(x.dev, 50, 10)
+	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
+		t.Fatalf("alerts = %+v", got)
+	}
+	trace := &statements{}
+	cfg := x.App.DB.Pool.Config()
+	cfg.ConnConfig.Tracer = trace
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer pool.Close()
+	defer db.Close()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	n := len(trace.since(0))
+	if err := x.App.Alerts.EvaluateIsolated(t.Context(), tx, x.dev.DeviceID); err != nil {
+		t.Fatal(err)
+	}
+	got := trace.since(n)
+	for _, q := range got {
+		t.Logf("%.60s", strings.Join(strings.Fields(q), " "))
+	}
+	if len(got) != 2 || got[0] != "SAVEPOINT alerts_evaluation" {
+		t.Fatalf("%d statements, want the savepoint and one read", len(got))
 	}
 }
