@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gale/internal/access"
@@ -101,7 +102,9 @@ var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.disp
 	d.os_version, d.os_build, d.architecture, d.agent_version, d.manufacturer, d.model, d.serial_number, d.cpu_model,
 	d.cpu_cores, d.memory_bytes, d.ip_address, d.mac_address, d.last_user, d.uptime_seconds, d.pending_reboot, d.metrics,
 	d.watchdog_status, ` + store.TimeColumns("d.watchdog_seen_at", "d.main_agent_silent_since", "d.last_seen_at", "d.enrolled_at",
-	"d.inventory_at", "d.decommissioned_at", "d.created_at", "d.updated_at")
+	"d.inventory_at", "d.decommissioned_at", "d.created_at", "d.updated_at") +
+	// Tags never hold a comma (tagPattern), so they travel as one list in the row.
+	`, (SELECT string_agg(t.tag, ',' ORDER BY t.tag) FROM device_tags t WHERE t.device_id = d.id)`
 
 // scanner reads device rows; watchdogQuiet is how long a watchdog may stay silent before
 // it shows as offline.
@@ -112,13 +115,13 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 	// One allocation for everything Scan needs addresses of; the times the device points to
 	// live in it.
 	v := new(struct {
-		display, metrics, wdStatus                                   sql.NullString
+		display, metrics, wdStatus, tags                             sql.NullString
 		wdSeen, silent, seen, enrolled, inv, decom, created, updated store.NullTime
 	})
 	err := row.Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.SiteID, &d.Hostname, &v.display, &d.Status, &d.OSType, &d.OSName,
 		&d.OSVersion, &d.OSBuild, &d.Architecture, &d.AgentVersion, &d.Manufacturer, &d.Model, &d.SerialNumber, &d.CPUModel,
 		&d.CPUCores, &d.MemoryBytes, &d.IPAddress, &d.MACAddress, &d.LastUser, &d.UptimeSeconds, &d.PendingReboot, &v.metrics,
-		&v.wdStatus, &v.wdSeen, &v.silent, &v.seen, &v.enrolled, &v.inv, &v.decom, &v.created, &v.updated)
+		&v.wdStatus, &v.wdSeen, &v.silent, &v.seen, &v.enrolled, &v.inv, &v.decom, &v.created, &v.updated, &v.tags)
 	if err != nil {
 		return d, err
 	}
@@ -140,6 +143,9 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 	d.MainAgentSilentSince, d.LastSeen, d.Enrolled = v.silent.Ptr(), v.seen.Ptr(), v.enrolled.Ptr()
 	d.InventoryAt, d.DecommissionedAt = v.inv.Ptr(), v.decom.Ptr()
 	d.Tags = []string{}
+	if v.tags.String != "" {
+		d.Tags = strings.Split(v.tags.String, ",")
+	}
 	return d, nil
 }
 

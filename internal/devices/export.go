@@ -25,12 +25,8 @@ func (s *Service) ExportDevices(ctx context.Context, sk store.Seek) ([]Device, b
 	var a store.Args
 	conds := exportConds(ctx, &a)
 	keys := sk.Keys(&a, &conds, "d.updated_at", "d.id")
-	rows, more, err := store.SeekPage(ctx, s.db, store.SeekQuery{Columns: deviceColumns, From: " FROM devices d",
+	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: deviceColumns, From: " FROM devices d",
 		Conds: conds, Args: &a, Keys: keys}, sk, s.sc.scan)
-	if err != nil {
-		return nil, false, err
-	}
-	return rows, more, s.attachTags(ctx, s.db, rows)
 }
 
 // InventoryRow is one device's last reported inventory, as the partner API exports it.

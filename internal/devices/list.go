@@ -103,7 +103,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]De
 	if pageTotal != nil {
 		total = pageTotal
 	}
-	return rows, next, total, s.attachTags(ctx, s.db, rows)
+	return rows, next, total, nil
 }
 
 func timeKey(t *time.Time, fallback time.Time) string {
@@ -114,32 +114,6 @@ func timeKey(t *time.Time, fallback time.Time) string {
 }
 
 func parseSortTime(k string) (any, error) { return time.Parse(sortKeyTimeLayout, k) }
-
-// attachTags fills the tags of a page of devices with one query.
-func (s *Service) attachTags(ctx context.Context, q store.Querier, devs []Device) error {
-	if len(devs) == 0 {
-		return nil
-	}
-	ids := make([]string, len(devs))
-	at := make(map[string]int, len(devs))
-	for i, d := range devs {
-		ids[i], at[d.ID] = d.ID, i
-	}
-	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT device_id, tag FROM device_tags WHERE device_id IN `+a.In(ids)+` ORDER BY tag`, a.Values()...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, tag string
-		if err := rows.Scan(&id, &tag); err != nil {
-			return err
-		}
-		devs[at[id]].Tags = append(devs[at[id]].Tags, tag)
-	}
-	return rows.Err()
-}
 
 // Get returns a device in scope (decommissioned ones too: their record stays readable).
 func (s *Service) Get(ctx context.Context, id string) (Device, error) {
@@ -153,14 +127,7 @@ func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, 
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, apperr.NotFound("device")
 	}
-	if err != nil {
-		return d, err
-	}
-	devs := []Device{d}
-	if err := s.attachTags(ctx, q, devs); err != nil {
-		return d, err
-	}
-	return devs[0], nil
+	return d, err
 }
 
 // getActive is get for changes: a decommissioned device is gone for every write.
