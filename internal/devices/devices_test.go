@@ -230,6 +230,39 @@ func TestProvisionedDeviceIsClaimedByItsKey(t *testing.T) {
 	}
 }
 
+// Cursor pages over a key many devices share (hostnames repeat) visit every device once, in
+// (key, ID) order, both ways.
+func TestDeviceCursorPagesThroughTies(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Ties")
+	seen := time.Now().UTC().Truncate(time.Second)
+	var want []string
+	for i := 0; i < 7; i++ {
+		h := []string{"dup", "dup", "solo", "dup", "a-first", "dup", "zz-last"}[i]
+		want = append(want, e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID,
+			Hostname: h, LastSeen: seen.Add(-time.Duration(i%2) * time.Minute)}))
+	}
+	for _, sort := range []string{"sort=hostname", "sort=hostname&sortDir=desc", "sort=lastSeen", "sort=lastSeen&sortDir=desc"} {
+		var all, paged []string
+		for _, d := range listDevices(e, ten.Partner, sort).Devices {
+			all = append(all, d.ID)
+		}
+		cursor := ""
+		for range 10 {
+			l := listDevices(e, ten.Partner, sort+"&limit=2&cursor="+cursor)
+			for _, d := range l.Devices {
+				paged = append(paged, d.ID)
+			}
+			if cursor = l.NextCursor; cursor == "" {
+				break
+			}
+		}
+		if len(all) != len(want) || strings.Join(paged, ",") != strings.Join(all, ",") {
+			t.Errorf("%s: pages of 2 gave %v, one page %v", sort, paged, all)
+		}
+	}
+}
+
 func TestDeviceListModesSortsAndFilters(t *testing.T) {
 	e := apptest.New(t)
 	admin := e.Admin()

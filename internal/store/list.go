@@ -62,8 +62,12 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 				}
 				karg = v
 			}
-			conds = append(conds, fmt.Sprintf("(%s %s %s OR (%s = %s AND %s %s %s))", q.SortKey, cmp, a.Add(karg),
-				q.SortKey, a.Add(karg), q.SortID, cmp, a.Add(id)))
+			// The row-value comparison alone is the condition; the bound on the key before it lets
+			// SQLite range over an index whose key is an expression (it ranges row values only
+			// over plain columns). PostgreSQL ranges over both.
+			key := a.Add(karg)
+			conds = append(conds, fmt.Sprintf("%s %s= %s AND (%s, %s) %s (%s, %s)", q.SortKey, cmp, key, q.SortKey, q.SortID,
+				cmp, key, a.Add(id)))
 		}
 	}
 	order := fmt.Sprintf(" ORDER BY %s %s", q.SortKey, dir)
