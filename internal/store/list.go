@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"gale/internal/apperr"
 )
@@ -74,7 +75,9 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 	if q.SortKey != q.SortID {
 		order += fmt.Sprintf(", %s %s", q.SortID, dir)
 	}
-	query := `SELECT ` + q.Columns + q.From + ` WHERE ` + Where(conds) + order + ` LIMIT ` + a.Add(page.Limit+1)
+	// The limit is written into the text: PostgreSQL costs a cached plan without knowing a
+	// bound LIMIT, judges it worse than planning each run anew, and so plans every run.
+	query := `SELECT ` + q.Columns + q.From + ` WHERE ` + Where(conds) + order + ` LIMIT ` + strconv.Itoa(page.Limit+1)
 	if page.Number > 0 {
 		query += ` OFFSET ` + a.Add(page.Offset())
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -47,8 +48,9 @@ func SeekPage[T any](ctx context.Context, db Querier, q SeekQuery, s Seek, scan 
 		// A row-value comparison uses the (tenant, key...) index on both backends.
 		conds = append(conds, "("+strings.Join(q.Keys, ", ")+") > ("+strings.Join(ph, ", ")+")")
 	}
+	// The limit is in the text, as in List.
 	query := `SELECT ` + q.Columns + q.From + ` WHERE ` + Where(conds) + ` ORDER BY ` + strings.Join(q.Keys, ", ") +
-		` LIMIT ` + a.Add(s.Limit+1)
+		` LIMIT ` + strconv.Itoa(s.Limit+1)
 	rows, err := db.QueryContext(ctx, query, a.Values()...)
 	if err != nil {
 		return nil, false, err
