@@ -97,12 +97,15 @@ func seedDevices(b *testing.B, e *apptest.Env, n int) apptest.Caller {
 			for i := first; i < min(first+batch, n); i++ {
 				p := places[i%orgs]
 				seen := now.Add(-time.Duration(i) * time.Second)
+				metrics := fmt.Sprintf(`{"cpuPercent":%.1f,"ramPercent":%.1f,"ramUsedMb":%d,"ramTotalMb":16384,"diskPercent":%.1f,`+
+					`"diskUsedGb":%.1f,"diskTotalGb":512,"processCount":%d,"load1":%.2f}`, float64(i%1000)/10, float64(i%997)/10,
+					i%16384, float64(i%991)/10, float64(i%5120)/10, 100+i%300, float64(i%400)/100)
 				values = append(values, "("+a.Add(store.NewID())+", "+a.Add(partnerID)+", "+a.Add(p.org)+", "+a.Add(p.site)+", "+
 					a.Add(fmt.Sprintf("host-%06d", i))+", 'online', 'linux', 'Debian GNU/Linux', '12', "+a.Add(now)+", "+
-					a.Add(now)+", "+a.Add(now)+", "+a.Add(seen)+")")
+					a.Add(now)+", "+a.Add(now)+", "+a.Add(seen)+", "+a.Add(metrics)+")")
 			}
 			if _, err := tx.Exec(`INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type, os_name,
-				os_version, created_at, updated_at, enrolled_at, last_seen_at) VALUES `+strings.Join(values, ", "), a.Values()...); err != nil {
+				os_version, created_at, updated_at, enrolled_at, last_seen_at, metrics) VALUES `+strings.Join(values, ", "), a.Values()...); err != nil {
 				return err
 			}
 		}

@@ -130,8 +130,8 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 	d.CreatedAt, d.UpdatedAt = v.created.Time, v.updated.Time
 	d.DisplayName = store.StringPtr(v.display)
 	if v.metrics.Valid && v.metrics.String != "" {
-		var m agentproto.Metrics
-		if json.Unmarshal([]byte(v.metrics.String), &m) == nil {
+		m, ok := parseMetrics(v.metrics.String)
+		if ok || json.Unmarshal([]byte(v.metrics.String), &m) == nil {
 			d.Metrics = &m
 		}
 	}

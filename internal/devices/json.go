@@ -1,6 +1,8 @@
 package devices
 
 import (
+	"strconv"
+	"strings"
 	"time"
 
 	"gale/internal/agentproto"
@@ -133,4 +135,140 @@ func appendMetrics(b []byte, m *agentproto.Metrics) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// parseMetrics reads a stored metrics sample without reflection, or reports false: a flat
+// JSON object whose members are exactly agentproto.Metrics' numeric fields, in any order and
+// spacing (PostgreSQL's jsonb reorders keys and adds spaces). Decoding it with encoding/json
+// cost more than reading the rest of a device row; anything else is left to encoding/json.
+func parseMetrics(s string) (agentproto.Metrics, bool) {
+	var m agentproto.Metrics
+	i := skipSpace(s, 0)
+	if i == len(s) || s[i] != '{' {
+		return m, false
+	}
+	i = skipSpace(s, i+1)
+	if i < len(s) && s[i] == '}' {
+		return m, skipSpace(s, i+1) == len(s)
+	}
+	for i < len(s) && s[i] == '"' {
+		end := strings.IndexByte(s[i+1:], '"')
+		if end < 0 {
+			return m, false
+		}
+		key := s[i+1 : i+1+end]
+		if i = skipSpace(s, i+2+end); i == len(s) || s[i] != ':' {
+			return m, false
+		}
+		i = skipSpace(s, i+1)
+		j := i
+		for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '-' || s[j] == '+' || s[j] == '.' || s[j] == 'e' || s[j] == 'E') {
+			j++
+		}
+		if !setMetric(&m, key, s[i:j]) {
+			return m, false
+		}
+		switch i = skipSpace(s, j); {
+		case i < len(s) && s[i] == ',':
+			i = skipSpace(s, i+1)
+		case i < len(s) && s[i] == '}':
+			return m, skipSpace(s, i+1) == len(s)
+		default:
+			return m, false
+		}
+	}
+	return m, false
+}
+
+// setMetric stores the number num under its JSON name; false for an unknown name or a number
+// the field cannot hold, as encoding/json would refuse it.
+func setMetric(m *agentproto.Metrics, key, num string) bool {
+	if !jsonNumber(num) {
+		return false
+	}
+	switch key {
+	case "ramUsedMb", "ramTotalMb", "processCount":
+		v, err := strconv.ParseInt(num, 10, 64)
+		if err != nil {
+			return false
+		}
+		switch key {
+		case "ramUsedMb":
+			m.RAMUsedMB = v
+		case "ramTotalMb":
+			m.RAMTotalMB = v
+		default:
+			m.ProcessCount = int(v)
+		}
+		return true
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return false
+	}
+	switch key {
+	case "cpuPercent":
+		m.CPUPercent = v
+	case "ramPercent":
+		m.RAMPercent = v
+	case "diskPercent":
+		m.DiskPercent = v
+	case "diskUsedGb":
+		m.DiskUsedGB = v
+	case "diskTotalGb":
+		m.DiskTotalGB = v
+	case "load1":
+		m.Load1 = v
+	default:
+		return false
+	}
+	return true
+}
+
+// jsonNumber reports whether s is a number in JSON's grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumber(s string) bool {
+	digits := func(i int) int {
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		i = digits(i)
+	default:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		if j := digits(i + 1); j > i+1 {
+			i = j
+		} else {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if j := digits(i); j > i {
+			i = j
+		} else {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
 }
