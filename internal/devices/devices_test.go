@@ -722,8 +722,8 @@ func TestUpdateDeviceTagsAndName(t *testing.T) {
 		DisplayName *string  `json:"displayName"`
 		Tags        []string `json:"tags"`
 	}
-	e.Must(200, ten.Org, "PATCH", api+"/devices/"+id, map[string]any{"displayName": "Front web", "tags": []string{"web", "prod", "web", "east 2: rack/1"}}).JSON(t, &d)
-	if d.DisplayName == nil || *d.DisplayName != "Front web" || strings.Join(d.Tags, ",") != "east 2: rack/1,prod,web" {
+	e.Must(200, ten.Org, "PATCH", api+"/devices/"+id, map[string]any{"displayName": "Front web", "tags": []string{"web", "prod", "web", "east 2: rack/1", "Zed"}}).JSON(t, &d)
+	if d.DisplayName == nil || *d.DisplayName != "Front web" || strings.Join(d.Tags, ",") != "Zed,east 2: rack/1,prod,web" {
 		t.Fatalf("updated = %+v", d)
 	}
 	for _, body := range []map[string]any{{"tags": []string{"-bad"}}, {"tags": []string{strings.Repeat("a", 65)}}, {"siteId": "0190a0a0-0000-7000-8000-000000000003"}} {
@@ -731,7 +731,7 @@ func TestUpdateDeviceTagsAndName(t *testing.T) {
 			t.Errorf("PATCH %v = %d, want 400", body, r.Status)
 		}
 	}
-	if l := listDevices(e, ten.Org, ""); len(l.Devices) != 1 || strings.Join(l.Devices[0].Tags, ",") != "east 2: rack/1,prod,web" {
+	if l := listDevices(e, ten.Org, ""); len(l.Devices) != 1 || strings.Join(l.Devices[0].Tags, ",") != "Zed,east 2: rack/1,prod,web" {
 		t.Fatalf("list tags = %+v", l.Devices)
 	}
 }
