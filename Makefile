@@ -25,6 +25,7 @@ bench:
 	go test -run '^$$' -bench PasswordVerify -benchtime 20x ./internal/bench/
 	go test -run '^$$' -bench PartnerExport -benchtime 3x ./internal/bench/
 	go test -run '^$$' -bench Deliveries -benchtime 2000x ./internal/webhooks/
+	go test -run '^$$' -bench AlertSweep -benchtime 3x ./internal/bench/
 
 # Agent binaries for every supported platform, named as gale agent-release register-dir expects.
 # VERSION is what git describe makes of the latest v* tag (without its v, e.g. 1.2.3 or

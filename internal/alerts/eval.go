@@ -515,11 +515,22 @@ func render(tmpl string, d *device, obs []Observation) string {
 // EvaluateDevice evaluates every applicable enabled rule on the device inside tx: it opens
 // an alert for each rule whose conditions hold (unless one is open or the cooldown runs) and,
 // for rules with autoResolve, resolves the open alert of each rule whose conditions no longer
-// hold. It is the hook of heartbeats and command results and the body of the sweep.
+// hold. It is the hook of heartbeats and command results.
 //
 // Unless an alert opens or resolves, or the rules changed, it is one statement: the facts are
 // read together with the history of the windows the device's previous evaluation needed.
 func (s *Service) EvaluateDevice(ctx context.Context, tx *sql.Tx, deviceID string) error {
+	_, err := s.evaluate(ctx, tx, deviceID)
+	return err
+}
+
+// evaluate is EvaluateDevice; with a nil tx it reads outside a transaction, writes nothing,
+// and reports whether an alert is due to open or resolve.
+func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, deviceID string) (bool, error) {
+	var q store.Querier = s.db
+	if tx != nil {
+		q = tx
+	}
 	now := s.now()
 	w, ok := s.windows.get(deviceID)
 	if !ok {
@@ -528,50 +539,59 @@ func (s *Service) EvaluateDevice(ctx context.Context, tx *sql.Tx, deviceID strin
 	query, args := factsQuery(deviceID, now, true, w)
 	var rows *sql.Rows
 	var err error
-	if st := s.factStmts[query]; st != nil {
+	switch st := s.factStmts[query]; {
+	case st != nil && tx != nil:
 		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	} else {
-		rows, err = tx.QueryContext(ctx, query, args...)
+	case st != nil:
+		rows, err = st.QueryContext(ctx, args...)
+	default:
+		rows, err = q.QueryContext(ctx, query, args...)
 	}
 	if err != nil {
-		return fmt.Errorf("load device facts: %w", err)
+		return false, fmt.Errorf("load device facts: %w", err)
 	}
 	f, err := scanFacts(rows)
 	if err != nil {
-		return fmt.Errorf("load device facts: %w", err)
+		return false, fmt.Errorf("load device facts: %w", err)
 	}
 	if f.dev == nil {
-		return nil
+		return false, nil
 	}
-	rules, err := s.applicableRules(ctx, tx, f)
+	rules, err := s.applicableRules(ctx, q, f)
 	if err != nil {
-		return err
+		return false, err
 	}
-	ev := newEvaluator(tx, f.dev, now, rules...)
+	ev := newEvaluator(q, f.dev, now, rules...)
 	ev.adopt(f, w)
 	s.windows.put(deviceID, ev.need)
+	due := false
 	for _, r := range rules {
 		res, err := ev.eval(ctx, r.cond, false)
 		if err != nil {
-			return fmt.Errorf("evaluate rule %s on device %s: %w", r.ID, f.dev.ID, err)
+			return false, fmt.Errorf("evaluate rule %s on device %s: %w", r.ID, f.dev.ID, err)
+		}
+		opens, resolves := res.holds && !f.open[r.ID], !res.holds && f.open[r.ID] && r.AutoResolve
+		due = due || opens || resolves
+		if tx == nil {
+			continue
 		}
 		// Only a change costs a write: the open set was read in this transaction, and should a
 		// concurrent one have changed it, the unique index and the conditional update still
 		// decide (and the next evaluation catches up).
 		switch {
-		case res.holds && !f.open[r.ID]:
+		case opens:
 			// Again, from the facts already read, with the observations for the alert's context.
 			if res, err = ev.eval(ctx, r.cond, true); err == nil {
 				err = s.open(ctx, tx, r, f.dev, res, now)
 			}
-		case !res.holds && f.open[r.ID] && r.AutoResolve:
+		case resolves:
 			err = s.autoResolve(ctx, tx, r, f.dev, now)
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return due, nil
 }
 
 // prepareFacts prepares, on SQLite, the facts statements of EvaluateDevice: SQLite would
@@ -642,10 +662,12 @@ func (s *Service) autoResolve(ctx context.Context, tx *sql.Tx, r *Rule, d *devic
 }
 
 // EvaluateAll is the periodic sweep (job alerts-evaluate). It returns suppressed alerts whose
-// suppressedUntil passed to active, then evaluates every live device of
-// every partner that has enabled rules, one transaction per device, so that time-based
-// conditions (offline, agent silent, windows running out) open and resolve alerts without a
-// heartbeat.
+// suppressedUntil passed to active, then evaluates every live device of every partner that
+// has enabled rules, so that time-based conditions (offline, agent silent, windows running
+// out) open and resolve alerts without a heartbeat. Each device is read outside a
+// transaction; only a device with an alert due to open or resolve gets a write transaction,
+// in which it is evaluated again. (On SQLite a write transaction holds the database's one
+// write lock, which heartbeats wait for.)
 func (s *Service) EvaluateAll(ctx context.Context) error {
 	if err := s.endSuppressions(ctx); err != nil {
 		return err
@@ -673,7 +695,11 @@ func (s *Service) EvaluateAll(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err := s.db.Write(ctx, func(tx *sql.Tx) error { return s.EvaluateDevice(ctx, tx, id) }); err != nil {
+		due, err := s.evaluate(ctx, nil, id)
+		if err == nil && due {
+			err = s.db.Write(ctx, func(tx *sql.Tx) error { return s.EvaluateDevice(ctx, tx, id) })
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -805,6 +831,12 @@ func (s *Service) DeviceLeftOrg(ctx context.Context, tx *sql.Tx, deviceID, reaso
 // endSuppressions returns suppressed alerts whose suppressedUntil has passed to active.
 func (s *Service) endSuppressions(ctx context.Context) error {
 	now := s.now()
+	// Most sweeps find none: asking first spares them a write transaction.
+	var due bool
+	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM alerts WHERE status = $1
+		AND suppressed_until IS NOT NULL AND suppressed_until <= $2)`, StatusSuppressed, now).Scan(&due); err != nil || !due {
+		return err
+	}
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = $1, suppressed_until = NULL, updated_at = $2
 			WHERE status = $3 AND suppressed_until IS NOT NULL AND suppressed_until <= $2 RETURNING `+returnColumns,

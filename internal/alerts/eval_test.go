@@ -436,3 +436,43 @@ func TestSteadyStateEvaluationRoundTrips(t *testing.T) {
 		t.Fatalf("%d statements, want the savepoint and one read", len(got))
 	}
 }
+
+// A sweep that finds nothing to open or resolve takes no write transaction: on SQLite it
+// finishes while another connection holds the write lock; once an alert is due, it waits.
+func TestSteadySweepTakesNoWriteLock(t *testing.T) {
+	x := newEnv(t)
+	if x.App.DB.Dialect != store.SQLite {
+		t.Skip("the write lock is SQLite's")
+	}
+	x.rule(x.ten.Partner, cpuRule("High CPU", 90, nil))
+	x.beat(x.dev, 10, 0)
+	sweepWhileLocked := func(timeout time.Duration) error {
+		conn, err := x.App.DB.SQL.Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.ExecContext(t.Context(), `ROLLBACK`)
+		ctx, cancel := context.WithTimeout(t.Context(), timeout)
+		defer cancel()
+		return x.App.Alerts.EvaluateAll(ctx)
+	}
+	if err := sweepWhileLocked(2 * time.Second); err != nil {
+		t.Fatalf("steady sweep under another writer: %v", err)
+	}
+	// The latest sample now holds the rule (written without a heartbeat, which would evaluate):
+	// the sweep has an alert to open, so it waits for the lock.
+	x.exec(`UPDATE device_metrics SET cpu_percent = 99 WHERE device_id = $1`, x.dev.DeviceID)
+	if err := sweepWhileLocked(300 * time.Millisecond); err == nil {
+		t.Fatal("a sweep with an alert to open finished while another connection held the write lock")
+	}
+	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
+		t.Fatalf("after the sweep: %+v", got)
+	}
+}
