@@ -1,37 +1,25 @@
 package jsonenc_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"testing"
 	"time"
 
 	"gale/internal/jsonenc"
+	"gale/internal/jsonenc/jsonenctest"
 )
-
-// stdlib encodes v as the API's encoder does: encoding/json with HTML escaping off.
-func stdlib(t testing.TB, v any) string {
-	t.Helper()
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		t.Fatal(err)
-	}
-	return string(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}))
-}
 
 var samples = []string{"", "host-01", `quote " and \ back`, "<a href='x'>&amp;</a>", "tab\tnew\nline\rcr\bbs\fff",
 	"\x00\x01\x1f\x7f", "Büro-PC ünïcödé 日本", "line\u2028sep\u2029par", "bad \xff\xfe utf8 \xc3", "emoji 🚀"}
 
 func TestStringMatchesEncodingJSON(t *testing.T) {
 	for _, s := range samples {
-		if got, want := string(jsonenc.String(nil, s)), stdlib(t, s); got != want {
+		if got, want := string(jsonenc.String(nil, s)), jsonenctest.Encode(t, s); got != want {
 			t.Errorf("String(%q) = %s, want %s", s, got, want)
 		}
 	}
-	if got, want := string(jsonenc.Strings(nil, samples)), stdlib(t, samples); got != want {
+	if got, want := string(jsonenc.Strings(nil, samples)), jsonenctest.Encode(t, samples); got != want {
 		t.Errorf("Strings = %s, want %s", got, want)
 	}
 	if got := string(jsonenc.Strings(nil, nil)); got != "null" {
@@ -44,7 +32,7 @@ func FuzzString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := string(jsonenc.String(nil, s)), stdlib(t, s); got != want {
+		if got, want := string(jsonenc.String(nil, s)), jsonenctest.Encode(t, s); got != want {
 			t.Fatalf("String(%q) = %s, want %s", s, got, want)
 		}
 	})
@@ -54,7 +42,7 @@ func TestFloatMatchesEncodingJSON(t *testing.T) {
 	for _, f := range []float64{0, 1, -1, 12.5, 99.99, 1e-6, 9.99e-7, 1e-7, 1.5e-10, 1e20, 1e21, 1.2345e22, -3e-8,
 		math.MaxFloat64, math.SmallestNonzeroFloat64, 0.1 + 0.2, 123456789.123} {
 		got, err := jsonenc.Float(nil, f)
-		if want := stdlib(t, f); err != nil || string(got) != want {
+		if want := jsonenctest.Encode(t, f); err != nil || string(got) != want {
 			t.Errorf("Float(%v) = %s, %v; want %s", f, got, err, want)
 		}
 	}
@@ -77,7 +65,7 @@ func TestTimeMatchesEncodingJSON(t *testing.T) {
 		{},
 	} {
 		got, err := jsonenc.Time(nil, at)
-		if want := stdlib(t, at); err != nil || string(got) != want {
+		if want := jsonenctest.Encode(t, at); err != nil || string(got) != want {
 			t.Errorf("Time(%v) = %s, %v; want %s", at, got, err, want)
 		}
 	}

@@ -62,19 +62,25 @@ func setValue(t testing.TB, f reflect.Value, n int, name string) {
 	}
 }
 
-// Match fails t unless v's AppendJSON writes exactly what encoding/json writes for it with
-// HTML escaping off (the API's encoder).
-func Match(t testing.TB, name string, v jsonenc.Appender) {
+// Encode is v as the API's encoder writes it: encoding/json with HTML escaping off, without the
+// trailing newline.
+func Encode(t testing.TB, v any) string {
 	t.Helper()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		t.Fatalf("%s: encoding/json: %v", name, err)
+		t.Fatalf("encoding/json: %v", err)
 	}
-	want := bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})
+	return string(bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}))
+}
+
+// Match fails t unless v's AppendJSON writes exactly what Encode writes for it.
+func Match(t testing.TB, name string, v jsonenc.Appender) {
+	t.Helper()
+	want := Encode(t, v)
 	got, err := v.AppendJSON(nil)
-	if err != nil || !bytes.Equal(got, want) {
+	if err != nil || string(got) != want {
 		t.Errorf("%s: AppendJSON\n got %s (%v)\nwant %s", name, got, err, want)
 	}
 }
