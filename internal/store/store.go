@@ -34,7 +34,7 @@ const (
 type DB struct {
 	SQL     *sql.DB
 	Dialect Dialect
-	// Pool is the pgx pool behind SQL on PostgreSQL (nil on SQLite); the job queue shares it.
+	// Pool is the pgx pool of the job queue and the agent bus on PostgreSQL (nil on SQLite).
 	Pool *pgxpool.Pool
 	// Path is the database file on SQLite (empty on PostgreSQL).
 	Path string
@@ -91,14 +91,24 @@ func openSQLite(path string) (*DB, error) {
 	return &DB{SQL: db, Dialect: SQLite, Path: path, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}}}, nil
 }
 
+// Connections on PostgreSQL: requests go through database/sql, which keeps its connections
+// open between queries (pool_max_conns in DATABASE_URL sets how many); the job queue and the
+// agent bus have their own small pgx pool, so that neither can wait on the other's.
+const (
+	defaultRequestConns = 8
+	backgroundConns     = 6
+)
+
 func openPostgres(ctx context.Context, url string) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
 	}
-	if cfg.MaxConns < 16 {
-		cfg.MaxConns = 16
+	requestConns := defaultRequestConns
+	if strings.Contains(url, "pool_max_conns=") {
+		requestConns = int(cfg.MaxConns)
 	}
+	cfg.MaxConns = backgroundConns
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect postgres: %w", err)
@@ -107,7 +117,13 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect postgres: %w", err)
 	}
-	db := stdlib.OpenDBFromPool(pool)
+	// Every connection stays open for reuse: a pool that closes connections after each query
+	// (as one over a pgx pool must, to leave connections to the pool's other users) costs a
+	// connection's acquisition and reset on every statement.
+	db := stdlib.OpenDB(*cfg.ConnConfig)
+	db.SetMaxOpenConns(requestConns)
+	db.SetMaxIdleConns(requestConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
 	return &DB{SQL: db, Dialect: Postgres, Pool: pool}, nil
 }
 
