@@ -143,7 +143,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Auth = auth.New(db, auth.Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
 		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
 		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL}, box, a.Limiter, a.Audit, sender, logger)
-	a.Tenancy = tenancy.New(db, logger)
+	a.Tenancy = tenancy.New(db, logger, cfg.ListCacheRows)
 	a.APIKeys = apikeys.New(db, logger)
 	a.Auth.SetAPIKeys(a.APIKeys)
 	a.Identity = identity.New(db, logger, sender, identity.Options{PublicURL: cfg.PublicURL, InviteTTL: cfg.InviteTTL})

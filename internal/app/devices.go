@@ -23,7 +23,7 @@ func (a *App) buildDevices(ctx context.Context) {
 		Agent: agentproto.Config{HeartbeatIntervalSeconds: heartbeat, MetricsCollectionIntervalSeconds: heartbeat,
 			InventoryIntervalMinutes: 24 * 60},
 		OfflineAfter: cfg.DeviceOfflineAfter, SilentAfter: cfg.AgentSilentAfter, MetricsRetention: cfg.DeviceMetricsRetention,
-		ProvisionTTL: cfg.DeviceProvisionTTL, EnrollPerMinute: cfg.AgentEnrollPerMinute})
+		ProvisionTTL: cfg.DeviceProvisionTTL, EnrollPerMinute: cfg.AgentEnrollPerMinute, ListCacheRows: cfg.ListCacheRows})
 	a.bus = agenthub.NewBus(ctx, a.DB, a.Logger)
 	a.Agents = agenthub.New(a.Devices, a.bus, a.Logger, a.HTTP.Registry(), agenthub.Options{PingInterval: cfg.AgentPingInterval})
 	a.Devices.SetNotifier(a.Agents)

@@ -97,6 +97,9 @@ type Config struct {
 	WebhookAllowPrivateTargets bool
 	// WebhookSenders is how many webhook deliveries a node sends at once (WEBHOOK_SENDERS).
 	WebhookSenders int
+	// ListCacheRows is how many rows of each cached list (organizations, devices) a node keeps
+	// decoded in memory (LIST_CACHE_ROWS); 0 reads every row of every page.
+	ListCacheRows int
 	// Push to Android through FCM HTTP v1: FCMProjectID (FCM_PROJECT_ID) and the service
 	// account JSON file FCMCredentialsFile (FCM_CREDENTIALS_FILE); FCMEndpoint (FCM_ENDPOINT)
 	// overrides https://fcm.googleapis.com. Empty: no Android push.
@@ -142,6 +145,7 @@ func Defaults() Config {
 		PartnerAPIEnrollmentKeyDefaultTTL: 30 * 24 * time.Hour,
 		PartnerAPIEnrollmentKeyMaxTTL:     30 * 24 * time.Hour,
 		WebhookSenders:                    4,
+		ListCacheRows:                     20000,
 	}
 }
 
@@ -240,6 +244,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
 	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
+	intVar("LIST_CACHE_ROWS", 0, 10_000_000, func(n int64) { c.ListCacheRows = int(n) })
 
 	if v := getenv("TRUSTED_PROXIES"); v != "" {
 		for _, part := range strings.Split(v, ",") {

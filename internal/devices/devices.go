@@ -97,6 +97,8 @@ type Device struct {
 	DecommissionedAt     *time.Time `json:"decommissionedAt"`
 	CreatedAt            time.Time  `json:"createdAt"`
 	UpdatedAt            time.Time  `json:"updatedAt"`
+	// watchdogSeen is the watchdog's last report, from which WatchdogStatus was worked out.
+	watchdogSeen time.Time
 }
 
 var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
@@ -140,7 +142,7 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 		if v.wdSeen.Valid && time.Since(v.wdSeen.Time) > sc.watchdogQuiet {
 			st = WatchdogOffline
 		}
-		d.WatchdogStatus = &st
+		d.WatchdogStatus, d.watchdogSeen = &st, v.wdSeen.Time
 	}
 	d.MainAgentSilentSince, d.LastSeen, d.Enrolled = v.silent.Ptr(), v.seen.Ptr(), v.enrolled.Ptr()
 	d.InventoryAt, d.DecommissionedAt = v.inv.Ptr(), v.decom.Ptr()
@@ -150,6 +152,15 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 		slices.Sort(d.Tags)
 	}
 	return d, nil
+}
+
+// validUntil is when a device row read now shows another watchdog status without changing:
+// a watchdog that stops reporting turns offline by time alone.
+func (sc scanner) validUntil(d Device) time.Time {
+	if d.WatchdogStatus == nil || *d.WatchdogStatus == WatchdogOffline || d.watchdogSeen.IsZero() {
+		return time.Time{}
+	}
+	return d.watchdogSeen.Add(sc.watchdogQuiet)
 }
 
 // Hooks let other domains react to device changes inside the changing transaction.
@@ -196,6 +207,8 @@ type Options struct {
 	ProvisionTTL time.Duration
 	// EnrollPerMinute limits enrollments per client address; 0 turns the limit off.
 	EnrollPerMinute int
+	// ListCacheRows is how many device rows lists keep cached on this node (0: none).
+	ListCacheRows int
 }
 
 // Service is the device domain.
@@ -208,6 +221,8 @@ type Service struct {
 	hooks    Hooks
 	notifier Notifier
 	sc       scanner
+	// listRows caches device rows for lists (nil: none).
+	listRows *store.RowCache[Device]
 }
 
 // KeyClaimer is the part of the enrollment-key service that enrollment and provisioning use.
@@ -223,8 +238,9 @@ type ClaimedKey struct {
 
 // New returns the device service.
 func New(db *store.DB, logger *slog.Logger, keys KeyClaimer, limiter *ratelimit.Limiter, opts Options) *Service {
-	return &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{},
-		sc: scanner{watchdogQuiet: opts.OfflineAfter}}
+	sc := scanner{watchdogQuiet: opts.OfflineAfter}
+	return &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{}, sc: sc,
+		listRows: store.NewRowCache(opts.ListCacheRows, sc.validUntil)}
 }
 
 // SetHooks installs the hooks of other domains.

@@ -15,6 +15,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/apptest"
+	"gale/internal/config"
 	"gale/internal/secrets"
 )
 
@@ -834,5 +835,74 @@ func TestWorkQueuedOnOneNodeReachesAnAgentOnAnother(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call through another node did not come back")
+	}
+}
+
+// Device lists keep rows cached on each node; every change shows in the next list, wherever
+// it was made, and a watchdog that stops reporting shows offline once its time has passed,
+// with no change of the row at all.
+func TestDeviceListCacheFollowsEveryChange(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.DeviceOfflineAfter = time.Second })
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Alpha")
+	org2 := e.CreateOrg(admin, ten.PartnerID, "Alpha Two")
+	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
+	dev := enroll(e, key, secret, "web-01")
+	row := func(c apptest.Caller, query string) *deviceRow {
+		t.Helper()
+		for _, d := range listDevices(e, c, query).Devices {
+			if d.ID == dev.DeviceID {
+				return &d
+			}
+		}
+		return nil
+	}
+	first := row(ten.Partner, "")
+	if first == nil || first.Metrics != nil && string(first.Metrics) != "null" {
+		t.Fatalf("first list = %+v", first)
+	}
+	second := e.SecondNode()
+	second.Must(200, ten.Org, "PATCH", api+"/devices/"+dev.DeviceID, map[string]any{"tags": []string{"db", "prod"}})
+	if d := row(ten.Partner, ""); d == nil || strings.Join(d.Tags, ",") != "db,prod" {
+		t.Fatalf("after tagging on another node = %+v", d)
+	}
+	second.Must(200, apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/heartbeat",
+		agentproto.Heartbeat{AgentVersion: "2", Metrics: &agentproto.Metrics{CPUPercent: 42}})
+	if d := row(ten.Partner, ""); d == nil || !strings.Contains(string(d.Metrics), `"cpuPercent":42`) || !d.LastSeen.After(*first.LastSeen) {
+		t.Fatalf("after a heartbeat on another node = %+v", d)
+	}
+	e.Must(200, apptest.Caller{Token: dev.WatchdogAuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/heartbeat",
+		agentproto.Heartbeat{WatchdogState: "connected"})
+	if d := row(ten.Partner, ""); d == nil || d.WatchdogStatus == nil || *d.WatchdogStatus != "connected" {
+		t.Fatalf("after the watchdog's report = %+v", d)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if d := row(ten.Partner, ""); d == nil || d.WatchdogStatus == nil || *d.WatchdogStatus != "offline" {
+		t.Fatalf("after the watchdog went quiet = %+v", d)
+	}
+	row(ten.Org, "")
+	second.Must(200, ten.Partner, "POST", api+"/devices/"+dev.DeviceID+"/move-org", map[string]any{"orgId": org2})
+	if d := row(ten.Org, ""); d != nil {
+		t.Fatalf("the old organization still lists the moved device: %+v", d)
+	}
+	if d := row(ten.Partner, ""); d == nil || d.OrgID != org2 {
+		t.Fatalf("after the move = %+v", d)
+	}
+	second.Must(204, ten.Partner, "DELETE", api+"/devices/"+dev.DeviceID, nil)
+	if d := row(ten.Partner, ""); d != nil {
+		t.Fatalf("a decommissioned device is listed: %+v", d)
+	}
+	if d := row(ten.Partner, "includeDecommissioned=true"); d == nil || d.Status != "decommissioned" {
+		t.Fatalf("with includeDecommissioned = %+v", d)
+	}
+	// A device of another tenant never comes out of the cache warmed by the system
+	// administrator's list.
+	other := e.NewTenant(admin, "Beta")
+	foreign := e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "beta-01"})
+	listDevices(e, admin, "includeDecommissioned=true")
+	for _, d := range listDevices(e, ten.Partner, "includeDecommissioned=true").Devices {
+		if d.ID == foreign {
+			t.Fatal("a partner lists another partner's device")
+		}
 	}
 }

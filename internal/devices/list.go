@@ -74,7 +74,8 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]De
 		p := a.Add("%" + f.Search + "%")
 		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
 	}
-	q := store.ListQuery{Columns: deviceColumns, From: " FROM devices d", Conds: conds, Args: &a, SortID: "d.id", Desc: f.Desc}
+	q := store.ListQuery{Columns: deviceColumns, From: " FROM devices d", Conds: conds, Args: &a, SortID: "d.id", Desc: f.Desc,
+		Version: "d.row_version"}
 	key := func(d Device) (string, string) { return d.Hostname, d.ID }
 	switch f.Sort {
 	case "", sortHostname:
@@ -96,7 +97,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]De
 		}
 		total = &n
 	}
-	rows, next, pageTotal, err := store.List(ctx, s.db, q, page, s.sc.scan, key)
+	rows, next, pageTotal, err := store.CachedList(ctx, s.db, q, page, s.listRows, s.sc.scan, key)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"time"
 
 	"gale/internal/apperr"
 )
@@ -25,6 +27,8 @@ type ListQuery struct {
 	// KeyArg turns the cursor's sort key back into a query argument when the column is not
 	// text (a timestamp, say); nil passes the string as it is.
 	KeyArg func(string) (any, error)
+	// Version is the row-version column of the table, for CachedList.
+	Version string
 }
 
 // List runs q in cursor mode, or in legacy page mode (then with the total). It returns the
@@ -32,7 +36,122 @@ type ListQuery struct {
 // mode only). key gives the sort key and ID of a row.
 func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan func(Scanner) (T, error),
 	key func(T) (string, string)) ([]T, string, *int, error) {
-	a, conds := q.Args, q.Conds
+	p, total, err := planList(ctx, db, q, page)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	out, next, err := fullPage(ctx, db, p, q.Columns, scan, key)
+	return out, next, total, err
+}
+
+// fullPage reads the rows of a planned page in full.
+func fullPage[T any](ctx context.Context, db Querier, p *listPlan, columns string, scan func(Scanner) (T, error),
+	key func(T) (string, string)) ([]T, string, error) {
+	out, err := queryRows(ctx, db, p.query(columns), p.args.Values(), scan)
+	if err != nil {
+		return nil, "", err
+	}
+	out, next := trimPage(p, out, key)
+	return out, next, nil
+}
+
+// CachedList is List over a table with a row version (q.Version), taking unchanged rows from
+// cache: it reads the IDs and versions of the page, then in full only the rows the cache does
+// not hold at their current version, with the list's conditions again. Should a row have left
+// the list between the two reads, the page is read in full instead, as List reads it. A nil
+// cache reads every page in full.
+func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, cache *RowCache[T],
+	scan func(Scanner) (T, error), key func(T) (string, string)) ([]T, string, *int, error) {
+	if cache == nil {
+		return List(ctx, db, q, page, scan, key)
+	}
+	p, total, err := planList(ctx, db, q, page)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	type ref struct {
+		id      string
+		version int64
+	}
+	refs, err := queryRows(ctx, db, p.query(q.SortID+", "+q.Version), p.args.Values(), func(s Scanner) (ref, error) {
+		var r ref
+		return r, s.Scan(&r.id, &r.version)
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	// The row past the page only tells that another page follows; its content is not needed.
+	shown := refs[:min(len(refs), page.Limit)]
+	out := make([]T, len(refs))
+	now := time.Now()
+	var missing []string
+	at := make(map[string]int, len(shown))
+	for i, r := range shown {
+		if v, ok := cache.get(r.id, r.version, now); ok {
+			out[i] = v
+			continue
+		}
+		missing = append(missing, r.id)
+		at[r.id] = i
+	}
+	if len(missing) > 0 {
+		a := Args{vals: slices.Clone(p.args.vals[:p.baseArgs])}
+		conds := append(slices.Clip(p.conds[:p.baseConds]), q.SortID+" IN "+a.In(missing))
+		found := 0
+		var version int64
+		err := eachRow(ctx, db, `SELECT `+q.Columns+`, `+q.Version+q.From+` WHERE `+Where(conds), a.Values(), func(s Scanner) error {
+			v, err := scan(versionScanner{s, &version})
+			if err != nil {
+				return err
+			}
+			_, id := key(v)
+			if i, ok := at[id]; ok {
+				out[i] = v
+				cache.put(id, version, v)
+				found++
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		if found < len(missing) {
+			out, next, err := fullPage(ctx, db, p, q.Columns, scan, key)
+			return out, next, total, err
+		}
+	}
+	out, next := trimPage(p, out, key)
+	return out, next, total, nil
+}
+
+// versionScanner scans a row whose last column, past those the row's own scan function
+// reads, is its version.
+type versionScanner struct {
+	row     Scanner
+	version *int64
+}
+
+func (s versionScanner) Scan(dest ...any) error { return s.row.Scan(append(dest, s.version)...) }
+
+// listPlan is a list query made ready for one page.
+type listPlan struct {
+	from, order, tail string
+	conds             []string
+	args              *Args
+	// baseConds and baseArgs count the list's own conditions and their arguments, before the
+	// cursor's and the offset's.
+	baseConds, baseArgs int
+	page                Page
+	paged               bool
+}
+
+func planList(ctx context.Context, db Querier, q ListQuery, page Page) (*listPlan, *int, error) {
+	a := q.Args
+	if a == nil {
+		a = &Args{}
+	}
+	p := &listPlan{from: q.From, conds: slices.Clip(q.Conds), args: a, baseConds: len(q.Conds), baseArgs: len(a.vals),
+		page: page}
 	cmp, dir := ">", "ASC"
 	if q.Desc {
 		cmp, dir = "<", "DESC"
@@ -40,26 +159,26 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 	var total *int
 	if page.Number > 0 {
 		var n int
-		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) `+q.From+` WHERE `+Where(conds), a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, err
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) `+q.From+` WHERE `+Where(p.conds), a.Values()...).Scan(&n); err != nil {
+			return nil, nil, err
 		}
 		total = &n
 	} else if page.Cursor != "" {
 		var k, id string
 		if err := DecodeCursor(page.Cursor, &k, &id); err != nil {
-			return nil, "", nil, err
+			return nil, nil, err
 		}
 		if !ValidID(id) || (q.SortKey == q.SortID && !ValidID(k)) {
-			return nil, "", nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
+			return nil, nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
 		}
 		if q.SortKey == q.SortID {
-			conds = append(conds, fmt.Sprintf("%s %s %s", q.SortID, cmp, a.Add(id)))
+			p.conds = append(p.conds, fmt.Sprintf("%s %s %s", q.SortID, cmp, a.Add(id)))
 		} else {
 			var karg any = k
 			if q.KeyArg != nil {
 				v, err := q.KeyArg(k)
 				if err != nil {
-					return nil, "", nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
+					return nil, nil, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
 				}
 				karg = v
 			}
@@ -67,43 +186,68 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 			// SQLite range over an index whose key is an expression (it ranges row values only
 			// over plain columns). PostgreSQL ranges over both.
 			key := a.Add(karg)
-			conds = append(conds, fmt.Sprintf("%s %s= %s AND (%s, %s) %s (%s, %s)", q.SortKey, cmp, key, q.SortKey, q.SortID,
+			p.conds = append(p.conds, fmt.Sprintf("%s %s= %s AND (%s, %s) %s (%s, %s)", q.SortKey, cmp, key, q.SortKey, q.SortID,
 				cmp, key, a.Add(id)))
 		}
 	}
-	order := fmt.Sprintf(" ORDER BY %s %s", q.SortKey, dir)
+	p.order = fmt.Sprintf(" ORDER BY %s %s", q.SortKey, dir)
 	if q.SortKey != q.SortID {
-		order += fmt.Sprintf(", %s %s", q.SortID, dir)
+		p.order += fmt.Sprintf(", %s %s", q.SortID, dir)
 	}
 	// The limit is written into the text: PostgreSQL costs a cached plan without knowing a
 	// bound LIMIT, judges it worse than planning each run anew, and so plans every run.
-	query := `SELECT ` + q.Columns + q.From + ` WHERE ` + Where(conds) + order + ` LIMIT ` + strconv.Itoa(page.Limit+1)
+	p.tail = ` LIMIT ` + strconv.Itoa(page.Limit+1)
 	if page.Number > 0 {
-		query += ` OFFSET ` + a.Add(page.Offset())
+		p.tail += ` OFFSET ` + a.Add(page.Offset())
+		p.paged = true
 	}
-	rows, err := db.QueryContext(ctx, query, a.Values()...)
+	return p, total, nil
+}
+
+// query is the page's statement selecting columns.
+func (p *listPlan) query(columns string) string {
+	return `SELECT ` + columns + p.from + ` WHERE ` + Where(p.conds) + p.order + p.tail
+}
+
+// trimPage cuts the row read past the page and, in cursor mode, makes the next page's cursor
+// from the last row shown.
+func trimPage[T any](p *listPlan, out []T, key func(T) (string, string)) ([]T, string) {
+	if len(out) <= p.page.Limit {
+		return out, ""
+	}
+	out = out[:p.page.Limit]
+	if p.paged {
+		return out, ""
+	}
+	k, id := key(out[len(out)-1])
+	return out, EncodeCursor(k, id)
+}
+
+// queryRows runs a query and scans every row.
+func queryRows[T any](ctx context.Context, db Querier, query string, args []any, scan func(Scanner) (T, error)) ([]T, error) {
+	out := []T{}
+	err := eachRow(ctx, db, query, args, func(s Scanner) error {
+		v, err := scan(s)
+		out = append(out, v)
+		return err
+	})
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachRow runs a query and hands every row to fn.
+func eachRow(ctx context.Context, db Querier, query string, args []any, fn func(Scanner) error) error {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
 	}
 	defer rows.Close()
-	out := []T{}
 	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
-	}
-	next := ""
-	if len(out) > page.Limit {
-		out = out[:page.Limit]
-		if page.Number == 0 {
-			k, id := key(out[len(out)-1])
-			next = EncodeCursor(k, id)
+		if err := fn(rows); err != nil {
+			return err
 		}
 	}
-	return out, next, total, nil
+	return rows.Err()
 }

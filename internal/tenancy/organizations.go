@@ -152,8 +152,9 @@ func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page s
 	if f.PartnerID != "" {
 		conds = append(conds, "o.partner_id = "+a.Add(f.PartnerID))
 	}
-	return store.List(ctx, s.db, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
-		Args: &a, SortKey: "o.name", SortID: "o.id"}, page, scanOrg, func(o Organization) (string, string) { return o.Name, o.ID })
+	return store.CachedList(ctx, s.db, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
+		Args: &a, SortKey: "o.name", SortID: "o.id", Version: "o.row_version"}, page, s.orgRows, scanOrg,
+		func(o Organization) (string, string) { return o.Name, o.ID })
 }
 
 // GetOrganization returns an organization in scope.

@@ -22,10 +22,15 @@ import (
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
+	// orgRows caches organization rows for lists (nil: none).
+	orgRows *store.RowCache[Organization]
 }
 
-// New returns the tenancy service.
-func New(db *store.DB, logger *slog.Logger) *Service { return &Service{db: db, logger: logger} }
+// New returns the tenancy service; organization lists keep up to cacheRows rows cached on
+// this node (0: none).
+func New(db *store.DB, logger *slog.Logger, cacheRows int) *Service {
+	return &Service{db: db, logger: logger, orgRows: store.NewRowCache[Organization](cacheRows, nil)}
+}
 
 // Partner statuses.
 const (

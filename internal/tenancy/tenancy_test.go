@@ -444,3 +444,38 @@ func TestOrganizationListJSONMatchesEncodingJSON(t *testing.T) {
 	jsonenctest.Match(t, "empty", httpapi.List[tenancy.Organization]{Data: []tenancy.Organization{}})
 	jsonenctest.Match(t, "nil", httpapi.List[tenancy.Organization]{})
 }
+
+// Organization lists keep rows cached on each node; what a caller sees still follows its
+// scope and every change, wherever it was made.
+func TestOrganizationListCache(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	a := e.NewTenant(admin, "Alpha")
+	b := e.NewTenant(admin, "Beta")
+	// The system administrator's list caches every organization's row on this node.
+	if got := ids(getList(e, admin, orgs)); !got[a.OrgID] || !got[b.OrgID] {
+		t.Fatalf("admin sees %v", got)
+	}
+	for _, who := range []struct {
+		caller apptest.Caller
+		own    string
+	}{{a.Partner, a.OrgID}, {a.Org, a.OrgID}, {b.Partner, b.OrgID}} {
+		if got := ids(getList(e, who.caller, orgs)); len(got) != 1 || !got[who.own] {
+			t.Errorf("list with a warm cache = %v, want only %s", got, who.own)
+		}
+	}
+	// A rename and a deletion on a second node show on the first at once.
+	second := e.SecondNode()
+	second.Must(200, a.Partner, "PATCH", orgs+"/"+a.OrgID, map[string]any{"name": "Alpha Renamed"})
+	l := getList(e, a.Partner, orgs)
+	if len(l.Data) != 1 || l.Data[0]["name"] != "Alpha Renamed" {
+		t.Fatalf("list after a rename on another node = %v", l.Data)
+	}
+	second.Must(204, admin, "DELETE", orgs+"/"+b.OrgID, nil)
+	if got := ids(getList(e, admin, orgs)); got[b.OrgID] || !got[a.OrgID] {
+		t.Fatalf("admin list after a deletion on another node = %v", got)
+	}
+	if got := ids(getList(e, admin, orgs+"?includeDeleted=true")); !got[b.OrgID] {
+		t.Fatalf("list with includeDeleted = %v", got)
+	}
+}

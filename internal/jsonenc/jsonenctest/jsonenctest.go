@@ -11,9 +11,9 @@ import (
 	"gale/internal/jsonenc"
 )
 
-// Fill sets every field of the struct ptr points to (recursively through pointers to
-// structs) to a value other than its zero value, so that a field an AppendJSON forgets shows
-// up in Match. seed varies the values.
+// Fill sets every exported field of the struct ptr points to (recursively through pointers
+// to structs) to a value other than its zero value, so that a field an AppendJSON forgets
+// shows up in Match. seed varies the values.
 func Fill(t testing.TB, ptr any, seed int) {
 	t.Helper()
 	fill(t, reflect.ValueOf(ptr).Elem(), seed)
@@ -24,6 +24,9 @@ var timeType = reflect.TypeOf(time.Time{})
 func fill(t testing.TB, v reflect.Value, seed int) {
 	t.Helper()
 	for i := 0; i < v.NumField(); i++ {
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
 		f, name := v.Field(i), v.Type().Field(i).Name
 		setValue(t, f, seed+i, name)
 		if f.IsZero() {
