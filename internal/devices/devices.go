@@ -99,6 +99,8 @@ type Device struct {
 	UpdatedAt            time.Time  `json:"updatedAt"`
 	// watchdogSeen is the watchdog's last report, from which WatchdogStatus was worked out.
 	watchdogSeen time.Time
+	// encoded is the device's JSON, kept with a row of the list cache (see cacheRow).
+	encoded []byte
 }
 
 var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
@@ -154,13 +156,17 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 	return d, nil
 }
 
-// validUntil is when a device row read now shows another watchdog status without changing:
-// a watchdog that stops reporting turns offline by time alone.
-func (sc scanner) validUntil(d Device) time.Time {
-	if d.WatchdogStatus == nil || *d.WatchdogStatus == WatchdogOffline || d.watchdogSeen.IsZero() {
-		return time.Time{}
+// cacheRow readies a device row for the list cache: with its encoding, which the lists that
+// take it from the cache then copy, and until when it stays right without changing: a
+// watchdog that stops reporting shows offline by time alone.
+func (sc scanner) cacheRow(d Device) (Device, time.Time) {
+	if b, err := d.AppendJSON(nil); err == nil {
+		d.encoded = b
 	}
-	return d.watchdogSeen.Add(sc.watchdogQuiet)
+	if d.WatchdogStatus == nil || *d.WatchdogStatus == WatchdogOffline || d.watchdogSeen.IsZero() {
+		return d, time.Time{}
+	}
+	return d, d.watchdogSeen.Add(sc.watchdogQuiet)
 }
 
 // Hooks let other domains react to device changes inside the changing transaction.
@@ -240,7 +246,7 @@ type ClaimedKey struct {
 func New(db *store.DB, logger *slog.Logger, keys KeyClaimer, limiter *ratelimit.Limiter, opts Options) *Service {
 	sc := scanner{watchdogQuiet: opts.OfflineAfter}
 	return &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{}, sc: sc,
-		listRows: store.NewRowCache(opts.ListCacheRows, sc.validUntil)}
+		listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
 }
 
 // SetHooks installs the hooks of other domains.

@@ -60,6 +60,9 @@ func appendDevices(b []byte, list []Device) ([]byte, error) {
 
 // AppendJSON writes the device as encoding/json would.
 func (d *Device) AppendJSON(b []byte) ([]byte, error) {
+	if d.encoded != nil {
+		return append(b, d.encoded...), nil
+	}
 	b = append(b, '{')
 	b = jsonenc.String(jsonenc.Key(b, "id"), d.ID)
 	b = jsonenc.String(jsonenc.Key(b, "partnerId"), d.PartnerID)

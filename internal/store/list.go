@@ -106,8 +106,7 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 			}
 			_, id := key(v)
 			if i, ok := at[id]; ok {
-				out[i] = v
-				cache.put(id, version, v)
+				out[i] = cache.put(id, version, v)
 				found++
 			}
 			return nil

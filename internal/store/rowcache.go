@@ -17,9 +17,7 @@ type RowCache[T any] struct {
 	mu   sync.RWMutex
 	rows map[string]cachedRow[T]
 	max  int
-	// validUntil, when set, is how long a row's view stays right without a change of the row:
-	// a view computed from the time of reading (a status that lapses) is read again after it.
-	validUntil func(T) time.Time
+	keep func(T) (T, time.Time)
 }
 
 type cachedRow[T any] struct {
@@ -28,13 +26,15 @@ type cachedRow[T any] struct {
 	validUntil time.Time
 }
 
-// NewRowCache returns a cache of at most max rows, or nil (no cache) when max is 0.
-// validUntil may be nil.
-func NewRowCache[T any](max int, validUntil func(T) time.Time) *RowCache[T] {
+// NewRowCache returns a cache of at most max rows, or nil (no cache) when max is 0. keep, when
+// set, turns a row as read into the row to cache (one that carries its encoding, say) and
+// tells until when the row stays right without changing: a view worked out from the time of
+// reading (a status that lapses) is read again after it; zero is as long as the version holds.
+func NewRowCache[T any](max int, keep func(T) (T, time.Time)) *RowCache[T] {
 	if max <= 0 {
 		return nil
 	}
-	return &RowCache[T]{rows: make(map[string]cachedRow[T]), max: max, validUntil: validUntil}
+	return &RowCache[T]{rows: make(map[string]cachedRow[T]), max: max, keep: keep}
 }
 
 // get returns the row id at version, if cached and still valid at now.
@@ -49,11 +49,11 @@ func (c *RowCache[T]) get(id string, version int64, now time.Time) (T, bool) {
 	return r.value, true
 }
 
-// put keeps row id as read at version.
-func (c *RowCache[T]) put(id string, version int64, v T) {
+// put keeps row id as read at version, and returns the row as kept.
+func (c *RowCache[T]) put(id string, version int64, v T) T {
 	r := cachedRow[T]{version: version, value: v}
-	if c.validUntil != nil {
-		r.validUntil = c.validUntil(v)
+	if c.keep != nil {
+		r.value, r.validUntil = c.keep(v)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -69,6 +69,7 @@ func (c *RowCache[T]) put(id string, version int64, v T) {
 		}
 	}
 	c.rows[id] = r
+	return r.value
 }
 
 // Len is the number of cached rows.

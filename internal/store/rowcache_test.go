@@ -235,11 +235,11 @@ func (b *beforeStatement) QueryContext(ctx context.Context, query string, args .
 func TestCachedRowLapses(t *testing.T) {
 	db := storetest.Open(t)
 	partner, orgs, _ := tenants(t, db, 2)
-	cache := store.NewRowCache(100, func(o orgRow) time.Time {
+	cache := store.NewRowCache(100, func(o orgRow) (orgRow, time.Time) {
 		if o.Name == "org 0" {
-			return time.Now().Add(50 * time.Millisecond)
+			return o, time.Now().Add(50 * time.Millisecond)
 		}
-		return time.Time{}
+		return o, time.Time{}
 	})
 	page := store.Page{Limit: 10}
 	listOrgs(t, db, cache, partner, "", page)
@@ -252,6 +252,22 @@ func TestCachedRowLapses(t *testing.T) {
 	rows, _ := listOrgs(t, db, cache, partner, "", page)
 	if rows[0].Name != "org 0 lapsed" || rows[1].Name != "org 1" {
 		t.Fatalf("list after the lapse = %+v; want the lapsed row read anew, the other from the cache", rows)
+	}
+}
+
+// A list returns rows as the cache keeps them, whether it read them anew or found them.
+func TestCachedListReturnsKeptRows(t *testing.T) {
+	db := storetest.Open(t)
+	partner, _, _ := tenants(t, db, 2)
+	cache := store.NewRowCache(100, func(o orgRow) (orgRow, time.Time) {
+		o.Name += " (kept)"
+		return o, time.Time{}
+	})
+	for _, round := range []string{"read anew", "from the cache"} {
+		rows, _ := listOrgs(t, db, cache, partner, "", store.Page{Limit: 10})
+		if len(rows) != 2 || rows[0].Name != "org 0 (kept)" || rows[1].Name != "org 1 (kept)" {
+			t.Fatalf("%s: rows = %+v", round, rows)
+		}
 	}
 }
 

@@ -5,6 +5,9 @@ import "gale/internal/jsonenc"
 // AppendJSON writes the organization as encoding/json would, without reflection: lists of
 // organizations are among the API's most frequent responses (see jsonenc).
 func (o *Organization) AppendJSON(b []byte) ([]byte, error) {
+	if o.encoded != nil {
+		return append(b, o.encoded...), nil
+	}
 	b = append(b, '{')
 	b = jsonenc.String(jsonenc.Key(b, "id"), o.ID)
 	b = jsonenc.String(jsonenc.Key(b, "partnerId"), o.PartnerID)

@@ -40,6 +40,17 @@ type Organization struct {
 	CreatedAt                  time.Time       `json:"createdAt"`
 	UpdatedAt                  time.Time       `json:"updatedAt"`
 	DeletedAt                  *time.Time      `json:"deletedAt,omitempty"`
+	// encoded is the organization's JSON, kept with a row of the list cache (see cacheOrg).
+	encoded []byte
+}
+
+// cacheOrg readies an organization row for the list cache: with its encoding, which the
+// lists that take it from the cache then copy.
+func cacheOrg(o Organization) (Organization, time.Time) {
+	if b, err := o.AppendJSON(nil); err == nil {
+		o.encoded = b
+	}
+	return o, time.Time{}
 }
 
 // OrganizationInput holds the writable fields; nil fields are left as they are (on create,

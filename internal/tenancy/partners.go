@@ -29,7 +29,7 @@ type Service struct {
 // New returns the tenancy service; organization lists keep up to cacheRows rows cached on
 // this node (0: none).
 func New(db *store.DB, logger *slog.Logger, cacheRows int) *Service {
-	return &Service{db: db, logger: logger, orgRows: store.NewRowCache[Organization](cacheRows, nil)}
+	return &Service{db: db, logger: logger, orgRows: store.NewRowCache(cacheRows, cacheOrg)}
 }
 
 // Partner statuses.
