@@ -299,3 +299,69 @@ func TestListJSONFallsBackToEncodingJSON(t *testing.T) {
 	jsonenctest.Match(t, "plain", httpapi.List[row]{Data: []row{{Name: "<a&b>"}}, Pagination: httpapi.Pagination{Page: 1, Total: &total}})
 	jsonenctest.Match(t, "nil", httpapi.List[row]{})
 }
+
+// A JSON answer is sent whole with its Content-Length, not in chunks; a handler that writes
+// and flushes as it goes still streams, and a status with no body still arrives.
+func TestResponsesCarryTheirLengthAndStreamsStillStream(t *testing.T) {
+	s := httpapi.New(slog.New(slog.NewTextHandler(io.Discard, nil)), fakeAuth{}, &deniedLog{}, httpapi.Options{Version: "test"})
+	type row struct {
+		Name string `json:"name"`
+	}
+	httpapi.Register(s, httpapi.Route{ID: "big", Method: "GET", Path: "/big", Tag: "t", Public: true},
+		func(context.Context, *struct{}) (*struct{ Body httpapi.List[row] }, error) {
+			out := &struct{ Body httpapi.List[row] }{}
+			for i := 0; i < 500; i++ {
+				out.Body.Data = append(out.Body.Data, row{Name: strings.Repeat("x", 40)})
+			}
+			return out, nil
+		})
+	headersSeen := make(chan struct{})
+	s.Handle("GET /stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte("first "))
+		http.NewResponseController(w).Flush()
+		<-headersSeen // the client has the status and the first part while the handler still runs
+		_, _ = w.Write([]byte("second"))
+	}))
+	s.Handle("DELETE /gone", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+
+	res, err := http.Get(srv.URL + "/api/v1/big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || res.ContentLength != int64(len(body)) || len(res.TransferEncoding) != 0 || len(body) < 20000 {
+		t.Fatalf("JSON answer: status %d, Content-Length %d for %d bytes, Transfer-Encoding %v", res.StatusCode,
+			res.ContentLength, len(body), res.TransferEncoding)
+	}
+
+	res, err = http.Get(srv.URL + "/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, len("first "))
+	if _, err := io.ReadFull(res.Body, first); err != nil || res.StatusCode != http.StatusAccepted {
+		t.Fatalf("stream: status %d, first part %q, %v", res.StatusCode, first, err)
+	}
+	close(headersSeen)
+	rest, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(first)+string(rest) != "first second" || len(res.TransferEncoding) == 0 {
+		t.Fatalf("stream: body %q, Transfer-Encoding %v", string(first)+string(rest), res.TransferEncoding)
+	}
+
+	req, _ := http.NewRequest("DELETE", srv.URL+"/gone", nil)
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusNoContent {
+		t.Fatalf("status with no body = %d, want 204", res.StatusCode)
+	}
+}

@@ -29,7 +29,12 @@ func marshalJSON(w io.Writer, v any) error {
 	buf := bodyBuffers.Get().(*[]byte)
 	b, err := a.AppendJSON((*buf)[:0])
 	if err == nil {
-		_, err = w.Write(append(b, '\n'))
+		b = append(b, '\n')
+		if ww, ok := w.(interface{ WriteWhole([]byte) (int, error) }); ok {
+			_, err = ww.WriteWhole(b)
+		} else {
+			_, err = w.Write(b)
+		}
 	}
 	if cap(b) <= maxPooledBody {
 		*buf = b[:0]

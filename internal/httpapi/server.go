@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,33 +172,61 @@ func isTrusted(ip string, trusted []*net.IPNet) bool {
 	return false
 }
 
-// statusWriter remembers the status for logs and metrics. It implements Unwrap and Flush
-// so streaming responses and http.ResponseController keep working through it.
+// statusWriter remembers the status for logs and metrics. It sends the status line with the
+// first byte of the body (or at the end of the request), so that a body written whole
+// (WriteWhole) goes with its Content-Length rather than in chunks. It implements Unwrap and
+// Flush so streaming responses and http.ResponseController keep working through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	sent   bool
 	bytes  int64
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	switch {
+	case code == http.StatusSwitchingProtocols:
+		// The final answer of an upgrade, sent before the connection is taken over.
+		w.status, w.sent = code, true
+		w.ResponseWriter.WriteHeader(code)
+	case code >= 100 && code < 200:
+		w.ResponseWriter.WriteHeader(code)
+	case w.status == 0:
 		w.status = code
 	}
-	w.ResponseWriter.WriteHeader(code)
 }
 
-func (w *statusWriter) Write(b []byte) (int, error) {
+// send sends the status line and headers, once.
+func (w *statusWriter) send() {
+	if w.sent {
+		return
+	}
+	w.sent = true
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.ResponseWriter.WriteHeader(w.status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.send()
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
 }
 
+// WriteWhole writes b as the whole body, with its length when nothing was sent yet.
+func (w *statusWriter) WriteWhole(b []byte) (int, error) {
+	if !w.sent {
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	}
+	return w.Write(b)
+}
+
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) Flush() {
+	w.send()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -209,6 +238,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
+		sw.send()
 		elapsed := time.Since(start)
 		route := r.Pattern
 		if route == "" {
