@@ -124,6 +124,11 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 	db.SetMaxOpenConns(requestConns)
 	db.SetMaxIdleConns(requestConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		pool.Close()
+		return nil, fmt.Errorf("connect postgres: %w", err)
+	}
 	return &DB{SQL: db, Dialect: Postgres, Pool: pool}, nil
 }
 
