@@ -67,8 +67,12 @@ func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *s
 	return db.SQL.QueryRowContext(ctx, query, args...)
 }
 
-// ExecContext runs a statement outside a transaction.
+// ExecContext runs a statement outside a transaction, in its turn as a write (lockWriter).
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := db.lockWriter(ctx); err != nil {
+		return nil, err
+	}
+	defer db.unlockWriter()
 	if st := db.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}

@@ -40,6 +40,8 @@ type DB struct {
 	Path string
 	// stmts caches prepared statements on SQLite; nil on PostgreSQL.
 	stmts *stmtCache
+	// writer is held by each write on SQLite (nil on PostgreSQL); see lockWriter.
+	writer chan struct{}
 }
 
 // Open connects to the database named by url: "sqlite:PATH" or "postgres://...".
@@ -88,7 +90,8 @@ func openSQLite(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &DB{SQL: db, Dialect: SQLite, Path: path, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}}}, nil
+	return &DB{SQL: db, Dialect: SQLite, Path: path, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}},
+		writer: make(chan struct{}, 1)}, nil
 }
 
 // Connections on PostgreSQL: requests go through database/sql, which keeps its connections
@@ -160,8 +163,13 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// Write runs fn in one transaction and commits only when fn returns nil.
+// Write runs fn in one transaction and commits only when fn returns nil. fn must not write
+// through db itself (on SQLite that waits for its own turn): everything goes through tx.
 func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := db.lockWriter(ctx); err != nil {
+		return err
+	}
+	defer db.unlockWriter()
 	tx, err := db.SQL.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
@@ -174,6 +182,29 @@ func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
+}
+
+// lockWriter waits for this process's turn to write, on SQLite. The file takes one writer at a
+// time anyway; a writer that finds it taken sleeps in SQLite's busy handler, in steps growing
+// to 100 ms and in no order, so that under a steady stream of heartbeats an unlucky write
+// waited hundreds of milliseconds. Taking turns here first, in arrival order, leaves the busy
+// handler to writers of other processes (the job queue's own connection, the gale command).
+func (db *DB) lockWriter(ctx context.Context) error {
+	if db.writer == nil {
+		return nil
+	}
+	select {
+	case db.writer <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (db *DB) unlockWriter() {
+	if db.writer != nil {
+		<-db.writer
+	}
 }
 
 // NewID returns a new time-ordered UUIDv7 string.

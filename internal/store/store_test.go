@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"io/fs"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"gale/internal/store"
 	"gale/internal/store/storetest"
@@ -94,5 +96,39 @@ func TestTimesRoundTrip(t *testing.T) {
 	}
 	if !got.Time.Equal(now) || deleted.Valid {
 		t.Fatalf("created_at = %v (deleted %v), want %v", got.Time, deleted, now)
+	}
+}
+
+// On SQLite, writes of one process take turns before they reach the file, so a writer waits
+// its turn (as long as its context allows) instead of sleeping in SQLite's busy handler.
+func TestSQLiteWritesTakeTurns(t *testing.T) {
+	db := storetest.Open(t)
+	if db.Dialect != store.SQLite {
+		t.Skip("SQLite only: PostgreSQL writes run side by side")
+	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- db.Write(context.Background(), func(tx *sql.Tx) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := db.Write(ctx, func(*sql.Tx) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a second write while one runs = %v, want it to wait until its context ends", err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM rate_limits`); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a statement outside a transaction = %v, want it to wait too", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(context.Background(), func(*sql.Tx) error { return nil }); err != nil {
+		t.Fatalf("a write after the first ended = %v", err)
 	}
 }
