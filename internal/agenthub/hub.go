@@ -28,7 +28,9 @@ type Options struct {
 	PingInterval time.Duration
 	// MaxMessageBytes limits one frame from an agent.
 	MaxMessageBytes int64
-	// Workers is how many goroutines do the database work of all connections.
+	// Workers is how many goroutines do the database work of all connections: no more than
+	// the database has connections for (store.DB.Conns), so that work waits here, in arrival
+	// order, rather than in the database pool.
 	Workers int
 }
 
@@ -62,7 +64,7 @@ func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Regi
 		opts.MaxMessageBytes = 64 << 20
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 32
+		opts.Workers = 8
 	}
 	h := &Hub{devices: dev, bus: bus, logger: logger, opts: opts, conns: map[string]*conn{},
 		work: make(chan func()), quit: make(chan struct{}),

@@ -25,7 +25,8 @@ func (a *App) buildDevices(ctx context.Context) {
 		OfflineAfter: cfg.DeviceOfflineAfter, SilentAfter: cfg.AgentSilentAfter, MetricsRetention: cfg.DeviceMetricsRetention,
 		ProvisionTTL: cfg.DeviceProvisionTTL, EnrollPerMinute: cfg.AgentEnrollPerMinute, ListCacheRows: cfg.ListCacheRows})
 	a.bus = agenthub.NewBus(ctx, a.DB, a.Logger)
-	a.Agents = agenthub.New(a.Devices, a.bus, a.Logger, a.HTTP.Registry(), agenthub.Options{PingInterval: cfg.AgentPingInterval})
+	a.Agents = agenthub.New(a.Devices, a.bus, a.Logger, a.HTTP.Registry(), agenthub.Options{PingInterval: cfg.AgentPingInterval,
+		Workers: a.DB.Conns})
 	a.Devices.SetNotifier(a.Agents)
 	a.Devices.Register(a.HTTP)
 	a.HTTP.Handle("GET /api/v1"+agentproto.PathWebSocket, a.Agents)

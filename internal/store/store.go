@@ -38,6 +38,10 @@ type DB struct {
 	Pool *pgxpool.Pool
 	// Path is the database file on SQLite (empty on PostgreSQL).
 	Path string
+	// Conns is how many connections SQL keeps for requests. Work that waits for one is best
+	// queued in arrival order before it reaches SQL, whose pool hands a freed connection to a
+	// random waiter: under load an unlucky caller waits many turns.
+	Conns int
 	// stmts caches prepared statements on SQLite; nil on PostgreSQL.
 	stmts *stmtCache
 	// writer is held by each write on SQLite (nil on PostgreSQL); see lockWriter.
@@ -70,6 +74,9 @@ func SQLiteDSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
+// sqliteConns is how many connections a node keeps to its SQLite file.
+const sqliteConns = 8
+
 func openSQLite(path string) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
@@ -83,14 +90,14 @@ func openSQLite(path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8)
+	db.SetMaxOpenConns(sqliteConns)
+	db.SetMaxIdleConns(sqliteConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.Ping(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &DB{SQL: db, Dialect: SQLite, Path: path, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}},
+	return &DB{SQL: db, Dialect: SQLite, Path: path, Conns: sqliteConns, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}},
 		writer: make(chan struct{}, 1)}, nil
 }
 
@@ -132,7 +139,7 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect postgres: %w", err)
 	}
-	return &DB{SQL: db, Dialect: Postgres, Pool: pool}, nil
+	return &DB{SQL: db, Dialect: Postgres, Pool: pool, Conns: requestConns}, nil
 }
 
 // Close releases the pools.
