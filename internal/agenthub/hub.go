@@ -130,7 +130,15 @@ func (h *Hub) run(ctx context.Context, fn func()) bool {
 }
 
 // Work tells the node holding the device's socket that it has queued work.
-func (h *Hub) Work(ctx context.Context, deviceID string) { h.bus.Publish(ctx, chanWork, deviceID) }
+// A device connected to this node is woken at once; for one connected elsewhere the bus
+// carries the word (on PostgreSQL a NOTIFY, which costs a round trip and the listener's turn).
+func (h *Hub) Work(ctx context.Context, deviceID string) {
+	if c := h.conn(deviceID); c != nil {
+		c.wake()
+		return
+	}
+	h.bus.Publish(ctx, chanWork, deviceID)
+}
 
 // Stop tells the node holding the device's socket to stop the agent.
 func (h *Hub) Stop(ctx context.Context, deviceID string) { h.bus.Publish(ctx, chanStop, deviceID) }

@@ -93,10 +93,14 @@ func start(t testing.TB, srv *httptest.Server, cfg config.Config, logger *slog.L
 }
 
 // SecondNode starts another server on the same database, as a second node behind a load
-// balancer would run.
-func (e *Env) SecondNode() *Env {
+// balancer would run; options change its configuration.
+func (e *Env) SecondNode(opts ...Option) *Env {
 	e.T.Helper()
-	return start(e.T, httptest.NewUnstartedServer(nil), e.App.Config, e.App.Logger)
+	cfg := e.App.Config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return start(e.T, httptest.NewUnstartedServer(nil), cfg, e.App.Logger)
 }
 
 type testWriter struct{ t testing.TB }

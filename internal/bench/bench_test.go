@@ -21,6 +21,7 @@ import (
 	"gale/internal/app"
 	"gale/internal/apptest"
 	"gale/internal/auth"
+	"gale/internal/config"
 	"gale/internal/store"
 )
 
@@ -131,22 +132,71 @@ func settle(b *testing.B, e *apptest.Env) {
 // BenchmarkListDevices is an authenticated GET /devices?limit=50 (first page, by hostname)
 // over 100,000 devices of one partner, from 32 concurrent clients. The NextPage variant
 // follows a cursor (the page after the first 500 devices); LastSeen sorts by last contact.
+// Uncached asks a second node that keeps no list rows cached (LIST_CACHE_ROWS=0), so every
+// row of every page is read in full, as when every row changed since the last read;
+// Heartbeats is FirstPage while each device of that page changes once a second, as a
+// heartbeat changes it.
 func BenchmarkListDevices(b *testing.B) {
 	app.TuneRuntime()
 	e := apptest.New(b)
 	caller := seedDevices(b, e, 100_000)
-	base := e.Server.URL + "/api/v1/devices?limit=50"
-	var mid struct {
+	base := "/api/v1/devices?limit=50"
+	var mid, first struct {
+		Devices []struct {
+			ID string `json:"id"`
+		} `json:"devices"`
 		NextCursor string `json:"nextCursor"`
 	}
 	e.Must(200, caller, "GET", "/api/v1/devices?limit=500", nil).JSON(b, &mid)
-	for _, bc := range []struct{ name, url string }{
-		{"FirstPage", base},
-		{"NextPage", base + "&cursor=" + url.QueryEscape(mid.NextCursor)},
-		{"LastSeen", base + "&sort=lastSeen&sortDir=desc"},
+	e.Must(200, caller, "GET", base, nil).JSON(b, &first)
+	uncached := e.SecondNode(func(c *config.Config) { c.ListCacheRows = 0 })
+	for _, bc := range []struct {
+		name, url string
+		churn     bool
+	}{
+		{"FirstPage", e.Server.URL + base, false},
+		{"NextPage", e.Server.URL + base + "&cursor=" + url.QueryEscape(mid.NextCursor), false},
+		{"LastSeen", e.Server.URL + base + "&sort=lastSeen&sortDir=desc", false},
+		{"Uncached", uncached.Server.URL + base, false},
+		{"Heartbeats", e.Server.URL + base, true},
 	} {
-		b.Run(bc.name, func(b *testing.B) { measureGets(b, bc.url, caller, 32) })
+		b.Run(bc.name, func(b *testing.B) {
+			if bc.churn {
+				ids := make([]string, len(first.Devices))
+				for i, d := range first.Devices {
+					ids[i] = d.ID
+				}
+				stop := heartbeats(b, e, ids, time.Second)
+				defer stop()
+			}
+			measureGets(b, bc.url, caller, 32)
+		})
 	}
+}
+
+// heartbeats changes each device of ids once per period, spread evenly, as their agents'
+// heartbeats would (last contact, uptime and metrics), until stop is called.
+func heartbeats(b *testing.B, e *apptest.Env, ids []string, period time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(period / time.Duration(len(ids)))
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			_, err := e.App.DB.SQL.Exec(`UPDATE devices SET last_seen_at = $1, uptime_seconds = $2,
+				metrics = $3 WHERE id = $4`, store.Now(), i, fmt.Sprintf(`{"cpuPercent":%d.5,"ramPercent":40}`, i%100), ids[i%len(ids)])
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 // BenchmarkPartnerExportDevices is a full traversal of GET /partner-api/devices at
