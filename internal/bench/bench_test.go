@@ -4,11 +4,13 @@
 package bench
 
 import (
+	"bytes"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"sort"
 	"strings"
@@ -59,6 +61,30 @@ func BenchmarkListOrganizations(b *testing.B) {
 	e := apptest.New(b)
 	caller := seedOrganizations(b, e, 10_000)
 	measureGets(b, e.Server.URL+"/api/v1/orgs/organizations?limit=100", caller, 16)
+}
+
+// BenchmarkRequestFloor is what this machine gives the cheapest requests at 16 concurrent
+// clients, the concurrency of BenchmarkListOrganizations: Health is GET /health (no
+// credential, no database), OneOrganization an authenticated list of one organization, and
+// Static36KiB a bare net/http handler answering a fixed 36 KiB body (the size of a page of 100
+// organizations) with no framework, credential or database at all.
+func BenchmarkRequestFloor(b *testing.B) {
+	app.TuneRuntime()
+	e := apptest.New(b)
+	caller := seedOrganizations(b, e, 10)
+	body := bytes.Repeat([]byte(" "), 36<<10)
+	static := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	}))
+	b.Cleanup(static.Close)
+	for _, bc := range []struct{ name, url string }{
+		{"Health", e.Server.URL + "/health"},
+		{"OneOrganization", e.Server.URL + "/api/v1/orgs/organizations?limit=1"},
+		{"Static36KiB", static.URL},
+	} {
+		b.Run(bc.name, func(b *testing.B) { measureGets(b, bc.url, caller, 16) })
+	}
 }
 
 // seedDevices inserts n enrolled devices spread over 100 organizations (one site each) of a
