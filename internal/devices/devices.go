@@ -159,7 +159,7 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 // cacheRow readies a device row for the list cache: with its encoding, which the lists that
 // take it from the cache then copy, and until when it stays right without changing: a
 // watchdog that stops reporting shows offline by time alone.
-func (sc scanner) cacheRow(d Device) (Device, time.Time) {
+func (sc scanner) cacheRow(d *Device) (*Device, time.Time) {
 	if b, err := d.AppendJSON(nil); err == nil {
 		d.encoded = b
 	}
@@ -228,7 +228,7 @@ type Service struct {
 	notifier Notifier
 	sc       scanner
 	// listRows caches device rows for lists (nil: none).
-	listRows *store.RowCache[Device]
+	listRows *store.RowCache[*Device]
 }
 
 // KeyClaimer is the part of the enrollment-key service that enrollment and provisioning use.

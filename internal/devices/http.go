@@ -35,11 +35,11 @@ type listInput struct {
 // DeviceList is the answer of GET /devices: {devices, nextCursor, limit, total?} in cursor
 // mode, {data, pagination} in legacy page mode.
 type DeviceList struct {
-	Devices    *[]Device           `json:"devices,omitempty" doc:"Cursor mode."`
+	Devices    *[]*Device          `json:"devices,omitempty" doc:"Cursor mode."`
 	NextCursor *string             `json:"nextCursor,omitempty" doc:"Cursor mode: pass back as cursor; empty on the last page."`
 	Limit      *int                `json:"limit,omitempty" doc:"Cursor mode: the page size used."`
 	Total      *int                `json:"total,omitempty" doc:"Cursor mode with includeTotal."`
-	Data       *[]Device           `json:"data,omitempty" doc:"Legacy page mode."`
+	Data       *[]*Device          `json:"data,omitempty" doc:"Legacy page mode."`
 	Pagination *httpapi.Pagination `json:"pagination,omitempty" doc:"Legacy page mode."`
 }
 

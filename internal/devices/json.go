@@ -41,7 +41,7 @@ func (l DeviceList) AppendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func appendDevices(b []byte, list []Device) ([]byte, error) {
+func appendDevices(b []byte, list []*Device) ([]byte, error) {
 	if list == nil {
 		return append(b, "null"...), nil
 	}

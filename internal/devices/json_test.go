@@ -18,12 +18,12 @@ func TestDeviceListJSONMatchesEncodingJSON(t *testing.T) {
 	bare := devices.Device{ID: "d2", Tags: []string{}, CreatedAt: time.Unix(0, 0).UTC()}
 	quiet := full
 	quiet.Metrics = &agentproto.Metrics{CPUPercent: 3, RAMUsedMB: 10} // load1 omitted when zero
-	rows := []devices.Device{full, bare, quiet}
+	rows := []*devices.Device{&full, &bare, &quiet}
 	next, limit, total := "cursor<&>", 50, 12345
 	for name, list := range map[string]devices.DeviceList{
 		"cursor":       {Devices: &rows, NextCursor: &next, Limit: &limit},
 		"cursor-total": {Devices: &rows, NextCursor: &next, Limit: &limit, Total: &total},
-		"empty":        {Devices: &[]devices.Device{}, NextCursor: new(string), Limit: &limit},
+		"empty":        {Devices: &[]*devices.Device{}, NextCursor: new(string), Limit: &limit},
 		"page":         {Data: &rows, Pagination: &httpapi.Pagination{HasMore: true, Page: 2, Limit: 50, Total: &total}},
 	} {
 		jsonenctest.Match(t, name, list)

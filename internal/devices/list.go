@@ -41,7 +41,7 @@ type ListFilter struct {
 
 // List returns a page of devices in scope, the next cursor, and the total when asked for
 // (always in legacy page mode).
-func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Device, string, *int, error) {
+func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*Device, string, *int, error) {
 	var a store.Args
 	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id")}
 	for _, ids := range [][]string{f.OrgIDs, f.SiteIDs, f.GroupIDs} {
@@ -76,16 +76,16 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]De
 	}
 	q := store.ListQuery{Columns: deviceColumns, From: " FROM devices d", Conds: conds, Args: &a, SortID: "d.id", Desc: f.Desc,
 		Version: "d.row_version"}
-	key := func(d Device) (string, string) { return d.Hostname, d.ID }
+	key := func(d *Device) (string, string) { return d.Hostname, d.ID }
 	switch f.Sort {
 	case "", sortHostname:
 		q.SortKey = "d.hostname"
 	case sortLastSeen:
 		q.SortKey, q.KeyArg = lastSeenSortColumn, parseSortTime
-		key = func(d Device) (string, string) { return timeKey(d.LastSeen, d.CreatedAt), d.ID }
+		key = func(d *Device) (string, string) { return timeKey(d.LastSeen, d.CreatedAt), d.ID }
 	case sortEnrolled:
 		q.SortKey, q.KeyArg = enrolledSortColumn, parseSortTime
-		key = func(d Device) (string, string) { return timeKey(d.Enrolled, d.CreatedAt), d.ID }
+		key = func(d *Device) (string, string) { return timeKey(d.Enrolled, d.CreatedAt), d.ID }
 	default:
 		return nil, "", nil, apperr.Invalid("sort", "sort by hostname, lastSeen or enrolled")
 	}
@@ -97,7 +97,10 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]De
 		}
 		total = &n
 	}
-	rows, next, pageTotal, err := store.CachedList(ctx, s.db, q, page, s.listRows, s.sc.scan, key)
+	rows, next, pageTotal, err := store.CachedList(ctx, s.db, q, page, s.listRows, func(row store.Scanner) (*Device, error) {
+		d, err := s.sc.scan(row)
+		return &d, err
+	}, key)
 	if err != nil {
 		return nil, "", nil, err
 	}

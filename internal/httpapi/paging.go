@@ -71,7 +71,7 @@ type List[T any] struct {
 // AppendJSON writes the envelope itself when its rows can (see jsonenc), else through
 // encoding/json as any other body.
 func (l List[T]) AppendJSON(b []byte) ([]byte, error) {
-	if _, ok := any(new(T)).(jsonenc.Appender); !ok {
+	if _, ok := rowAppender(new(T)); !ok {
 		return jsonenc.Value(b, plainList[T](l))
 	}
 	b = append(b, `{"data":`...)
@@ -83,8 +83,9 @@ func (l List[T]) AppendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
+			a, _ := rowAppender(&l.Data[i])
 			var err error
-			if b, err = any(&l.Data[i]).(jsonenc.Appender).AppendJSON(b); err != nil {
+			if b, err = a.AppendJSON(b); err != nil {
 				return b, err
 			}
 		}
@@ -92,6 +93,16 @@ func (l List[T]) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b, err := l.Pagination.AppendJSON(append(b, `,"pagination":`...))
 	return append(b, '}'), err
+}
+
+// rowAppender is the encoder of a row of a list: the row itself when rows are pointers to
+// a type with AppendJSON, else the row's address.
+func rowAppender[T any](row *T) (jsonenc.Appender, bool) {
+	if a, ok := any(*row).(jsonenc.Appender); ok {
+		return a, true
+	}
+	a, ok := any(row).(jsonenc.Appender)
+	return a, ok
 }
 
 // plainList is List without its AppendJSON, for encoding/json.

@@ -202,10 +202,10 @@ func notYet(what string) string {
 }
 
 func (s *Service) registerExports(api *httpapi.Server) {
-	registerExport(api, s, export[tenancy.Organization]{name: "organizations", scope: "organizations:read",
+	registerExport(api, s, export[*tenancy.Organization]{name: "organizations", scope: "organizations:read",
 		summary: "Export organizations", description: "The partner's organizations (not deleted ones).",
 		fetch: s.orgs.ExportOrganizations,
-		key:   func(o tenancy.Organization) (time.Time, []string) { return o.UpdatedAt, []string{o.ID} }})
+		key:   func(o *tenancy.Organization) (time.Time, []string) { return o.UpdatedAt, []string{o.ID} }})
 	registerExport(api, s, export[tenancy.Site]{name: "sites", scope: "sites:read", summary: "Export sites",
 		description: "Sites of the partner's organizations; each row carries orgId, siteId and name.",
 		fetch:       s.orgs.ExportSites,

@@ -31,7 +31,7 @@ type Organizations interface {
 	CreateOrganizationIn(ctx context.Context, tx *sql.Tx, in tenancy.NewOrganization) (tenancy.Organization, error)
 	GetOrganizationIn(ctx context.Context, q store.Querier, id string) (tenancy.Organization, error)
 	CreateSiteIn(ctx context.Context, tx *sql.Tx, org tenancy.Organization, in tenancy.SiteInput) (tenancy.Site, error)
-	ExportOrganizations(ctx context.Context, sk store.Seek) ([]tenancy.Organization, bool, error)
+	ExportOrganizations(ctx context.Context, sk store.Seek) ([]*tenancy.Organization, bool, error)
 	ExportSites(ctx context.Context, sk store.Seek) ([]tenancy.Site, bool, error)
 }
 

@@ -129,7 +129,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return nil, s.DeletePartner(ctx, in.ID)
 		})
 
-	listOrgs := func(ctx context.Context, in *listOrgsInput) (*httpapi.ListBody[Organization], error) {
+	listOrgs := func(ctx context.Context, in *listOrgsInput) (*httpapi.ListBody[*Organization], error) {
 		page, err := in.Normalize(httpapi.MaxPageSize)
 		if err != nil {
 			return nil, err

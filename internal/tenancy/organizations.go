@@ -46,7 +46,7 @@ type Organization struct {
 
 // cacheOrg readies an organization row for the list cache: with its encoding, which the
 // lists that take it from the cache then copy.
-func cacheOrg(o Organization) (Organization, time.Time) {
+func cacheOrg(o *Organization) (*Organization, time.Time) {
 	if b, err := o.AppendJSON(nil); err == nil {
 		o.encoded = b
 	}
@@ -110,6 +110,13 @@ func scanOrg(row store.Scanner) (Organization, error) {
 	return o, nil
 }
 
+// scanOrgRow is scanOrg for the rows of lists and exports, which hand out pointers to the
+// rows they read (the list cache shares them between requests).
+func scanOrgRow(row store.Scanner) (*Organization, error) {
+	o, err := scanOrg(row)
+	return &o, err
+}
+
 func dateString(t store.NullTime) *string {
 	if !t.Valid {
 		return nil
@@ -147,7 +154,7 @@ type OrgListFilter struct {
 
 // ListOrganizations lists organizations in scope by name. The result carries the total
 // only in legacy page mode.
-func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page store.Page) ([]Organization, string, *int, error) {
+func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page store.Page) ([]*Organization, string, *int, error) {
 	var a store.Args
 	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "o.id", "o.partner_id")}
 	if !f.IncludeDeleted {
@@ -164,8 +171,8 @@ func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page s
 		conds = append(conds, "o.partner_id = "+a.Add(f.PartnerID))
 	}
 	return store.CachedList(ctx, s.db, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
-		Args: &a, SortKey: "o.name", SortID: "o.id", Version: "o.row_version"}, page, s.orgRows, scanOrg,
-		func(o Organization) (string, string) { return o.Name, o.ID })
+		Args: &a, SortKey: "o.name", SortID: "o.id", Version: "o.row_version"}, page, s.orgRows, scanOrgRow,
+		func(o *Organization) (string, string) { return o.Name, o.ID })
 }
 
 // GetOrganization returns an organization in scope.
@@ -188,12 +195,12 @@ func LiveOrg(orgCol string) string {
 
 // ExportOrganizations returns a page of the live organizations in scope in ID order, or with
 // s.Since those changed since then in (updatedAt, ID) order.
-func (s *Service) ExportOrganizations(ctx context.Context, sk store.Seek) ([]Organization, bool, error) {
+func (s *Service) ExportOrganizations(ctx context.Context, sk store.Seek) ([]*Organization, bool, error) {
 	var a store.Args
 	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "o.id", "o.partner_id"), "o.deleted_at IS NULL"}
 	keys := sk.Keys(&a, &conds, "o.updated_at", "o.id")
 	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
-		Args: &a, Keys: keys}, sk, scanOrg)
+		Args: &a, Keys: keys}, sk, scanOrgRow)
 }
 
 func (s *Service) getOrg(ctx context.Context, q store.Querier, scope access.Scope, id string, withDeleted bool) (Organization, error) {

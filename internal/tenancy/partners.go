@@ -23,7 +23,7 @@ type Service struct {
 	db     *store.DB
 	logger *slog.Logger
 	// orgRows caches organization rows for lists (nil: none).
-	orgRows *store.RowCache[Organization]
+	orgRows *store.RowCache[*Organization]
 }
 
 // New returns the tenancy service; organization lists keep up to cacheRows rows cached on

@@ -443,6 +443,9 @@ func TestOrganizationListJSONMatchesEncodingJSON(t *testing.T) {
 		Pagination: httpapi.Pagination{Page: 1, Limit: 100, Total: &total}})
 	jsonenctest.Match(t, "empty", httpapi.List[tenancy.Organization]{Data: []tenancy.Organization{}})
 	jsonenctest.Match(t, "nil", httpapi.List[tenancy.Organization]{})
+	// Lists hand out the rows they cache as pointers.
+	jsonenctest.Match(t, "pointers", httpapi.List[*tenancy.Organization]{Data: []*tenancy.Organization{&full, &bare},
+		Pagination: httpapi.Pagination{HasMore: true, Cursor: "next"}})
 }
 
 // Organization lists keep rows cached on each node; what a caller sees still follows its
