@@ -22,6 +22,8 @@ build:
 # gale process with wrk instead.
 bench:
 	go test -run '^$$' -bench ListOrganizations -benchtime 4000x -count 3 ./internal/bench/
+	go test -run '^$$' -bench ListDevices -benchtime 4000x -count 2 ./internal/bench/
+	go test -run '^$$' -bench RequestFloor -benchtime 20000x -count 2 ./internal/bench/
 	go test -run '^$$' -bench PasswordVerify -benchtime 20x ./internal/bench/
 	go test -run '^$$' -bench PartnerExport -benchtime 3x ./internal/bench/
 	go test -run '^$$' -bench Deliveries -benchtime 2000x ./internal/webhooks/

@@ -14,7 +14,7 @@ import (
 type Scanner interface{ Scan(dest ...any) error }
 
 // ListQuery is one paged list: the columns and FROM clause, the conditions (with their
-// arguments in Args), and the sort column plus a unique ID column that break ties. The cursor
+// arguments in Args, which every query gives, even when empty), and the sort column plus a unique ID column that break ties. The cursor
 // encodes both values of the last row.
 type ListQuery struct {
 	Columns string // "a, b, c"
@@ -84,19 +84,21 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 	shown := refs[:min(len(refs), page.Limit)]
 	out := make([]T, len(refs))
 	now := time.Now()
-	var missing []string
-	at := make(map[string]int, len(shown))
+	var missing []int // positions of the rows to read in full
 	for i, r := range shown {
 		if v, ok := cache.get(r.id, r.version, now); ok {
 			out[i] = v
-			continue
+		} else {
+			missing = append(missing, i)
 		}
-		missing = append(missing, r.id)
-		at[r.id] = i
 	}
 	if len(missing) > 0 {
+		ids, at := make([]string, len(missing)), make(map[string]int, len(missing))
+		for j, i := range missing {
+			ids[j], at[shown[i].id] = shown[i].id, i
+		}
 		a := Args{vals: slices.Clone(p.args.vals[:p.baseArgs])}
-		conds := append(slices.Clip(p.conds[:p.baseConds]), q.SortID+" IN "+a.In(missing))
+		conds := append(slices.Clip(p.conds[:p.baseConds]), q.SortID+" IN "+a.In(ids))
 		found := 0
 		var version int64
 		err := eachRow(ctx, db, `SELECT `+q.Columns+`, `+q.Version+q.From+` WHERE `+Where(conds), a.Values(), func(s Scanner) error {
@@ -141,14 +143,10 @@ type listPlan struct {
 	// cursor's and the offset's.
 	baseConds, baseArgs int
 	page                Page
-	paged               bool
 }
 
 func planList(ctx context.Context, db Querier, q ListQuery, page Page) (*listPlan, *int, error) {
 	a := q.Args
-	if a == nil {
-		a = &Args{}
-	}
 	p := &listPlan{from: q.From, conds: slices.Clip(q.Conds), args: a, baseConds: len(q.Conds), baseArgs: len(a.vals),
 		page: page}
 	cmp, dir := ">", "ASC"
@@ -198,7 +196,6 @@ func planList(ctx context.Context, db Querier, q ListQuery, page Page) (*listPla
 	p.tail = ` LIMIT ` + strconv.Itoa(page.Limit+1)
 	if page.Number > 0 {
 		p.tail += ` OFFSET ` + a.Add(page.Offset())
-		p.paged = true
 	}
 	return p, total, nil
 }
@@ -215,7 +212,7 @@ func trimPage[T any](p *listPlan, out []T, key func(T) (string, string)) ([]T, s
 		return out, ""
 	}
 	out = out[:p.page.Limit]
-	if p.paged {
+	if p.page.Number > 0 {
 		return out, ""
 	}
 	k, id := key(out[len(out)-1])
