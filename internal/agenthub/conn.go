@@ -136,16 +136,18 @@ func (c *conn) handle(msg agentproto.Message) error {
 		if err := json.Unmarshal(msg.Payload, &hb); err != nil {
 			return err
 		}
-		err := context.Canceled
+		waiting, err := false, context.Canceled
 		c.hub.run(c.ctx, func() {
 			start := time.Now()
-			err = c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
+			waiting, err = c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
 			c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())
 		})
 		if err != nil {
 			return err
 		}
-		c.wake()
+		if waiting {
+			c.wake()
+		}
 		return c.send(agentproto.TypeHeartbeatAck, msg.ID, struct{}{})
 	case agentproto.TypeCommandResult:
 		var r agentproto.CommandResult

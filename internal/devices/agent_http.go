@@ -92,11 +92,12 @@ func (s *Service) registerAgentRoutes(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			if err := s.Heartbeat(ctx, a, in.Body); err != nil {
+			waiting, err := s.Heartbeat(ctx, a, in.Body)
+			if err != nil {
 				return nil, err
 			}
 			out := &heartbeatOutput{Body: agentproto.HeartbeatResponse{Commands: []agentproto.Command{}}}
-			if a.Role == agentproto.RoleAgent {
+			if waiting {
 				cmds, err := s.TakeQueued(ctx, a.DeviceID)
 				if err != nil {
 					return nil, err

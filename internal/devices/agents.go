@@ -239,10 +239,13 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 	return out, err
 }
 
-// Heartbeat records what an agent or its watchdog reports.
-func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) error {
+// Heartbeat records what an agent or its watchdog reports. For the main agent it also tells
+// whether the device has commands or calls waiting: the channel that missed word of them (a
+// node that lost its bus connection for a moment) delivers them now, and a heartbeat with
+// nothing waiting costs no further query.
+func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) (waiting bool, err error) {
 	now := store.Now()
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		if a.Role == agentproto.RoleWatchdog {
 			return s.watchdogBeat(ctx, tx, a, hb, now)
 		}
@@ -256,9 +259,14 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		if hb.Metrics != nil {
 			metrics = encodeJSON(hb.Metrics)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
+		err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
 			uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL
-			WHERE id = $7`, now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID); err != nil {
+			WHERE id = $7
+			RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
+				OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
+			now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued).
+			Scan(&waiting)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		if hb.Metrics != nil {
@@ -281,6 +289,7 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		}
 		return nil
 	})
+	return waiting && err == nil, err
 }
 
 // watchdogBeat records the watchdog's state, and when the watchdog is alive while the main

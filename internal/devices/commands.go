@@ -375,50 +375,51 @@ func (s *Service) ListCommands(ctx context.Context, deviceID, status string, pag
 
 // TakeQueued marks up to ten queued commands of a device as sent and returns them in the
 // order they were queued. The conditional update makes each command go out once even when
-// several nodes try at the same time.
+// several nodes try at the same time. It is two statements and no transaction (the read, then
+// one update that claims what is still queued), since it runs on the way of every command to
+// its agent.
 func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto.Command, error) {
+	var queued []agentproto.Command
+	rows, err := s.db.QueryContext(ctx, `SELECT id, type, payload, timeout_seconds FROM device_commands
+		WHERE device_id = $1 AND status = $2 ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), deviceID, CommandQueued)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var c agentproto.Command
+		var payload string
+		if err := rows.Scan(&c.ID, &c.Type, &payload, &c.TimeoutSeconds); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		c.Payload = json.RawMessage(payload)
+		queued = append(queued, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(queued) == 0 {
+		return nil, err
+	}
+	// Each command expires its own timeout (plus the grace) after now. (The ELSE, never taken,
+	// gives PostgreSQL the CASE's type.)
 	now := store.Now()
-	var out []agentproto.Command
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, timeout_seconds FROM device_commands WHERE device_id = $1 AND status = $2
-			ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), deviceID, CommandQueued)
-		if err != nil {
+	var a store.Args
+	ids := make([]string, len(queued))
+	expires := "CASE id"
+	for i, c := range queued {
+		ids[i] = c.ID
+		expires += " WHEN " + a.Add(c.ID) + " THEN " + a.Add(now.Add(time.Duration(c.TimeoutSeconds)*time.Second+resultGrace))
+	}
+	claimed := make(map[string]bool, len(queued))
+	err = s.db.WriteRows(ctx, `UPDATE device_commands SET status = `+a.Add(CommandSent)+`, sent_at = `+a.Add(now)+
+		`, expires_at = `+expires+` ELSE expires_at END WHERE id IN `+a.In(ids)+` AND status = `+a.Add(CommandQueued)+` RETURNING id`, a.Values(),
+		func(row store.Scanner) error {
+			var id string
+			err := row.Scan(&id)
+			claimed[id] = true
 			return err
-		}
-		type queued struct {
-			id      string
-			timeout int
-		}
-		var batch []queued
-		for rows.Next() {
-			var q queued
-			if err := rows.Scan(&q.id, &q.timeout); err != nil {
-				rows.Close()
-				return err
-			}
-			batch = append(batch, q)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, q := range batch {
-			c := agentproto.Command{ID: q.id, TimeoutSeconds: q.timeout}
-			var payload string
-			expires := now.Add(time.Duration(q.timeout)*time.Second + resultGrace)
-			err := tx.QueryRowContext(ctx, `UPDATE device_commands SET status = $1, sent_at = $2, expires_at = $3
-				WHERE id = $4 AND status = $5 RETURNING type, payload`, CommandSent, now, expires, q.id, CommandQueued).
-				Scan(&c.Type, &payload)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			c.Payload = json.RawMessage(payload)
-			out = append(out, c)
-		}
-		return nil
-	})
-	return out, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(queued, func(c agentproto.Command) bool { return !claimed[c.ID] }), nil
 }

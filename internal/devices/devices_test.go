@@ -16,6 +16,7 @@ import (
 	"gale/internal/agentproto"
 	"gale/internal/apptest"
 	"gale/internal/config"
+	"gale/internal/devices"
 	"gale/internal/secrets"
 )
 
@@ -603,6 +604,74 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 	e.Must(200, ten.Org, "GET", api+"/devices/"+dev.DeviceID+"/commands/"+cmd.ID, nil).JSON(t, &c)
 	if c.Status != "completed" {
 		t.Fatalf("the late result changed a finished command to %s", c.Status)
+	}
+}
+
+// A heartbeat tells whether its device has work waiting, and the live channel delivers work it
+// was not told about at the agent's next heartbeat: here a command queued through a second
+// node, whose word (on SQLite, which has no bus between nodes) never reaches the first.
+func TestHeartbeatDeliversWorkTheChannelMissed(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
+	dev := enroll(e, key, secret, "web-01")
+	ctx := context.Background()
+	svc := e.App.Devices
+	agent := devices.Agent{DeviceID: dev.DeviceID, PartnerID: ten.PartnerID, OrgID: ten.OrgID, Role: agentproto.RoleAgent}
+	beat := func(a devices.Agent) bool {
+		t.Helper()
+		waiting, err := svc.Heartbeat(ctx, a, agentproto.Heartbeat{AgentVersion: "1.0.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	}
+	if beat(agent) {
+		t.Fatal("a heartbeat with nothing queued reported work waiting")
+	}
+	var cmd struct{ ID string }
+	e.Must(201, ten.Org, "POST", api+"/devices/"+dev.DeviceID+"/commands", map[string]any{"type": "reboot"}).JSON(t, &cmd)
+	watchdog := agent
+	watchdog.Role = agentproto.RoleWatchdog
+	if beat(watchdog) {
+		t.Error("a watchdog heartbeat reported work waiting: the watchdog takes no commands")
+	}
+	if !beat(agent) {
+		t.Fatal("a heartbeat with a command queued reported nothing waiting")
+	}
+	taken, err := svc.TakeQueued(ctx, dev.DeviceID)
+	if err != nil || len(taken) != 1 || taken[0].ID != cmd.ID {
+		t.Fatalf("took %+v, %v; want the queued command", taken, err)
+	}
+	if again, err := svc.TakeQueued(ctx, dev.DeviceID); err != nil || len(again) != 0 {
+		t.Fatalf("took the sent command again: %+v, %v", again, err)
+	}
+	if beat(agent) {
+		t.Fatal("a heartbeat reported a command that was already sent")
+	}
+	if _, err := svc.QueueCall(ctx, dev.DeviceID, "processes", nil, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !beat(agent) {
+		t.Fatal("a heartbeat with a call queued reported nothing waiting")
+	}
+	if _, err := e.App.DB.ExecContext(ctx, `UPDATE agent_calls SET expires_at = $1`, time.Now().Add(-time.Second).UTC()); err != nil {
+		t.Fatal(err)
+	}
+	if beat(agent) {
+		t.Fatal("a heartbeat reported an expired call")
+	}
+
+	a := connect(t, e, dev.AuthToken)
+	other := e.SecondNode()
+	var late struct{ ID string }
+	other.Must(201, ten.Org, "POST", api+"/devices/"+dev.DeviceID+"/commands", map[string]any{"type": "run_script",
+		"payload": map[string]any{"language": "sh", "script": "true"}}).JSON(t, &late)
+	a.send(agentproto.TypeHeartbeat, "hb-1", agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	var got agentproto.Command
+	_ = json.Unmarshal(a.next(agentproto.TypeCommand).Payload, &got)
+	if got.ID != late.ID {
+		t.Fatalf("delivered %+v, want the command queued on the other node", got)
 	}
 }
 

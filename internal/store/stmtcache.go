@@ -79,6 +79,16 @@ func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 	return db.SQL.ExecContext(ctx, query, args...)
 }
 
+// WriteRows runs one statement that writes and returns rows (UPDATE ... RETURNING) outside a
+// transaction, in its turn as a write, and hands every row to fn.
+func (db *DB) WriteRows(ctx context.Context, query string, args []any, fn func(Scanner) error) error {
+	if err := db.lockWriter(ctx); err != nil {
+		return err
+	}
+	defer db.unlockWriter()
+	return eachRow(ctx, db, query, args, fn)
+}
+
 func (db *DB) stmt(ctx context.Context, query string) *sql.Stmt {
 	if db.stmts == nil {
 		return nil

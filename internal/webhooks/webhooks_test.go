@@ -617,7 +617,7 @@ func TestDeviceEventsOnTransitionsOnly(t *testing.T) {
 	}
 	agent := devices.Agent{DeviceID: dev, PartnerID: w.a.PartnerID, OrgID: w.a.OrgID, Role: agentproto.RoleAgent}
 	for range 2 {
-		if err := svc.Heartbeat(ctx, agent, agentproto.Heartbeat{AgentVersion: "1.0.0"}); err != nil {
+		if _, err := svc.Heartbeat(ctx, agent, agentproto.Heartbeat{AgentVersion: "1.0.0"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -631,7 +631,7 @@ func TestDeviceEventsOnTransitionsOnly(t *testing.T) {
 	wd := agent
 	wd.Role = agentproto.RoleWatchdog
 	for range 2 {
-		if err := svc.Heartbeat(ctx, wd, agentproto.Heartbeat{WatchdogState: "connected"}); err != nil {
+		if _, err := svc.Heartbeat(ctx, wd, agentproto.Heartbeat{WatchdogState: "connected"}); err != nil {
 			t.Fatal(err)
 		}
 	}
