@@ -14,8 +14,8 @@ import (
 type Scanner interface{ Scan(dest ...any) error }
 
 // ListQuery is one paged list: the columns and FROM clause, the conditions (with their
-// arguments in Args, which every query gives, even when empty), and the sort column plus a unique ID column that break ties. The cursor
-// encodes both values of the last row.
+// arguments in Args, which every query gives, even when empty), and the sort column plus a
+// unique ID column that break ties. The cursor encodes both values of the last row.
 type ListQuery struct {
 	Columns string // "a, b, c"
 	From    string // " FROM t"

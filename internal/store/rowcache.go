@@ -6,7 +6,7 @@ import (
 )
 
 // RowCache keeps decoded rows of one table on this node, each with the row version it was
-// read at. A cached list (ListQuery.Cache) reads only the IDs and versions of its page and
+// read at. A cached list (CachedList) reads only the IDs and versions of its page and
 // takes from here the rows whose version is still the database's; the rest it reads in full.
 // The database raises a row's version in the transaction of every change (a trigger, so on
 // every node and for every statement), so a row that changed is never served from here, and
