@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -23,9 +24,43 @@ type conn struct {
 	cancel context.CancelFunc
 	wakeup chan struct{}
 	once   sync.Once
+
+	// check asks the serve loop to look in the database for queued work; outbox holds commands
+	// already recorded as sent, which go out as they are.
+	check  atomic.Bool
+	mu     sync.Mutex
+	outbox []agentproto.Command
+	closed bool
 }
 
+// wake has the serve loop look for queued commands and calls.
 func (c *conn) wake() {
+	c.check.Store(true)
+	c.signal()
+}
+
+// push has the serve loop send a command recorded as sent; false when the connection closed.
+func (c *conn) push(cmd agentproto.Command) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.outbox = append(c.outbox, cmd)
+	c.signal()
+	return true
+}
+
+// takeOutbox empties the outbox; once closing, it also refuses further commands.
+func (c *conn) takeOutbox(closing bool) []agentproto.Command {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.outbox
+	c.outbox, c.closed = nil, c.closed || closing
+	return out
+}
+
+func (c *conn) signal() {
 	select {
 	case c.wakeup <- struct{}{}:
 	default:
@@ -80,8 +115,19 @@ func (c *conn) serveLoop(pingEvery time.Duration) {
 				return
 			}
 		case <-c.wakeup:
-			c.hub.run(c.ctx, c.deliver)
+			for _, cmd := range c.takeOutbox(false) {
+				c.sendCommand(cmd)
+			}
+			if c.check.Swap(false) {
+				c.hub.run(c.ctx, c.deliver)
+			}
 		}
+	}
+}
+
+func (c *conn) sendCommand(cmd agentproto.Command) {
+	if err := c.send(agentproto.TypeCommand, cmd.ID, cmd); err != nil {
+		c.log().Warn("command not delivered; it times out unless the agent reports it", "commandId", cmd.ID, "error", err)
 	}
 }
 
@@ -92,9 +138,7 @@ func (c *conn) deliver() {
 		c.log().Warn("taking queued commands failed", "error", err)
 	}
 	for _, cmd := range cmds {
-		if err := c.send(agentproto.TypeCommand, cmd.ID, cmd); err != nil {
-			c.log().Warn("command not delivered; it times out unless the agent reports it", "commandId", cmd.ID, "error", err)
-		}
+		c.sendCommand(cmd)
 	}
 	calls, err := c.hub.devices.TakeCalls(c.ctx, c.agent.DeviceID)
 	if err != nil && c.ctx.Err() == nil {

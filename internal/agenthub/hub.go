@@ -140,6 +140,13 @@ func (h *Hub) Work(ctx context.Context, deviceID string) {
 	h.bus.Publish(ctx, chanWork, deviceID)
 }
 
+// Deliver hands a command already recorded as sent to this node's connection of the device;
+// false when the node holds none (or it is closing), and then the command must be queued again.
+func (h *Hub) Deliver(deviceID string, cmd agentproto.Command) bool {
+	c := h.conn(deviceID)
+	return c != nil && c.push(cmd)
+}
+
 // Stop tells the node holding the device's socket to stop the agent.
 func (h *Hub) Stop(ctx context.Context, deviceID string) { h.bus.Publish(ctx, chanStop, deviceID) }
 
@@ -164,6 +171,7 @@ func (h *Hub) register(c *conn) {
 	}
 }
 
+// unregister forgets c; commands handed to it that it did not send go back to the queue.
 func (h *Hub) unregister(c *conn) {
 	h.mu.Lock()
 	if h.conns[c.agent.DeviceID] == c {
@@ -171,6 +179,18 @@ func (h *Hub) unregister(c *conn) {
 	}
 	h.mu.Unlock()
 	h.connections.Dec()
+	if left := c.takeOutbox(true); len(left) > 0 {
+		ids := make([]string, len(left))
+		for i, cmd := range left {
+			ids[i] = cmd.ID
+		}
+		ctx := context.WithoutCancel(c.ctx)
+		h.run(ctx, func() {
+			if err := h.devices.Requeue(ctx, c.agent.DeviceID, ids); err != nil {
+				c.log().Warn("commands of a closed connection were not queued again; they time out", "error", err)
+			}
+		})
+	}
 }
 
 // Close closes every connection (shutdown); agents reconnect to another node or later.

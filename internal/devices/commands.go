@@ -199,35 +199,51 @@ func osOrUnknown(os string) string {
 	return os
 }
 
-// insertCommand queues a command in tx. It returns false when the database refused it as a
-// duplicate pending refresh_inventory.
-func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int) (string, bool, error) {
-	id, now := store.NewID(), store.Now()
-	p := access.PrincipalFrom(ctx)
-	var by, byEmail any
-	if p != nil {
-		by, byEmail = p.ID, p.Email
+// insertCommand queues a command in tx, or, when sent, records it as sent: it goes out at once
+// on this node's connection to the agent (dispatch). It returns false when the database refused
+// it as a duplicate pending refresh_inventory. The record is made here rather than read back.
+func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int, sent bool) (DeviceCommand, bool, error) {
+	c := DeviceCommand{ID: store.NewID(), DeviceID: d.ID, OrgID: d.OrgID, Type: in.Type, Payload: json.RawMessage(payload),
+		Status: CommandQueued, TimeoutSeconds: timeout, CreatedAt: store.Now()}
+	expires := c.CreatedAt.Add(QueueTTL)
+	if sent {
+		sentAt := c.CreatedAt
+		c.Status, c.SentAt, expires = CommandSent, &sentAt, sentExpiry(sentAt, timeout)
+	}
+	var by any
+	if p := access.PrincipalFrom(ctx); p != nil {
+		email := p.Email
+		by, c.CreatedBy = p.ID, &email
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO device_commands (id, partner_id, org_id, device_id, type, payload, status,
-		timeout_seconds, created_by, created_by_email, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		timeout_seconds, created_by, created_by_email, created_at, sent_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (device_id) WHERE type = 'refresh_inventory' AND status IN ('queued', 'sent') DO NOTHING`,
-		id, d.PartnerID, d.OrgID, d.ID, in.Type, payload, CommandQueued, timeout, by, byEmail, now, now.Add(QueueTTL))
+		c.ID, d.PartnerID, d.OrgID, d.ID, in.Type, payload, c.Status, timeout, by, c.CreatedBy, c.CreatedAt, c.SentAt, expires)
 	if err != nil {
-		return "", false, err
+		return c, false, err
 	}
 	n, err := res.RowsAffected()
-	return id, n == 1, err
+	return c, n == 1, err
+}
+
+// sentExpiry is when a command sent at the given time times out: its own timeout plus the
+// grace that lets the agent's own timeout report win.
+func sentExpiry(sentAt time.Time, timeoutSeconds int) time.Time {
+	return sentAt.Add(time.Duration(timeoutSeconds)*time.Second + resultGrace)
 }
 
 var errAlreadyPending = apperr.ConflictCode("ALREADY_PENDING", "a refresh_inventory command is already pending for this device")
 
-// SendCommand queues a command for a device and wakes its agent.
+// SendCommand queues a command for a device and wakes its agent. When this node holds the
+// agent's connection and nothing is queued before it, the command is recorded as sent and goes
+// out on the connection without being read back from the queue.
 func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandInput) (DeviceCommand, error) {
 	scope := access.ScopeFrom(ctx)
+	live := s.notifier.Connected(deviceID)
 	var c DeviceCommand
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		d, err := s.getActive(ctx, tx, scope, deviceID)
+		d, queued, err := s.getActiveToCommand(ctx, tx, scope, deviceID)
 		if err != nil {
 			return err
 		}
@@ -235,23 +251,53 @@ func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandIn
 		if err != nil {
 			return err
 		}
-		id, ok, err := insertCommand(ctx, tx, d, in, payload, timeout)
-		if err != nil {
+		var ok bool
+		if c, ok, err = insertCommand(ctx, tx, d, in, payload, timeout, live && !queued); err != nil {
 			return err
 		}
 		if !ok {
 			return errAlreadyPending
 		}
-		if c, err = getCommand(ctx, tx, deviceID, id); err != nil {
-			return err
-		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.command", ResourceType: "device", ResourceID: d.ID,
-			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"commandId": id, "type": in.Type}})
+			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"commandId": c.ID, "type": in.Type}})
 	})
+	if err != nil {
+		return DeviceCommand{}, err
+	}
+	s.dispatch(ctx, &c)
+	return c, nil
+}
+
+// dispatch gets a committed command on its way: a sent one onto this node's connection, a
+// queued one by waking whichever node holds the agent's. A sent command whose connection
+// closed in the meantime goes back to the queue, for the agent's next connection.
+func (s *Service) dispatch(ctx context.Context, c *DeviceCommand) {
+	if c.Status == CommandSent {
+		if s.notifier.Deliver(c.DeviceID, agentproto.Command{ID: c.ID, Type: c.Type, Payload: c.Payload, TimeoutSeconds: c.TimeoutSeconds}) {
+			return
+		}
+		if err := s.Requeue(context.WithoutCancel(ctx), c.DeviceID, []string{c.ID}); err != nil {
+			s.logger.ErrorContext(ctx, "a command whose connection closed was not queued again; it times out", "commandId", c.ID, "error", err)
+			return
+		}
+		c.Status, c.SentAt = CommandQueued, nil
+		return
+	}
+	s.notifier.Work(ctx, c.DeviceID)
+}
+
+// Requeue puts commands recorded as sent that never reached the device's connection back in
+// its queue (with the whole queue lifetime again), and wakes whichever node holds the agent's
+// connection now.
+func (s *Service) Requeue(ctx context.Context, deviceID string, ids []string) error {
+	var a store.Args
+	_, err := s.db.ExecContext(ctx, `UPDATE device_commands SET status = `+a.Add(CommandQueued)+`, sent_at = NULL, expires_at = `+
+		a.Add(store.Now().Add(QueueTTL))+` WHERE device_id = `+a.Add(deviceID)+` AND id IN `+a.In(ids)+` AND status = `+a.Add(CommandSent),
+		a.Values()...)
 	if err == nil {
 		s.notifier.Work(ctx, deviceID)
 	}
-	return c, err
+	return err
 }
 
 // BulkInput sends one command to many devices.
@@ -286,14 +332,13 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 		return out, apperr.Invalid("type", "type must be refresh_inventory, run_script, reboot or shutdown")
 	}
 	seen := map[string]bool{}
-	var woken []string
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		for _, id := range in.DeviceIDs {
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			d, err := s.getActive(ctx, tx, scope, id)
+			d, queued, err := s.getActiveToCommand(ctx, tx, scope, id)
 			if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && !store.ValidID(id)) {
 				out.Failed = append(out.Failed, BulkItem{DeviceID: id, Code: apperr.CodeNotFound, Reason: "no such device"})
 				continue
@@ -309,7 +354,7 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 			if err != nil {
 				return err
 			}
-			cid, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout)
+			c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued)
 			if err != nil {
 				return err
 			}
@@ -317,15 +362,10 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 				out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: errAlreadyPending.Code, Reason: errAlreadyPending.Message})
 				continue
 			}
-			c, err := getCommand(ctx, tx, id, cid)
-			if err != nil {
-				return err
-			}
 			out.Commands = append(out.Commands, c)
-			woken = append(woken, id)
 			if err := audit.Record(ctx, tx, audit.Entry{Action: "device.command", ResourceType: "device", ResourceID: d.ID,
 				ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID,
-				Details: map[string]any{"commandId": cid, "type": in.Type, "bulk": true}}); err != nil {
+				Details: map[string]any{"commandId": c.ID, "type": in.Type, "bulk": true}}); err != nil {
 				return err
 			}
 		}
@@ -334,8 +374,8 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 	if err != nil {
 		return BulkResult{}, err
 	}
-	for _, id := range woken {
-		s.notifier.Work(ctx, id)
+	for i := range out.Commands {
+		s.dispatch(ctx, &out.Commands[i])
 	}
 	return out, nil
 }
@@ -407,7 +447,7 @@ func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto
 	expires := "CASE id"
 	for i, c := range queued {
 		ids[i] = c.ID
-		expires += " WHEN " + a.Add(c.ID) + " THEN " + a.Add(now.Add(time.Duration(c.TimeoutSeconds)*time.Second+resultGrace))
+		expires += " WHEN " + a.Add(c.ID) + " THEN " + a.Add(sentExpiry(now, c.TimeoutSeconds))
 	}
 	claimed := make(map[string]bool, len(queued))
 	err = s.db.WriteRows(ctx, `UPDATE device_commands SET status = `+a.Add(CommandSent)+`, sent_at = `+a.Add(now)+

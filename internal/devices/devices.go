@@ -188,12 +188,19 @@ type Notifier interface {
 	Work(ctx context.Context, deviceID string)
 	// Stop says the device was decommissioned: close its connection.
 	Stop(ctx context.Context, deviceID string)
+	// Connected reports whether this node holds the device's live connection.
+	Connected(deviceID string) bool
+	// Deliver hands this node's connection of the device a command already recorded as sent;
+	// false when the node no longer holds one.
+	Deliver(deviceID string, cmd agentproto.Command) bool
 }
 
 type nopNotifier struct{}
 
-func (nopNotifier) Work(context.Context, string) {}
-func (nopNotifier) Stop(context.Context, string) {}
+func (nopNotifier) Work(context.Context, string)            {}
+func (nopNotifier) Stop(context.Context, string)            {}
+func (nopNotifier) Connected(string) bool                   { return false }
+func (nopNotifier) Deliver(string, agentproto.Command) bool { return false }
 
 // Options are the device settings of the server configuration.
 type Options struct {

@@ -565,9 +565,15 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 		t.Fatalf("device after heartbeat = %+v", d)
 	}
 
-	var cmd struct{ ID string }
+	var cmd struct {
+		ID, Status string
+		SentAt     *time.Time
+	}
 	e.Must(201, ten.Org, "POST", api+"/devices/"+dev.DeviceID+"/commands", map[string]any{"type": "run_script",
 		"payload": map[string]any{"language": "bash", "script": "echo hi"}}).JSON(t, &cmd)
+	if cmd.Status != "sent" || cmd.SentAt == nil {
+		t.Fatalf("a command for an agent connected to this node = %+v, want it sent on the connection", cmd)
+	}
 	m := a.next(agentproto.TypeCommand)
 	var got agentproto.Command
 	_ = json.Unmarshal(m.Payload, &got)
@@ -604,6 +610,99 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 	e.Must(200, ten.Org, "GET", api+"/devices/"+dev.DeviceID+"/commands/"+cmd.ID, nil).JSON(t, &c)
 	if c.Status != "completed" {
 		t.Fatalf("the late result changed a finished command to %s", c.Status)
+	}
+}
+
+// channelStandIn stands in for the agent channel: it says every device is connected to this
+// node, takes or refuses the commands handed to it, and records what it was told.
+type channelStandIn struct {
+	mu        sync.Mutex
+	connected bool
+	accept    bool
+	delivered []agentproto.Command
+	woken     int
+}
+
+func (c *channelStandIn) Work(context.Context, string) { c.mu.Lock(); c.woken++; c.mu.Unlock() }
+func (c *channelStandIn) Stop(context.Context, string) {}
+func (c *channelStandIn) Connected(string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.connected
+}
+func (c *channelStandIn) Deliver(_ string, cmd agentproto.Command) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.accept {
+		c.delivered = append(c.delivered, cmd)
+	}
+	return c.accept
+}
+
+// A command for an agent connected to the node that takes it is recorded as sent and handed to
+// the connection, unless commands queued before it wait (the queue keeps its order); one whose
+// connection closed in between goes back to the queue.
+func TestCommandsGoStraightToAConnectedAgentAfterThoseQueued(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
+	dev := enroll(e, key, secret, "web-01")
+	ch := &channelStandIn{connected: true, accept: true}
+	e.App.Devices.SetNotifier(ch)
+	ctx := context.Background()
+	path := api + "/devices/" + dev.DeviceID + "/commands"
+	type command struct {
+		ID, Status     string
+		SentAt         *time.Time
+		TimeoutSeconds int
+	}
+	send := func() command {
+		t.Helper()
+		var c command
+		e.Must(201, ten.Org, "POST", path, map[string]any{"type": "run_script", "timeoutSeconds": 60,
+			"payload": map[string]any{"language": "sh", "script": "true"}}).JSON(t, &c)
+		var stored command
+		e.Must(200, ten.Org, "GET", path+"/"+c.ID, nil).JSON(t, &stored)
+		if stored.Status != c.Status || (stored.SentAt == nil) != (c.SentAt == nil) ||
+			(c.SentAt != nil && !stored.SentAt.Equal(*c.SentAt)) {
+			t.Fatalf("the answer %+v differs from the stored command %+v", c, stored)
+		}
+		return c
+	}
+
+	direct := send()
+	if direct.Status != "sent" || direct.SentAt == nil || len(ch.delivered) != 1 || ch.delivered[0].ID != direct.ID ||
+		ch.delivered[0].TimeoutSeconds != 60 || ch.woken != 0 {
+		t.Fatalf("command for a connected agent = %+v; handed over %+v, woken %d", direct, ch.delivered, ch.woken)
+	}
+
+	ch.connected = false
+	first := send()
+	ch.connected = true
+	second := send()
+	if first.Status != "queued" || second.Status != "queued" || second.SentAt != nil || len(ch.delivered) != 1 || ch.woken != 2 {
+		t.Fatalf("with a command queued before it, a command = %+v; handed over %d, woken %d", second, len(ch.delivered), ch.woken)
+	}
+	taken, err := e.App.Devices.TakeQueued(ctx, dev.DeviceID)
+	if err != nil || len(taken) != 2 || taken[0].ID != first.ID || taken[1].ID != second.ID {
+		t.Fatalf("took %+v, %v; want the two queued commands in order", taken, err)
+	}
+
+	ch.accept = false
+	missed := send()
+	if missed.Status != "queued" || missed.SentAt != nil || ch.woken != 3 {
+		t.Fatalf("command whose connection closed = %+v, woken %d; want it queued again", missed, ch.woken)
+	}
+	if taken, err := e.App.Devices.TakeQueued(ctx, dev.DeviceID); err != nil || len(taken) != 1 || taken[0].ID != missed.ID {
+		t.Fatalf("took %+v, %v; want the command queued again", taken, err)
+	}
+
+	ch.accept = true
+	var bulk struct{ Commands []command }
+	e.Must(200, ten.Org, "POST", api+"/devices/bulk/commands", map[string]any{"deviceIds": []string{dev.DeviceID},
+		"type": "reboot"}).JSON(t, &bulk)
+	if len(bulk.Commands) != 1 || bulk.Commands[0].Status != "sent" || len(ch.delivered) != 2 || ch.delivered[1].ID != bulk.Commands[0].ID {
+		t.Fatalf("bulk command for a connected agent = %+v; handed over %+v", bulk.Commands, ch.delivered)
 	}
 }
 

@@ -125,9 +125,24 @@ func (s *Service) Get(ctx context.Context, id string) (Device, error) {
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (Device, error) {
+	return s.read(ctx, q, scope, id, nil, nil)
+}
+
+// read is get that also reads one more expression over d (with its arguments added to a) into
+// dest, when more is given.
+func (s *Service) read(ctx context.Context, q store.Querier, scope access.Scope, id string, more func(a *store.Args) string,
+	dest any) (Device, error) {
 	var a store.Args
 	conds := []string{"d.id = " + a.Add(id), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
-	d, err := s.sc.scan(q.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM devices d WHERE `+store.Where(conds), a.Values()...))
+	cols := deviceColumns
+	if more != nil {
+		cols += ", " + more(&a)
+	}
+	var row store.Scanner = q.QueryRowContext(ctx, `SELECT `+cols+` FROM devices d WHERE `+store.Where(conds), a.Values()...)
+	if more != nil {
+		row = store.ScanAlso{Row: row, Dest: dest}
+	}
+	d, err := s.sc.scan(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, apperr.NotFound("device")
 	}
@@ -136,7 +151,20 @@ func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, 
 
 // getActive is get for changes: a decommissioned device is gone for every write.
 func (s *Service) getActive(ctx context.Context, q store.Querier, scope access.Scope, id string) (Device, error) {
-	d, err := s.get(ctx, q, scope, id)
+	return active(s.get(ctx, q, scope, id))
+}
+
+// getActiveToCommand is getActive that also says whether the device has commands queued, in
+// the same read, as it is on the way of every command.
+func (s *Service) getActiveToCommand(ctx context.Context, q store.Querier, scope access.Scope, id string) (Device, bool, error) {
+	var queued bool
+	d, err := active(s.read(ctx, q, scope, id, func(a *store.Args) string {
+		return "EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id AND q.status = " + a.Add(CommandQueued) + ")"
+	}, &queued))
+	return d, queued, err
+}
+
+func active(d Device, err error) (Device, error) {
 	if err == nil && d.DecommissionedAt != nil {
 		return d, apperr.NotFound("device")
 	}

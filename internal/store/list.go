@@ -102,7 +102,7 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 		found := 0
 		var version int64
 		err := eachRow(ctx, db, `SELECT `+q.Columns+`, `+q.Version+q.From+` WHERE `+Where(conds), a.Values(), func(s Scanner) error {
-			v, err := scan(versionScanner{s, &version})
+			v, err := scan(ScanAlso{s, &version})
 			if err != nil {
 				return err
 			}
@@ -125,14 +125,15 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 	return out, next, total, nil
 }
 
-// versionScanner scans a row whose last column, past those the row's own scan function
-// reads, is its version.
-type versionScanner struct {
-	row     Scanner
-	version *int64
+// ScanAlso scans a row with one more column, past those its own scan function reads, into
+// Dest: a row's version, say.
+type ScanAlso struct {
+	Row  Scanner
+	Dest any
 }
 
-func (s versionScanner) Scan(dest ...any) error { return s.row.Scan(append(dest, s.version)...) }
+// Scan implements Scanner.
+func (s ScanAlso) Scan(dest ...any) error { return s.Row.Scan(append(dest, s.Dest)...) }
 
 // listPlan is a list query made ready for one page.
 type listPlan struct {
