@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,7 @@ type Args struct{ vals []any }
 // Add appends v and returns its placeholder ($n).
 func (a *Args) Add(v any) string {
 	a.vals = append(a.vals, v)
-	return fmt.Sprintf("$%d", len(a.vals))
+	return "$" + strconv.Itoa(len(a.vals))
 }
 
 // In appends every value and returns "($i, $j, ...)"; an empty list renders a clause that
