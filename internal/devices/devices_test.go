@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -639,6 +640,20 @@ func (c *channelStandIn) Deliver(_ string, cmd agentproto.Command) bool {
 	return c.accept
 }
 
+// set says whether devices are connected and whether their connections take commands.
+func (c *channelStandIn) set(connected, accept bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.connected, c.accept = connected, accept
+}
+
+// seen is what the stand-in was handed and how often it was told of queued work.
+func (c *channelStandIn) seen() ([]agentproto.Command, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.delivered), c.woken
+}
+
 // A command for an agent connected to the node that takes it is recorded as sent and handed to
 // the connection, unless commands queued before it wait (the queue keeps its order); one whose
 // connection closed in between goes back to the queue.
@@ -671,38 +686,41 @@ func TestCommandsGoStraightToAConnectedAgentAfterThoseQueued(t *testing.T) {
 	}
 
 	direct := send()
-	if direct.Status != "sent" || direct.SentAt == nil || len(ch.delivered) != 1 || ch.delivered[0].ID != direct.ID ||
-		ch.delivered[0].TimeoutSeconds != 60 || ch.woken != 0 {
-		t.Fatalf("command for a connected agent = %+v; handed over %+v, woken %d", direct, ch.delivered, ch.woken)
+	delivered, woken := ch.seen()
+	if direct.Status != "sent" || direct.SentAt == nil || len(delivered) != 1 || delivered[0].ID != direct.ID ||
+		delivered[0].TimeoutSeconds != 60 || woken != 0 {
+		t.Fatalf("command for a connected agent = %+v; handed over %+v, woken %d", direct, delivered, woken)
 	}
 
-	ch.connected = false
+	ch.set(false, true)
 	first := send()
-	ch.connected = true
+	ch.set(true, true)
 	second := send()
-	if first.Status != "queued" || second.Status != "queued" || second.SentAt != nil || len(ch.delivered) != 1 || ch.woken != 2 {
-		t.Fatalf("with a command queued before it, a command = %+v; handed over %d, woken %d", second, len(ch.delivered), ch.woken)
+	delivered, woken = ch.seen()
+	if first.Status != "queued" || second.Status != "queued" || second.SentAt != nil || len(delivered) != 1 || woken != 2 {
+		t.Fatalf("with a command queued before it, a command = %+v; handed over %d, woken %d", second, len(delivered), woken)
 	}
 	taken, err := e.App.Devices.TakeQueued(ctx, dev.DeviceID)
 	if err != nil || len(taken) != 2 || taken[0].ID != first.ID || taken[1].ID != second.ID {
 		t.Fatalf("took %+v, %v; want the two queued commands in order", taken, err)
 	}
 
-	ch.accept = false
+	ch.set(true, false)
 	missed := send()
-	if missed.Status != "queued" || missed.SentAt != nil || ch.woken != 3 {
-		t.Fatalf("command whose connection closed = %+v, woken %d; want it queued again", missed, ch.woken)
+	if _, woken = ch.seen(); missed.Status != "queued" || missed.SentAt != nil || woken != 3 {
+		t.Fatalf("command whose connection closed = %+v, woken %d; want it queued again", missed, woken)
 	}
 	if taken, err := e.App.Devices.TakeQueued(ctx, dev.DeviceID); err != nil || len(taken) != 1 || taken[0].ID != missed.ID {
 		t.Fatalf("took %+v, %v; want the command queued again", taken, err)
 	}
 
-	ch.accept = true
+	ch.set(true, true)
 	var bulk struct{ Commands []command }
 	e.Must(200, ten.Org, "POST", api+"/devices/bulk/commands", map[string]any{"deviceIds": []string{dev.DeviceID},
 		"type": "reboot"}).JSON(t, &bulk)
-	if len(bulk.Commands) != 1 || bulk.Commands[0].Status != "sent" || len(ch.delivered) != 2 || ch.delivered[1].ID != bulk.Commands[0].ID {
-		t.Fatalf("bulk command for a connected agent = %+v; handed over %+v", bulk.Commands, ch.delivered)
+	delivered, _ = ch.seen()
+	if len(bulk.Commands) != 1 || bulk.Commands[0].Status != "sent" || len(delivered) != 2 || delivered[1].ID != bulk.Commands[0].ID {
+		t.Fatalf("bulk command for a connected agent = %+v; handed over %+v", bulk.Commands, delivered)
 	}
 }
 
