@@ -186,6 +186,9 @@ func userCmd() *cobra.Command {
 				Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}); err != nil {
 				return err
 			}
+			// Running nodes on the same PostgreSQL forget the user's sessions now, not within
+			// AUTH_CACHE_MS.
+			a.Auth.AccessChanged(cmd.Context())
 			fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", resetEmail)
 			return nil
 		},

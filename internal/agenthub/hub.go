@@ -18,6 +18,7 @@ import (
 
 	"gale/internal/agentproto"
 	"gale/internal/apperr"
+	"gale/internal/bus"
 	"gale/internal/devices"
 	"gale/internal/httpapi"
 )
@@ -34,10 +35,20 @@ type Options struct {
 	Workers int
 }
 
+// The hub's bus channels.
+const (
+	chanWork     = "gale_agent_work"
+	chanStop     = "gale_agent_stop"
+	chanCallDone = "gale_agent_call_done"
+)
+
+// Channels are the bus channels the hub publishes and listens on.
+var Channels = []string{chanWork, chanStop, chanCallDone}
+
 // Hub tracks this node's agent connections.
 type Hub struct {
 	devices *devices.Service
-	bus     Bus
+	bus     bus.Bus
 	logger  *slog.Logger
 	opts    Options
 
@@ -56,7 +67,7 @@ type Hub struct {
 }
 
 // New returns a hub over the device service and bus, registering its metrics.
-func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Registerer, opts Options) *Hub {
+func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Registerer, opts Options) *Hub {
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 30 * time.Second
 	}
@@ -66,7 +77,7 @@ func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Regi
 	if opts.Workers <= 0 {
 		opts.Workers = 8
 	}
-	h := &Hub{devices: dev, bus: bus, logger: logger, opts: opts, conns: map[string]*conn{},
+	h := &Hub{devices: dev, bus: b, logger: logger, opts: opts, conns: map[string]*conn{},
 		work: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
@@ -79,17 +90,17 @@ func New(dev *devices.Service, bus Bus, logger *slog.Logger, reg prometheus.Regi
 	for range opts.Workers {
 		go h.worker()
 	}
-	bus.Subscribe(chanWork, func(id string) {
+	b.Subscribe(chanWork, func(id string) {
 		if c := h.conn(id); c != nil {
 			c.wake()
 		}
 	})
-	bus.Subscribe(chanStop, func(id string) {
+	b.Subscribe(chanStop, func(id string) {
 		if c := h.conn(id); c != nil {
 			c.stop()
 		}
 	})
-	bus.Subscribe(chanCallDone, func(id string) {
+	b.Subscribe(chanCallDone, func(id string) {
 		if ch, ok := h.waiters.Load(id); ok {
 			select {
 			case ch.(chan struct{}) <- struct{}{}:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gale/internal/agentproto"
+	"gale/internal/bus"
 	"gale/internal/devices"
 	"gale/internal/store"
 	"gale/internal/store/storetest"
@@ -31,7 +32,7 @@ func TestCommandsAConnectionDidNotSendAreQueuedAgain(t *testing.T) {
 
 	logger := slog.New(slog.DiscardHandler)
 	svc := devices.New(db, logger, nil, nil, devices.Options{})
-	h := New(svc, newLocalBus(), logger, nil, Options{Workers: 1})
+	h := New(svc, bus.NewLocal(), logger, nil, Options{Workers: 1})
 	t.Cleanup(h.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{hub: h, agent: devices.Agent{DeviceID: device}, ctx: ctx, cancel: cancel, wakeup: make(chan struct{}, 1)}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"gale/internal/access"
@@ -20,6 +21,7 @@ import (
 	"gale/internal/apikeys"
 	"gale/internal/audit"
 	"gale/internal/auth"
+	"gale/internal/bus"
 	"gale/internal/config"
 	"gale/internal/customfields"
 	"gale/internal/devices"
@@ -63,7 +65,7 @@ type App struct {
 	Enrollment *enrollment.Service
 	Devices    *devices.Service
 	Agents     *agenthub.Hub
-	bus        agenthub.Bus
+	bus        bus.Bus
 	jobs       *jobs.Runner
 	// Events feeds domain events to their consumers (webhooks, notifications); stopEvents
 	// ends its loop and waits for it.
@@ -134,15 +136,18 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		Events: events.NewDispatcher(db, logger)}
 	built := false
 	defer func() {
-		// The agent bus holds a database connection; New can only close the database after it
-		// has let go.
+		// The bus holds a database connection; New can only close the database after it has
+		// let go.
 		if !built {
 			a.stopAgents()
 		}
 	}()
+	a.bus = bus.New(ctx, db, logger, append(slices.Clone(agenthub.Channels), auth.ChanAccess)...)
 	a.Auth = auth.New(db, auth.Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
 		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
-		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL}, box, a.Limiter, a.Audit, sender, logger)
+		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL, PrincipalTTL: cfg.AuthCacheTTL}, box, a.Limiter, a.Audit,
+		sender, logger)
+	a.Auth.SetBus(a.bus)
 	a.Tenancy = tenancy.New(db, logger, cfg.ListCacheRows)
 	a.APIKeys = apikeys.New(db, logger)
 	a.Auth.SetAPIKeys(a.APIKeys)
@@ -150,7 +155,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.Auth.SetUsers(a.Identity)
 
 	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
-		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version})
+		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version, AfterWrite: a.Auth.AccessChanged})
 	a.HTTP.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": Version})
 	}))

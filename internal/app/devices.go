@@ -24,7 +24,6 @@ func (a *App) buildDevices(ctx context.Context) {
 			InventoryIntervalMinutes: 24 * 60},
 		OfflineAfter: cfg.DeviceOfflineAfter, SilentAfter: cfg.AgentSilentAfter, MetricsRetention: cfg.DeviceMetricsRetention,
 		ProvisionTTL: cfg.DeviceProvisionTTL, EnrollPerMinute: cfg.AgentEnrollPerMinute, ListCacheRows: cfg.ListCacheRows})
-	a.bus = agenthub.NewBus(ctx, a.DB, a.Logger)
 	a.Agents = agenthub.New(a.Devices, a.bus, a.Logger, a.HTTP.Registry(), agenthub.Options{PingInterval: cfg.AgentPingInterval,
 		Workers: a.DB.Conns})
 	a.Devices.SetNotifier(a.Agents)

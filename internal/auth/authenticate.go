@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -42,6 +43,11 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 	if err != nil {
 		return nil, apperr.Unauthorized("invalid or expired access token")
 	}
+	now := time.Now()
+	if p, ok := s.principals.get(raw, now); ok {
+		return p, nil
+	}
+	generation := s.principals.generation.Load()
 	cred, err := loadCredential(ctx, s.db, `u.id = $1 AND EXISTS (SELECT 1 FROM refresh_tokens t
 		WHERE t.family_id = $2 AND t.revoked_at IS NULL)`, c.Subject, c.SessionID)
 	if err != nil {
@@ -55,6 +61,7 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 		return nil, err
 	}
 	p.MFA, p.SessionID = c.MFA, c.SessionID
+	s.principals.put(raw, p, generation, now)
 	return p, nil
 }
 

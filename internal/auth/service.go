@@ -15,6 +15,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/audit"
+	"gale/internal/bus"
 	"gale/internal/identity"
 	"gale/internal/mail"
 	"gale/internal/ratelimit"
@@ -34,6 +35,9 @@ type Options struct {
 	// whether an email exists.
 	LoginFloor time.Duration
 	PublicURL  string
+	// PrincipalTTL is how long an access token's principal is cached (AUTH_CACHE_MS); 0
+	// reads it from the database on every request.
+	PrincipalTTL time.Duration
 }
 
 // Limits on sign-in and MFA attempts.
@@ -62,6 +66,9 @@ type Service struct {
 	apiKeys   APIKeyVerifier
 	users     UserGate
 	verified  verifiedTokens
+	// principals and bus: see principalCache.
+	principals principalCache
+	bus        bus.Bus
 }
 
 // UserGate finds a user the caller may manage (package identity implements it).
@@ -78,7 +85,7 @@ type APIKeyVerifier interface {
 func New(db *store.DB, opts Options, box *secrets.Box, limiter *ratelimit.Limiter, log *audit.Log,
 	mailer mail.Sender, logger *slog.Logger) *Service {
 	return &Service{db: db, opts: opts, box: box, limiter: limiter, audit: log, mailer: mailer, logger: logger,
-		dummyHash: HashPassword("not-a-real-password", opts.Argon2)}
+		dummyHash: HashPassword("not-a-real-password", opts.Argon2), principals: principalCache{ttl: opts.PrincipalTTL}}
 }
 
 // SetAPIKeys installs the API key verifier (it depends on this package's principal loading).

@@ -67,8 +67,8 @@ func (s *Service) parse(raw, wantType string) (*Claims, error) {
 // verifiedTokens remembers the claims of tokens whose signature checked out, so a client
 // sending the same access token with every request costs one verification and decoding of
 // its claims, not one per request. It holds nothing a database lookup would say: whether the
-// session and the user are still live is asked on every request all the same. Claims are
-// shared read-only.
+// session and the user are still live is principalCache's business. Claims are shared
+// read-only.
 type verifiedTokens struct {
 	mu     sync.RWMutex
 	claims map[string]*Claims

@@ -62,6 +62,9 @@ type Config struct {
 	Argon2Iterations   uint32
 	Argon2Parallelism  uint8
 	LoginResponseFloor time.Duration
+	// AuthCacheTTL is how long a node keeps an access token's principal (AUTH_CACHE_MS); writes
+	// through the API end it at once on every node.
+	AuthCacheTTL time.Duration
 
 	// EnrollmentSecret is AGENT_ENROLLMENT_SECRET: what agents present with keys that have no
 	// secret of their own. Empty means such keys cannot enroll.
@@ -132,6 +135,7 @@ func Defaults() Config {
 		Argon2Iterations:   3,
 		Argon2Parallelism:  4,
 		LoginResponseFloor: 350 * time.Millisecond,
+		AuthCacheTTL:       time.Second,
 
 		AgentHeartbeatInterval:  60 * time.Second,
 		AgentPingInterval:       30 * time.Second,
@@ -245,6 +249,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
 	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
 	intVar("LIST_CACHE_ROWS", 0, 10_000_000, func(n int64) { c.ListCacheRows = int(n) })
+	intVar("AUTH_CACHE_MS", 0, 60_000, func(n int64) { c.AuthCacheTTL = time.Duration(n) * time.Millisecond })
 
 	if v := getenv("TRUSTED_PROXIES"); v != "" {
 		for _, part := range strings.Split(v, ",") {

@@ -48,6 +48,7 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 		"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": {"PARTNER_API_ENROLLMENT_KEY_MAX_TTL_MINUTES": "0"},
 		"WEBHOOK_ALLOW_PRIVATE_TARGETS":              {"WEBHOOK_ALLOW_PRIVATE_TARGETS": "sometimes"},
 		"WEBHOOK_SENDERS":                            {"WEBHOOK_SENDERS": "0"},
+		"AUTH_CACHE_MS":                              {"AUTH_CACHE_MS": "60001"},
 		"FCM_CREDENTIALS_FILE":                       {"FCM_PROJECT_ID": "p"},
 		"APNS_TOPIC":                                 {"APNS_KEY_FILE": "/k.p8", "APNS_KEY_ID": "K", "APNS_TEAM_ID": "T"},
 	} {
@@ -91,6 +92,17 @@ func TestWebhookPrivateTargets(t *testing.T) {
 	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "WEBHOOK_ALLOW_PRIVATE_TARGETS": "true"}), slog.New(slog.DiscardHandler))
 	if err != nil || !c.WebhookAllowPrivateTargets {
 		t.Fatalf("WEBHOOK_ALLOW_PRIVATE_TARGETS=true not applied (%v)", err)
+	}
+}
+
+func TestAuthCache(t *testing.T) {
+	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
+	if err != nil || c.AuthCacheTTL != time.Second {
+		t.Fatalf("default principal cache time = %v (%v), want 1s", c.AuthCacheTTL, err)
+	}
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "AUTH_CACHE_MS": "0"}), slog.New(slog.DiscardHandler))
+	if err != nil || c.AuthCacheTTL != 0 {
+		t.Fatalf("AUTH_CACHE_MS=0 gave %v (%v)", c.AuthCacheTTL, err)
 	}
 }
 

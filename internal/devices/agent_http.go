@@ -65,7 +65,7 @@ func (s *Service) agent(ctx context.Context, authorization, deviceID string) (Ag
 func (s *Service) registerAgentRoutes(api *httpapi.Server) {
 	const tag = "Enrollment keys and agents"
 
-	httpapi.Register(api, httpapi.Route{ID: "enroll-agent", Method: http.MethodPost, Path: agentproto.PathEnroll, Tag: tag, Public: true,
+	httpapi.Register(api, httpapi.Route{ID: "enroll-agent", Agent: true, Method: http.MethodPost, Path: agentproto.PathEnroll, Tag: tag, Public: true,
 		Status: http.StatusCreated, Summary: "Enroll an agent",
 		Description: "Authenticated by the enrollment secret (the key's own, else AGENT_ENROLLMENT_SECRET), in the body or the " +
 			"X-Enrollment-Secret header. 401 for an unknown, expired, revoked or used-up key; 403 for a wrong secret. The answer " +
@@ -84,7 +84,7 @@ func (s *Service) registerAgentRoutes(api *httpapi.Server) {
 			return &enrollOutput{Body: r}, err
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "agent-heartbeat", Method: http.MethodPost, Path: agentproto.PathHeartbeat, Tag: tag, Public: true,
+	httpapi.Register(api, httpapi.Route{ID: "agent-heartbeat", Agent: true, Method: http.MethodPost, Path: agentproto.PathHeartbeat, Tag: tag, Public: true,
 		Summary: "Agent heartbeat (HTTP fallback)", Description: "For agents without a live channel, and for the watchdog. The answer " +
 			"carries up to 10 queued commands, which become sent."},
 		func(ctx context.Context, in *heartbeatInput) (*heartbeatOutput, error) {
@@ -109,7 +109,7 @@ func (s *Service) registerAgentRoutes(api *httpapi.Server) {
 			return out, nil
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "agent-inventory", Method: http.MethodPost, Path: agentproto.PathInventory, Tag: tag, Public: true,
+	httpapi.Register(api, httpapi.Route{ID: "agent-inventory", Agent: true, Method: http.MethodPost, Path: agentproto.PathInventory, Tag: tag, Public: true,
 		Status: http.StatusNoContent, MaxBodyBytes: 32 << 20, Summary: "Agent inventory report",
 		Description: "Replaces the device's inventory as a whole (software up to 10,000 packages)."},
 		func(ctx context.Context, in *inventoryInput) (*struct{}, error) {
@@ -123,7 +123,7 @@ func (s *Service) registerAgentRoutes(api *httpapi.Server) {
 			return nil, s.StoreInventory(ctx, a, in.Body)
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "agent-command-result", Method: http.MethodPost, Path: agentproto.PathCommandResult, Tag: tag,
+	httpapi.Register(api, httpapi.Route{ID: "agent-command-result", Agent: true, Method: http.MethodPost, Path: agentproto.PathCommandResult, Tag: tag,
 		Public: true, Status: http.StatusNoContent, MaxBodyBytes: 8 << 20, Summary: "Agent command result (HTTP fallback)"},
 		func(ctx context.Context, in *resultInput) (*struct{}, error) {
 			a, ctx, err := s.agent(ctx, in.Authorization, in.AgentID)

@@ -365,3 +365,30 @@ func TestResponsesCarryTheirLengthAndStreamsStillStream(t *testing.T) {
 		t.Fatalf("status with no body = %d, want 204", res.StatusCode)
 	}
 }
+
+// AfterWrite follows every write operation once its handler has returned, failed or not,
+// and neither reads nor agents' operations.
+func TestAfterWriteFollowsWritesButNotReadsOrAgents(t *testing.T) {
+	var writes []string
+	s := httpapi.New(slog.New(slog.NewTextHandler(io.Discard, nil)), fakeAuth{}, &deniedLog{},
+		httpapi.Options{Version: "test", AfterWrite: func(ctx context.Context) {
+			writes = append(writes, access.PrincipalFrom(ctx).ID)
+		}})
+	ok := func(context.Context, *struct{}) (*struct{}, error) { return nil, nil }
+	httpapi.Register(s, httpapi.Route{ID: "read", Method: "GET", Path: "/things", Tag: "t"}, ok)
+	httpapi.Register(s, httpapi.Route{ID: "write", Method: "POST", Path: "/things", Tag: "t"}, ok)
+	httpapi.Register(s, httpapi.Route{ID: "refuse", Method: "DELETE", Path: "/things", Tag: "t"},
+		func(context.Context, *struct{}) (*struct{}, error) { return nil, apperr.Conflict("no") })
+	httpapi.Register(s, httpapi.Route{ID: "agent", Method: "POST", Path: "/agent", Tag: "t", Public: true, Agent: true}, ok)
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	for _, c := range []struct{ method, path, auth string }{
+		{"GET", "/things", "good"}, {"POST", "/things", "good"}, {"DELETE", "/things", "mfa"}, {"POST", "/agent", ""},
+		{"POST", "/things", "bad"},
+	} {
+		call(t, srv, c.method, c.path, c.auth, "")
+	}
+	if strings.Join(writes, ",") != "u1,u1" {
+		t.Fatalf("AfterWrite ran for %q, want the POST and the refused DELETE only", writes)
+	}
+}

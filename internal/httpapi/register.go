@@ -32,6 +32,9 @@ type Route struct {
 	// authenticates it (the authenticator given to SetServicePrincipals), and Permission is
 	// the scope the principal must hold. Such keys authenticate nothing else.
 	ServicePrincipal bool
+	// Agent marks an operation of agents (enrollment, heartbeats, results): its own handler
+	// authenticates the agent, and what it writes never changes who may do what.
+	Agent bool
 	// Status is the success status; 200 when zero.
 	Status int
 	// MaxBodyBytes overrides the server's body limit for this operation.
@@ -74,8 +77,15 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 			op.Description = joinDoc(op.Description, "MFA-gated: with ENABLE_2FA on, a JWT session must have completed MFA.")
 		}
 	}
+	afterWrite := s.opts.AfterWrite
+	if r.Agent || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		afterWrite = nil
+	}
 	huma.Register(s.API, op, func(ctx context.Context, in *I) (*O, error) {
 		out, err := handler(ctx, in)
+		if afterWrite != nil {
+			afterWrite(ctx)
+		}
 		if err == nil {
 			return out, nil
 		}

@@ -44,6 +44,9 @@ type Options struct {
 	Enable2FA      bool
 	TrustedProxies []*net.IPNet
 	Version        string
+	// AfterWrite runs once a write operation's handler has returned (its transactions
+	// committed), except for agents' operations: a write may have changed who may do what.
+	AfterWrite func(context.Context)
 }
 
 // Server holds the router and the huma API that domains register operations on.

@@ -56,11 +56,14 @@ func (x *env) user(email string, level access.Level, partnerID, orgID, roleID st
 	return x.CreateUser(email, level, partnerID, orgID, roleID)
 }
 
+// exec changes the database beside the API, then tells the node, as the gale command does,
+// so that principals it cached do not outlive the change.
 func (x *env) exec(q string, args ...any) {
 	x.T.Helper()
 	if _, err := x.App.DB.SQL.Exec(q, args...); err != nil {
 		x.T.Fatalf("%s: %v", q, err)
 	}
+	x.App.Auth.AccessChanged(context.Background())
 }
 
 // insertAlert adds an active alert of the organization straight into the database.

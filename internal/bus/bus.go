@@ -1,4 +1,10 @@
-package agenthub
+// Package bus carries short notifications between the nodes of one installation: a device
+// has work, a device must stop, an agent answered a call, who may do what changed. On SQLite
+// (one node) it stays in the process; on PostgreSQL it is LISTEN/NOTIFY, so every node hears
+// what another published. A notification can be lost (a listener reconnecting): what rides on
+// it must also hold without it, later (agents pull their work on every heartbeat, cached
+// principals expire).
+package bus
 
 import (
 	"context"
@@ -9,17 +15,7 @@ import (
 	"gale/internal/store"
 )
 
-// Bus channels.
-const (
-	chanWork     = "gale_agent_work"
-	chanStop     = "gale_agent_stop"
-	chanCallDone = "gale_agent_call_done"
-)
-
-// Bus carries short notifications between server nodes: a device has work, a device must
-// stop, a call was answered. On SQLite (one node) it stays in the process; on PostgreSQL it
-// is LISTEN/NOTIFY, so the node holding an agent's socket hears of work queued on another.
-// A lost notification only costs latency: agents also pull their work on every heartbeat.
+// Bus publishes and delivers notifications on named channels.
 type Bus interface {
 	Publish(ctx context.Context, channel, payload string)
 	// Subscribe delivers every payload published on channel to fn until the bus closes.
@@ -27,12 +23,13 @@ type Bus interface {
 	Close()
 }
 
-// NewBus returns the bus for db's backend.
-func NewBus(ctx context.Context, db *store.DB, logger *slog.Logger) Bus {
+// New returns the bus for db's backend, carrying the given channels: on PostgreSQL its
+// listener LISTENs on exactly those.
+func New(ctx context.Context, db *store.DB, logger *slog.Logger, channels ...string) Bus {
 	if db.Dialect == store.Postgres {
-		return newPGBus(ctx, db, logger)
+		return newPGBus(ctx, db, logger, channels)
 	}
-	return newLocalBus()
+	return NewLocal()
 }
 
 type subscribers struct {
@@ -60,7 +57,8 @@ func (s *subscribers) deliver(channel, payload string) {
 
 type localBus struct{ subscribers }
 
-func newLocalBus() *localBus { return &localBus{} }
+// NewLocal returns a bus that stays in the process, as New does on SQLite.
+func NewLocal() Bus { return &localBus{} }
 
 func (b *localBus) Publish(_ context.Context, channel, payload string) { b.deliver(channel, payload) }
 func (b *localBus) Subscribe(channel string, fn func(string))          { b.add(channel, fn) }
@@ -69,28 +67,29 @@ func (b *localBus) Close()                                             {}
 // pgBus listens on one dedicated connection and notifies through the pool.
 type pgBus struct {
 	subscribers
-	db     *store.DB
-	logger *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{}
+	db       *store.DB
+	logger   *slog.Logger
+	channels []string
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
-func newPGBus(ctx context.Context, db *store.DB, logger *slog.Logger) *pgBus {
+func newPGBus(ctx context.Context, db *store.DB, logger *slog.Logger, channels []string) *pgBus {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b := &pgBus{db: db, logger: logger, cancel: cancel, done: make(chan struct{})}
+	b := &pgBus{db: db, logger: logger, channels: channels, cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go b.listen(ctx, ready)
 	select {
 	case <-ready:
 	case <-time.After(5 * time.Second):
-		logger.Warn("agent bus: LISTEN not ready after 5s; agents still get their work on their next heartbeat")
+		logger.Warn("bus: LISTEN not ready after 5s; agents get their work on their next heartbeat, cached principals expire")
 	}
 	return b
 }
 
 func (b *pgBus) Publish(ctx context.Context, channel, payload string) {
 	if _, err := b.db.SQL.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
-		b.logger.WarnContext(ctx, "agent bus: notify failed", "channel", channel, "error", err)
+		b.logger.WarnContext(ctx, "bus: notify failed", "channel", channel, "error", err)
 	}
 }
 
@@ -110,7 +109,7 @@ func (b *pgBus) listen(ctx context.Context, ready chan struct{}) {
 		if ctx.Err() != nil {
 			return
 		}
-		b.logger.Warn("agent bus: listener lost its connection; reconnecting", "error", err, "in", backoff)
+		b.logger.Warn("bus: listener lost its connection; reconnecting", "error", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -126,7 +125,7 @@ func (b *pgBus) listenOnce(ctx context.Context, ready chan struct{}) error {
 		return err
 	}
 	defer conn.Release()
-	for _, ch := range []string{chanWork, chanStop, chanCallDone} {
+	for _, ch := range b.channels {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}

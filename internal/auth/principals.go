@@ -1,0 +1,97 @@
+package auth
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/bus"
+)
+
+// ChanAccess is the bus channel on which a node tells the others that who may do what may
+// have changed: they forget the principals they cached.
+const ChanAccess = "gale_access_changed"
+
+// principalCache remembers for a short while (AUTH_CACHE_MS) the principal an access token
+// resolved to, so that a client sending requests back to back costs one database read of its
+// user, role and session per while rather than one per request. What may change a principal
+// (a sign-out, a role's permissions, a user's status or organizations, a deleted partner)
+// is a write: every write made through this node's API forgets all cached principals once it
+// has committed (AccessChanged), and tells the other nodes over the bus to do the same. A
+// change no API call made here (another process, a lost notification) is seen within the
+// while at most.
+type principalCache struct {
+	ttl time.Duration
+	// generation counts forgettings: an entry is good only in the generation it was read in.
+	generation atomic.Uint64
+	mu         sync.RWMutex
+	entries    map[string]cachedPrincipal
+}
+
+type cachedPrincipal struct {
+	p          access.Principal
+	generation uint64
+	until      time.Time
+}
+
+// maxCachedPrincipals bounds the memory: past it the cache starts over.
+const maxCachedPrincipals = 10_000
+
+// get returns a copy of the principal cached for token, if it is still good.
+func (c *principalCache) get(token string, now time.Time) (*access.Principal, bool) {
+	if c.ttl <= 0 {
+		return nil, false
+	}
+	c.mu.RLock()
+	e, ok := c.entries[token]
+	c.mu.RUnlock()
+	if !ok || e.generation != c.generation.Load() || !now.Before(e.until) {
+		return nil, false
+	}
+	p := e.p
+	p.Permissions, p.Scope.OrgIDs = slices.Clone(p.Permissions), slices.Clone(p.Scope.OrgIDs)
+	return &p, true
+}
+
+// put caches p for token. generation is the one current before p was read from the
+// database: when something was forgotten since, p may predate that change and is not kept.
+func (c *principalCache) put(token string, p *access.Principal, generation uint64, now time.Time) {
+	if c.ttl <= 0 {
+		return
+	}
+	e := cachedPrincipal{p: *p, generation: generation, until: now.Add(c.ttl)}
+	e.p.Permissions, e.p.Scope.OrgIDs = slices.Clone(p.Permissions), slices.Clone(p.Scope.OrgIDs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if generation != c.generation.Load() {
+		return
+	}
+	if c.entries == nil || len(c.entries) >= maxCachedPrincipals {
+		c.entries = make(map[string]cachedPrincipal)
+	}
+	c.entries[token] = e
+}
+
+func (c *principalCache) forget() { c.generation.Add(1) }
+
+// SetBus lets AccessChanged reach the other nodes, and this node hear theirs.
+func (s *Service) SetBus(b bus.Bus) {
+	s.bus = b
+	b.Subscribe(ChanAccess, func(string) { s.principals.forget() })
+}
+
+// AccessChanged is called after every write through the API has committed: it may have
+// changed who may do what, so this node forgets the principals it cached, at once, and the
+// other nodes as soon as the bus carries the news.
+func (s *Service) AccessChanged(ctx context.Context) {
+	if s.principals.ttl <= 0 {
+		return
+	}
+	s.principals.forget()
+	if s.bus != nil {
+		s.bus.Publish(context.WithoutCancel(ctx), ChanAccess, "")
+	}
+}
