@@ -85,11 +85,9 @@ func (s *Service) SetBus(b bus.Bus) {
 
 // AccessChanged is called after every write through the API has committed: it may have
 // changed who may do what, so this node forgets the principals it cached, at once, and the
-// other nodes as soon as the bus carries the news.
+// other nodes as soon as the bus carries the news (told even when this node caches nothing,
+// as they may).
 func (s *Service) AccessChanged(ctx context.Context) {
-	if s.principals.ttl <= 0 {
-		return
-	}
 	s.principals.forget()
 	if s.bus != nil {
 		s.bus.Publish(context.WithoutCancel(ctx), ChanAccess, "")
