@@ -188,7 +188,7 @@ func userCmd() *cobra.Command {
 			}
 			// Running nodes on the same PostgreSQL forget the user's sessions now, not within
 			// AUTH_CACHE_MS.
-			a.Auth.AccessChanged(cmd.Context())
+			a.Wrote(cmd.Context())
 			fmt.Fprintf(cmd.OutOrStdout(), "password of %s changed\n", resetEmail)
 			return nil
 		},

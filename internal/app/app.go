@@ -142,20 +142,20 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 			a.stopAgents()
 		}
 	}()
-	a.bus = bus.New(ctx, db, logger, append(slices.Clone(agenthub.Channels), auth.ChanAccess)...)
+	a.bus = bus.New(ctx, db, logger, append(slices.Clone(agenthub.Channels), chanWrote)...)
 	a.Auth = auth.New(db, auth.Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
 		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
 		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL, PrincipalTTL: cfg.AuthCacheTTL}, box, a.Limiter, a.Audit,
 		sender, logger)
-	a.Auth.SetBus(a.bus)
-	a.Tenancy = tenancy.New(db, logger, cfg.ListCacheRows)
+	a.Tenancy = tenancy.New(db, logger, cfg.ListCacheRows, cfg.ListPageCacheTTL)
+	a.bus.Subscribe(chanWrote, func(string) { a.forgetCaches() })
 	a.APIKeys = apikeys.New(db, logger)
 	a.Auth.SetAPIKeys(a.APIKeys)
 	a.Identity = identity.New(db, logger, sender, identity.Options{PublicURL: cfg.PublicURL, InviteTTL: cfg.InviteTTL})
 	a.Auth.SetUsers(a.Identity)
 
 	a.HTTP = httpapi.New(logger, a.Auth, a.Audit, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
-		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version, AfterWrite: a.Auth.AccessChanged})
+		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version, AfterWrite: a.Wrote})
 	a.HTTP.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": Version})
 	}))
@@ -214,6 +214,24 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	}
 	built = true
 	return a, nil
+}
+
+// chanWrote is the bus channel on which a node tells the others that a write through the API
+// committed.
+const chanWrote = "gale_api_write"
+
+// Wrote is called after every write through the API has committed (and by the gale command
+// after its changes): it may have changed who may do what, or an organization. This node
+// forgets the principals and organization pages it cached, at once, and the other nodes as
+// soon as the bus carries the news (told even when this node caches nothing, as they may).
+func (a *App) Wrote(ctx context.Context) {
+	a.forgetCaches()
+	a.bus.Publish(context.WithoutCancel(ctx), chanWrote, "")
+}
+
+func (a *App) forgetCaches() {
+	a.Auth.ForgetPrincipals()
+	a.Tenancy.ForgetPages()
 }
 
 func (a *App) ready(w http.ResponseWriter, r *http.Request) {

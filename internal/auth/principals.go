@@ -1,28 +1,21 @@
 package auth
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"gale/internal/access"
-	"gale/internal/bus"
 )
-
-// ChanAccess is the bus channel on which a node tells the others that who may do what may
-// have changed: they forget the principals they cached.
-const ChanAccess = "gale_access_changed"
 
 // principalCache remembers for a short while (AUTH_CACHE_MS) the principal an access token
 // resolved to, so that a client sending requests back to back costs one database read of its
 // user, role and session per while rather than one per request. What may change a principal
 // (a sign-out, a role's permissions, a user's status or organizations, a deleted partner)
-// is a write: every write made through this node's API forgets all cached principals once it
-// has committed (AccessChanged), and tells the other nodes over the bus to do the same. A
-// change no API call made here (another process, a lost notification) is seen within the
-// while at most.
+// is a write: every write made through the API makes every node forget all cached principals
+// once it has committed (app.Wrote). A change made beside the API, or a notification between
+// nodes that was lost, is seen within the while at most.
 type principalCache struct {
 	ttl time.Duration
 	// generation counts forgettings: an entry is good only in the generation it was read in.
@@ -77,19 +70,6 @@ func (c *principalCache) put(token string, p *access.Principal, generation uint6
 
 func (c *principalCache) forget() { c.generation.Add(1) }
 
-// SetBus lets AccessChanged reach the other nodes, and this node hear theirs.
-func (s *Service) SetBus(b bus.Bus) {
-	s.bus = b
-	b.Subscribe(ChanAccess, func(string) { s.principals.forget() })
-}
-
-// AccessChanged is called after every write through the API has committed: it may have
-// changed who may do what, so this node forgets the principals it cached, at once, and the
-// other nodes as soon as the bus carries the news (told even when this node caches nothing,
-// as they may).
-func (s *Service) AccessChanged(ctx context.Context) {
-	s.principals.forget()
-	if s.bus != nil {
-		s.bus.Publish(context.WithoutCancel(ctx), ChanAccess, "")
-	}
-}
+// ForgetPrincipals drops every principal this node cached: who may do what may have
+// changed (see app.Wrote).
+func (s *Service) ForgetPrincipals() { s.principals.forget() }

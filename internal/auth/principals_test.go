@@ -36,7 +36,7 @@ func TestCachedPrincipalsLastAtMostTheCacheTime(t *testing.T) {
 	if r := e.Do(c, "GET", partnersPath, nil); r.Status != 200 {
 		t.Fatalf("within the cache time the node answers from its cache: %d, want 200", r.Status)
 	}
-	e.App.Auth.AccessChanged(context.Background())
+	e.App.Wrote(context.Background())
 	if r := e.Do(c, "GET", partnersPath, nil); r.Status != 401 {
 		t.Fatalf("after the node was told: %d, want 401", r.Status)
 	}

@@ -15,7 +15,6 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/audit"
-	"gale/internal/bus"
 	"gale/internal/identity"
 	"gale/internal/mail"
 	"gale/internal/ratelimit"
@@ -62,13 +61,11 @@ type Service struct {
 	mailer  mail.Sender
 	logger  *slog.Logger
 	// dummyHash is verified when an email is unknown, so both paths cost one argon2id run.
-	dummyHash string
-	apiKeys   APIKeyVerifier
-	users     UserGate
-	verified  verifiedTokens
-	// principals and bus: see principalCache.
+	dummyHash  string
+	apiKeys    APIKeyVerifier
+	users      UserGate
+	verified   verifiedTokens
 	principals principalCache
-	bus        bus.Bus
 }
 
 // UserGate finds a user the caller may manage (package identity implements it).

@@ -65,6 +65,9 @@ type Config struct {
 	// AuthCacheTTL is how long a node keeps an access token's principal (AUTH_CACHE_MS); writes
 	// through the API end it at once on every node.
 	AuthCacheTTL time.Duration
+	// ListPageCacheTTL is how long a node keeps which rows made a page of organizations
+	// (LIST_PAGE_CACHE_MS); writes through the API end it at once on every node.
+	ListPageCacheTTL time.Duration
 
 	// EnrollmentSecret is AGENT_ENROLLMENT_SECRET: what agents present with keys that have no
 	// secret of their own. Empty means such keys cannot enroll.
@@ -136,6 +139,7 @@ func Defaults() Config {
 		Argon2Parallelism:  4,
 		LoginResponseFloor: 350 * time.Millisecond,
 		AuthCacheTTL:       time.Second,
+		ListPageCacheTTL:   time.Second,
 
 		AgentHeartbeatInterval:  60 * time.Second,
 		AgentPingInterval:       30 * time.Second,
@@ -250,6 +254,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
 	intVar("LIST_CACHE_ROWS", 0, 10_000_000, func(n int64) { c.ListCacheRows = int(n) })
 	intVar("AUTH_CACHE_MS", 0, 60_000, func(n int64) { c.AuthCacheTTL = time.Duration(n) * time.Millisecond })
+	intVar("LIST_PAGE_CACHE_MS", 0, 60_000, func(n int64) { c.ListPageCacheTTL = time.Duration(n) * time.Millisecond })
 
 	if v := getenv("TRUSTED_PROXIES"); v != "" {
 		for _, part := range strings.Split(v, ",") {

@@ -63,7 +63,7 @@ func (x *env) exec(q string, args ...any) {
 	if _, err := x.App.DB.SQL.Exec(q, args...); err != nil {
 		x.T.Fatalf("%s: %v", q, err)
 	}
-	x.App.Auth.AccessChanged(context.Background())
+	x.App.Wrote(context.Background())
 }
 
 // insertAlert adds an active alert of the organization straight into the database.

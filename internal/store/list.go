@@ -29,6 +29,8 @@ type ListQuery struct {
 	KeyArg func(string) (any, error)
 	// Version is the row-version column of the table, for CachedList.
 	Version string
+	// Pages, when set, keeps the pages of CachedList in cursor mode (see PageCache).
+	Pages *PageCache
 }
 
 // List runs q in cursor mode, or in legacy page mode (then with the total). It returns the
@@ -69,14 +71,7 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 	if err != nil {
 		return nil, "", nil, err
 	}
-	type ref struct {
-		id      string
-		version int64
-	}
-	refs, err := queryRows(ctx, db, p.query(q.SortID+", "+q.Version), p.args.Values(), func(s Scanner) (ref, error) {
-		var r ref
-		return r, s.Scan(&r.id, &r.version)
-	})
+	refs, err := pageRefs(ctx, db, q, p, page, time.Now())
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -123,6 +118,31 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 	}
 	out, next := trimPage(p, out, key)
 	return out, next, total, nil
+}
+
+// pageRefs returns the IDs and versions of a planned page's rows (and of the one past it),
+// from q.Pages when it holds the page, else from the database.
+func pageRefs(ctx context.Context, db Querier, q ListQuery, p *listPlan, page Page, now time.Time) ([]rowRef, error) {
+	query := p.query(q.SortID + ", " + q.Version)
+	key, cacheable := "", q.Pages != nil && page.Number == 0
+	if cacheable {
+		key, cacheable = pageKey(query, p.args.Values())
+	}
+	var generation uint64
+	if cacheable {
+		if refs, ok := q.Pages.get(key, now); ok {
+			return refs, nil
+		}
+		generation = q.Pages.generation.Load()
+	}
+	refs, err := queryRows(ctx, db, query, p.args.Values(), func(s Scanner) (rowRef, error) {
+		var r rowRef
+		return r, s.Scan(&r.id, &r.version)
+	})
+	if err == nil && cacheable {
+		q.Pages.put(key, refs, generation, now)
+	}
+	return refs, err
 }
 
 // ScanAlso scans a row with one more column, past those its own scan function reads, into

@@ -171,7 +171,7 @@ func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page s
 		conds = append(conds, "o.partner_id = "+a.Add(f.PartnerID))
 	}
 	return store.CachedList(ctx, s.db, store.ListQuery{Columns: orgColumns, From: " FROM organizations o", Conds: conds,
-		Args: &a, SortKey: "o.name", SortID: "o.id", Version: "o.row_version"}, page, s.orgRows, scanOrgRow,
+		Args: &a, SortKey: "o.name", SortID: "o.id", Version: "o.row_version", Pages: s.orgPages}, page, s.orgRows, scanOrgRow,
 		func(o *Organization) (string, string) { return o.Name, o.ID })
 }
 

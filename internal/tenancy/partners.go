@@ -22,15 +22,24 @@ import (
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
-	// orgRows caches organization rows for lists (nil: none).
-	orgRows *store.RowCache[*Organization]
+	// orgRows caches organization rows for lists, and orgPages which rows made each page
+	// (nil: none).
+	orgRows  *store.RowCache[*Organization]
+	orgPages *store.PageCache
 }
 
-// New returns the tenancy service; organization lists keep up to cacheRows rows cached on
-// this node (0: none).
-func New(db *store.DB, logger *slog.Logger, cacheRows int) *Service {
-	return &Service{db: db, logger: logger, orgRows: store.NewRowCache(cacheRows, cacheOrg)}
+// New returns the tenancy service. Organization lists keep up to cacheRows rows cached on
+// this node (0: none) and, when they do, their pages for up to pageTTL (0: none).
+func New(db *store.DB, logger *slog.Logger, cacheRows int, pageTTL time.Duration) *Service {
+	s := &Service{db: db, logger: logger, orgRows: store.NewRowCache(cacheRows, cacheOrg)}
+	if s.orgRows != nil {
+		s.orgPages = store.NewPageCache(pageTTL)
+	}
+	return s
 }
+
+// ForgetPages drops the organization pages this node kept (see store.PageCache).
+func (s *Service) ForgetPages() { s.orgPages.Forget() }
 
 // Partner statuses.
 const (
