@@ -49,6 +49,7 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 		"WEBHOOK_ALLOW_PRIVATE_TARGETS":              {"WEBHOOK_ALLOW_PRIVATE_TARGETS": "sometimes"},
 		"WEBHOOK_SENDERS":                            {"WEBHOOK_SENDERS": "0"},
 		"AUTH_CACHE_MS":                              {"AUTH_CACHE_MS": "60001"},
+		"LIST_PAGE_CACHE_MS":                         {"LIST_PAGE_CACHE_MS": "-1"},
 		"FCM_CREDENTIALS_FILE":                       {"FCM_PROJECT_ID": "p"},
 		"APNS_TOPIC":                                 {"APNS_KEY_FILE": "/k.p8", "APNS_KEY_ID": "K", "APNS_TEAM_ID": "T"},
 	} {
@@ -95,14 +96,15 @@ func TestWebhookPrivateTargets(t *testing.T) {
 	}
 }
 
-func TestAuthCache(t *testing.T) {
+func TestCacheTimes(t *testing.T) {
 	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
-	if err != nil || c.AuthCacheTTL != time.Second {
-		t.Fatalf("default principal cache time = %v (%v), want 1s", c.AuthCacheTTL, err)
+	if err != nil || c.AuthCacheTTL != time.Second || c.ListPageCacheTTL != time.Second {
+		t.Fatalf("default cache times = %v and %v (%v), want 1s", c.AuthCacheTTL, c.ListPageCacheTTL, err)
 	}
-	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "AUTH_CACHE_MS": "0"}), slog.New(slog.DiscardHandler))
-	if err != nil || c.AuthCacheTTL != 0 {
-		t.Fatalf("AUTH_CACHE_MS=0 gave %v (%v)", c.AuthCacheTTL, err)
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "AUTH_CACHE_MS": "0", "LIST_PAGE_CACHE_MS": "250"}),
+		slog.New(slog.DiscardHandler))
+	if err != nil || c.AuthCacheTTL != 0 || c.ListPageCacheTTL != 250*time.Millisecond {
+		t.Fatalf("AUTH_CACHE_MS=0, LIST_PAGE_CACHE_MS=250 gave %v and %v (%v)", c.AuthCacheTTL, c.ListPageCacheTTL, err)
 	}
 }
 
