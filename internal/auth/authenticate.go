@@ -47,7 +47,7 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 	if p, ok := s.principals.get(raw, now); ok {
 		return p, nil
 	}
-	generation := s.principals.generation.Load()
+	generation := s.principals.Generation()
 	cred, err := loadCredential(ctx, s.db, `u.id = $1 AND EXISTS (SELECT 1 FROM refresh_tokens t
 		WHERE t.family_id = $2 AND t.revoked_at IS NULL)`, c.Subject, c.SessionID)
 	if err != nil {

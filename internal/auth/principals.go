@@ -2,11 +2,10 @@ package auth
 
 import (
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"gale/internal/access"
+	"gale/internal/store"
 )
 
 // principalCache remembers for a short while (AUTH_CACHE_MS) the principal an access token
@@ -15,61 +14,38 @@ import (
 // (a sign-out, a role's permissions, a user's status or organizations, a deleted partner)
 // is a write: every write made through the API makes every node forget all cached principals
 // once it has committed (app.Wrote). A change made beside the API, or a notification between
-// nodes that was lost, is seen within the while at most.
+// nodes that was lost, is seen within the while at most. Principals go in and out as copies,
+// as handlers may change theirs.
 type principalCache struct {
-	ttl time.Duration
-	// generation counts forgettings: an entry is good only in the generation it was read in.
-	generation atomic.Uint64
-	mu         sync.RWMutex
-	entries    map[string]cachedPrincipal
-}
-
-type cachedPrincipal struct {
-	p          access.Principal
-	generation uint64
-	until      time.Time
+	*store.ShortCache[access.Principal]
 }
 
 // maxCachedPrincipals bounds the memory: past it the cache starts over.
 const maxCachedPrincipals = 10_000
 
+func newPrincipalCache(ttl time.Duration) principalCache {
+	return principalCache{store.NewShortCache[access.Principal](ttl, maxCachedPrincipals)}
+}
+
 // get returns a copy of the principal cached for token, if it is still good.
-func (c *principalCache) get(token string, now time.Time) (*access.Principal, bool) {
-	if c.ttl <= 0 {
+func (c principalCache) get(token string, now time.Time) (*access.Principal, bool) {
+	p, ok := c.Get(token, now)
+	if !ok {
 		return nil, false
 	}
-	c.mu.RLock()
-	e, ok := c.entries[token]
-	c.mu.RUnlock()
-	if !ok || e.generation != c.generation.Load() || !now.Before(e.until) {
-		return nil, false
-	}
-	p := e.p
+	return clonePrincipal(p), true
+}
+
+// put caches a copy of p for token (see store.ShortCache.Put for generation).
+func (c principalCache) put(token string, p *access.Principal, generation uint64, now time.Time) {
+	c.Put(token, *clonePrincipal(*p), generation, now)
+}
+
+func clonePrincipal(p access.Principal) *access.Principal {
 	p.Permissions, p.Scope.OrgIDs = slices.Clone(p.Permissions), slices.Clone(p.Scope.OrgIDs)
-	return &p, true
+	return &p
 }
-
-// put caches p for token. generation is the one current before p was read from the
-// database: when something was forgotten since, p may predate that change and is not kept.
-func (c *principalCache) put(token string, p *access.Principal, generation uint64, now time.Time) {
-	if c.ttl <= 0 {
-		return
-	}
-	e := cachedPrincipal{p: *p, generation: generation, until: now.Add(c.ttl)}
-	e.p.Permissions, e.p.Scope.OrgIDs = slices.Clone(p.Permissions), slices.Clone(p.Scope.OrgIDs)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if generation != c.generation.Load() {
-		return
-	}
-	if c.entries == nil || len(c.entries) >= maxCachedPrincipals {
-		c.entries = make(map[string]cachedPrincipal)
-	}
-	c.entries[token] = e
-}
-
-func (c *principalCache) forget() { c.generation.Add(1) }
 
 // ForgetPrincipals drops every principal this node cached: who may do what may have
 // changed (see app.Wrote).
-func (s *Service) ForgetPrincipals() { s.principals.forget() }
+func (s *Service) ForgetPrincipals() { s.principals.Forget() }

@@ -82,7 +82,7 @@ type APIKeyVerifier interface {
 func New(db *store.DB, opts Options, box *secrets.Box, limiter *ratelimit.Limiter, log *audit.Log,
 	mailer mail.Sender, logger *slog.Logger) *Service {
 	return &Service{db: db, opts: opts, box: box, limiter: limiter, audit: log, mailer: mailer, logger: logger,
-		dummyHash: HashPassword("not-a-real-password", opts.Argon2), principals: principalCache{ttl: opts.PrincipalTTL}}
+		dummyHash: HashPassword("not-a-real-password", opts.Argon2), principals: newPrincipalCache(opts.PrincipalTTL)}
 }
 
 // SetAPIKeys installs the API key verifier (it depends on this package's principal loading).

@@ -130,17 +130,17 @@ func pageRefs(ctx context.Context, db Querier, q ListQuery, p *listPlan, page Pa
 	}
 	var generation uint64
 	if cacheable {
-		if refs, ok := q.Pages.get(key, now); ok {
+		if refs, ok := q.Pages.Get(key, now); ok {
 			return refs, nil
 		}
-		generation = q.Pages.generation.Load()
+		generation = q.Pages.Generation()
 	}
 	refs, err := queryRows(ctx, db, query, p.args.Values(), func(s Scanner) (rowRef, error) {
 		var r rowRef
 		return r, s.Scan(&r.id, &r.version)
 	})
 	if err == nil && cacheable {
-		q.Pages.put(key, refs, generation, now)
+		q.Pages.Put(key, refs, generation, now)
 	}
 	return refs, err
 }

@@ -3,8 +3,6 @@ package store
 import (
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -13,22 +11,10 @@ import (
 // from the database, its rows coming from the list's RowCache. The scope and filters of a
 // page are still the database's, as the key holds all of them. What a PageCache gives up is
 // the database's word on every request: a page is kept until Forget, which every write
-// through the API calls on every node (see app.Wrote), or for ttl at most, so that a change
-// made beside the API shows within ttl. Only lists whose rows change through the API alone
-// may use one (organizations do; devices change with every heartbeat and do not).
-type PageCache struct {
-	ttl time.Duration
-	// generation counts Forget calls: a page is good only in the generation it was read in.
-	generation atomic.Uint64
-	mu         sync.RWMutex
-	pages      map[string]cachedPage
-}
-
-type cachedPage struct {
-	refs       []rowRef
-	generation uint64
-	until      time.Time
-}
+// through the API calls on every node (see app.Wrote), or for its ttl at most, so that a
+// change made beside the API shows within the ttl. Only lists whose rows change through the
+// API alone may use one (organizations do; devices change with every heartbeat and do not).
+type PageCache = ShortCache[[]rowRef]
 
 // rowRef is a row of a page: its ID and version.
 type rowRef struct {
@@ -40,43 +26,7 @@ type rowRef struct {
 const maxCachedPages = 10_000
 
 // NewPageCache returns a cache keeping pages for ttl, or nil (no cache) when ttl is 0.
-func NewPageCache(ttl time.Duration) *PageCache {
-	if ttl <= 0 {
-		return nil
-	}
-	return &PageCache{ttl: ttl, pages: make(map[string]cachedPage)}
-}
-
-// Forget drops every page kept so far. A nil cache has nothing to forget.
-func (c *PageCache) Forget() {
-	if c != nil {
-		c.generation.Add(1)
-	}
-}
-
-func (c *PageCache) get(key string, now time.Time) ([]rowRef, bool) {
-	c.mu.RLock()
-	p, ok := c.pages[key]
-	c.mu.RUnlock()
-	if !ok || p.generation != c.generation.Load() || !now.Before(p.until) {
-		return nil, false
-	}
-	return p.refs, true
-}
-
-// put keeps refs under key. generation is the one current before refs were read: when
-// something was forgotten since, they may predate that change and are not kept.
-func (c *PageCache) put(key string, refs []rowRef, generation uint64, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if generation != c.generation.Load() {
-		return
-	}
-	if len(c.pages) >= maxCachedPages {
-		c.pages = make(map[string]cachedPage)
-	}
-	c.pages[key] = cachedPage{refs: refs, generation: generation, until: now.Add(c.ttl)}
-}
+func NewPageCache(ttl time.Duration) *PageCache { return NewShortCache[[]rowRef](ttl, maxCachedPages) }
 
 // pageKey is a page's statement and arguments as one string, or false when an argument is of
 // a type it does not spell out unambiguously.
