@@ -1,9 +1,9 @@
 // Package bus carries short notifications between the nodes of one installation: a device
-// has work, a device must stop, an agent answered a call, who may do what changed. On SQLite
-// (one node) it stays in the process; on PostgreSQL it is LISTEN/NOTIFY, so every node hears
-// what another published. A notification can be lost (a listener reconnecting): what rides on
-// it must also hold without it, later (agents pull their work on every heartbeat, cached
-// principals expire).
+// has work, a device must stop, an agent answered a call, a write through the API committed.
+// On SQLite (one node) it stays in the process; on PostgreSQL it is LISTEN/NOTIFY, so every
+// node hears what another published. A notification can be lost (a listener reconnecting):
+// what rides on it must also hold without it, later (agents pull their work on every
+// heartbeat, cached principals and pages expire).
 package bus
 
 import (
@@ -82,7 +82,7 @@ func newPGBus(ctx context.Context, db *store.DB, logger *slog.Logger, channels [
 	select {
 	case <-ready:
 	case <-time.After(5 * time.Second):
-		logger.Warn("bus: LISTEN not ready after 5s; agents get their work on their next heartbeat, cached principals expire")
+		logger.Warn("bus: LISTEN not ready after 5s; agents get their work on their next heartbeat, cached principals and pages expire")
 	}
 	return b
 }
