@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"time"
 
@@ -299,14 +298,14 @@ func (s *Service) Open(ctx context.Context, version, goos, arch string) (Binary,
 	platform := goos + "/" + arch
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && version == "":
-		return b, nil, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound, Message: "no agent release is promoted for " +
+		return b, nil, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound, Message: "no agent release is promoted for " +
 			platform + "; register one with gale agent-release register and promote it with gale agent-release promote"}
 	case errors.Is(err, sql.ErrNoRows):
 		return b, nil, apperr.NotFound("agent version " + version)
 	case err != nil:
 		return b, nil, err
 	case !sum.Valid:
-		return b, nil, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound, Message: fmt.Sprintf(
+		return b, nil, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound, Message: fmt.Sprintf(
 			"agent %s has no build for %s; register one with gale agent-release register --version %s --os %s --arch %s --file PATH",
 			b.Version, platform, b.Version, goos, arch)}
 	}

@@ -15,6 +15,7 @@ import (
 	"gale/internal/agentdist"
 	"gale/internal/apperr"
 	"gale/internal/apptest"
+	"gale/internal/httpapi"
 	"gale/internal/store"
 )
 
@@ -41,7 +42,7 @@ func promote(t *testing.T, e *apptest.Env, version string) string {
 func wantAppErr(t *testing.T, err error, status int, code string) {
 	t.Helper()
 	ae, ok := apperr.As(err)
-	if !ok || ae.Status != status || ae.Code != code {
+	if !ok || httpapi.StatusOf(ae) != status || ae.Code != code {
 		t.Fatalf("error = %v, want %d %s", err, status, code)
 	}
 }

@@ -232,7 +232,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var agent devices.Agent
 	var err error
 	if !h.run(r.Context(), func() { agent, err = h.devices.AuthenticateAgent(r.Context(), BearerToken(r)) }) {
-		httpapi.WriteError(w, &apperr.Error{Status: http.StatusServiceUnavailable, Code: "SHUTTING_DOWN",
+		httpapi.WriteError(w, &apperr.Error{Kind: apperr.KindUnavailable, Code: "SHUTTING_DOWN",
 			Message: "the server is shutting down; connect again"})
 		return
 	}
@@ -242,7 +242,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.logger.ErrorContext(r.Context(), "agent authentication failed", "error", err)
-		httpapi.WriteError(w, &apperr.Error{Status: http.StatusInternalServerError, Code: apperr.CodeInternal, Message: "internal error"})
+		httpapi.WriteError(w, &apperr.Error{Kind: apperr.KindInternal, Code: apperr.CodeInternal, Message: "internal error"})
 		return
 	}
 	if agent.Role != agentproto.RoleAgent {
@@ -293,7 +293,7 @@ func (h *Hub) Call(ctx context.Context, deviceID, method string, args any, timeo
 		case <-poll.C:
 		case <-deadline.C:
 			_ = h.devices.ExpireCall(context.WithoutCancel(ctx), id)
-			return nil, &apperr.Error{Status: http.StatusGatewayTimeout, Code: "AGENT_TIMEOUT",
+			return nil, &apperr.Error{Kind: apperr.KindTimeout, Code: "AGENT_TIMEOUT",
 				Message: "the agent did not answer within " + timeout.String() + "; it may be busy or its connection may have dropped: try again"}
 		case <-ctx.Done():
 			_ = h.devices.ExpireCall(context.WithoutCancel(ctx), id)
@@ -317,12 +317,12 @@ func (h *Hub) Call(ctx context.Context, deviceID, method string, args any, timeo
 func callError(e *agentproto.CallError) error {
 	switch e.Code {
 	case agentproto.ErrNotFound:
-		return &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound, Message: e.Message}
+		return &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound, Message: e.Message}
 	case agentproto.ErrInvalid, agentproto.ErrUnknownMethod:
-		return &apperr.Error{Status: http.StatusBadRequest, Code: apperr.CodeValidation, Message: e.Message}
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: e.Message}
 	case agentproto.ErrNotSupported:
-		return &apperr.Error{Status: http.StatusBadRequest, Code: agentproto.ErrNotSupported, Message: e.Message}
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: agentproto.ErrNotSupported, Message: e.Message}
 	default:
-		return &apperr.Error{Status: http.StatusBadGateway, Code: agentproto.ErrFailed, Message: "the operation failed on the device: " + e.Message}
+		return &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the operation failed on the device: " + e.Message}
 	}
 }

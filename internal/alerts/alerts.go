@@ -412,9 +412,9 @@ func (s *Service) Bulk(ctx context.Context, action string, ids []string, in Acti
 		r := AlertBulkResult{AlertID: id, Status: "ok"}
 		if err == nil {
 			r.Alert = &x
-		} else if ae, ok := apperr.As(err); ok && ae.Status == 404 {
+		} else if ae, ok := apperr.As(err); ok && ae.Kind == apperr.KindNotFound {
 			r.Status, r.Error = "not_found", ae.Message
-		} else if ok && ae.Status == 409 {
+		} else if ok && ae.Kind == apperr.KindConflict {
 			r.Status, r.Error = "conflict", ae.Message
 		} else {
 			return nil, err

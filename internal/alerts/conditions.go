@@ -74,7 +74,7 @@ func (p problems) err() error {
 	if len(p) == 0 {
 		return nil
 	}
-	return &apperr.Error{Status: 400, Code: apperr.CodeValidation, Message: "validation failed", Details: p}
+	return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: "validation failed", Details: p}
 }
 
 // parseConditions decodes and validates a conditions document strictly: unknown fields,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"net/http"
 	"strings"
 
 	"gale/internal/access"
@@ -129,7 +128,7 @@ func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link s
 			"\n\nIf it was not you, ignore this message; your password stays as it is.\n"})
 	if err != nil {
 		s.logger.WarnContext(ctx, "password reset email failed", "userId", c.ID, "error", err)
-		return "", &apperr.Error{Status: http.StatusBadGateway, Code: "MAIL_FAILED",
+		return "", &apperr.Error{Kind: apperr.KindUpstream, Code: "MAIL_FAILED",
 			Message: "the reset email could not be sent; check SMTP_URL and the mail server, then try again"}
 	}
 	return "", nil

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"reflect"
 	"sort"
 	"time"
@@ -165,7 +164,7 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 			}
 		}
 		if len(details) > 0 {
-			return &apperr.Error{Status: http.StatusBadRequest, Code: apperr.CodeValidation, Message: "validation failed", Details: details}
+			return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: "validation failed", Details: details}
 		}
 		now := store.Now()
 		changes := map[string]any{}

@@ -16,6 +16,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/apptest"
 	"gale/internal/enrollment"
+	"gale/internal/httpapi"
 )
 
 const keysPath = "/api/v1/enrollment-keys"
@@ -94,7 +95,7 @@ func claim(e *apptest.Env, rawKey, secret, global string) (enrollment.Claimed, e
 func wantClaimError(t *testing.T, err error, status int, message string) {
 	t.Helper()
 	ae, ok := apperr.As(err)
-	if !ok || ae.Status != status || ae.Message != message {
+	if !ok || httpapi.StatusOf(ae) != status || ae.Message != message {
 		t.Fatalf("claim error = %v, want %d %q", err, status, message)
 	}
 	code := map[int]string{401: apperr.CodeUnauthorized, 403: apperr.CodeForbidden}[status]

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path"
 	"regexp"
 	"slices"
@@ -296,7 +295,7 @@ func ParseFilter(raw json.RawMessage) (*Filter, string, error) {
 		p.fail("filter", fmt.Sprintf("at most %d conditions in all", maxConditions))
 	}
 	if len(p.details) > 0 {
-		return nil, "", &apperr.Error{Status: http.StatusBadRequest, Code: apperr.CodeValidation, Message: "validation failed",
+		return nil, "", &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: "validation failed",
 			Details: p.details}
 	}
 	canonical, _ := json.Marshal(v)

@@ -160,7 +160,7 @@ func TestFilterRefusals(t *testing.T) {
 	for _, c := range cases {
 		_, _, err := ParseFilter(json.RawMessage(c.filter))
 		ae, ok := apperr.As(err)
-		if !ok || ae.Status != 400 || ae.Code != apperr.CodeValidation {
+		if !ok || ae.Kind != apperr.KindInvalid || ae.Code != apperr.CodeValidation {
 			t.Errorf("ParseFilter(%s) = %v, want a 400 VALIDATION_ERROR", c.filter, err)
 			continue
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"unicode/utf8"
 
@@ -175,7 +174,7 @@ func checkReferences(ctx context.Context, q store.Querier, orgID string, f *Filt
 		return err
 	}
 	if len(details) > 0 {
-		return &apperr.Error{Status: http.StatusBadRequest, Code: apperr.CodeValidation, Message: "validation failed", Details: details}
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: "validation failed", Details: details}
 	}
 	return nil
 }

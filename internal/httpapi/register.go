@@ -156,7 +156,7 @@ func (s *Server) writeHumaError(hctx huma.Context, err error) {
 		}
 	}
 	hctx.SetHeader("Content-Type", "application/json")
-	hctx.SetStatus(ae.Status)
+	hctx.SetStatus(StatusOf(ae))
 	_ = json.NewEncoder(hctx.BodyWriter()).Encode(toEnvelope(ae))
 }
 

@@ -285,7 +285,7 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 		// are exact, so only the path itself may match it.
 		_, pattern := mux.Handler(r)
 		if pattern != "" && strings.HasSuffix(pattern, "/") && !strings.HasSuffix(pattern, " "+r.URL.Path) {
-			WriteError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
+			WriteError(w, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound,
 				Message: "no route " + r.Method + " " + r.URL.Path})
 			return
 		}
@@ -297,7 +297,7 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 		mux.ServeHTTP(probe, r)
 		if probe.status == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", probe.header.Get("Allow"))
-			WriteError(w, &apperr.Error{Status: http.StatusMethodNotAllowed, Code: apperr.CodeMethod,
+			WriteError(w, &apperr.Error{Kind: apperr.KindMethodNotAllowed, Code: apperr.CodeMethod,
 				Message: "method " + r.Method + " not allowed on " + r.URL.Path})
 			return
 		}
@@ -310,7 +310,7 @@ func envelopeMux(mux *http.ServeMux) http.Handler {
 			_, _ = w.Write(probe.body.Bytes())
 			return
 		}
-		WriteError(w, &apperr.Error{Status: http.StatusNotFound, Code: apperr.CodeNotFound,
+		WriteError(w, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound,
 			Message: "no route " + r.Method + " " + r.URL.Path})
 	})
 }

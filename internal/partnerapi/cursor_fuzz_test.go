@@ -1,7 +1,6 @@
 package partnerapi
 
 import (
-	"net/http"
 	"testing"
 
 	"gale/internal/apperr"
@@ -22,7 +21,7 @@ func FuzzExportCursor(f *testing.F) {
 	f.Fuzz(func(t *testing.T, token, since string, limit int) {
 		sk, err := s.seek("p1", "devices", false, &ExportQuery{Limit: limit, Cursor: token, UpdatedSince: since})
 		if err != nil {
-			if e, ok := apperr.As(err); !ok || e.Status != http.StatusBadRequest {
+			if e, ok := apperr.As(err); !ok || e.Kind != apperr.KindInvalid {
 				t.Fatalf("seek(%q, %q) = %v, want a 400", token, since, err)
 			}
 			return

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"gale/internal/apperr"
@@ -54,7 +53,7 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx *sql.Tx, principal
 		return nil, fmt.Errorf("read idempotency key: %w", err)
 	}
 	if firstHash != hash {
-		return nil, &apperr.Error{Status: http.StatusUnprocessableEntity, Code: CodeIdempotencyReused,
+		return nil, &apperr.Error{Kind: apperr.KindUnprocessable, Code: CodeIdempotencyReused,
 			Message: "this X-Idempotency-Key was used with a different request body in the last 24 hours; use a new key for a new request"}
 	}
 	if !sealed.Valid {

@@ -279,7 +279,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			}
 			b, err := base64.StdEncoding.DecodeString(c.Content)
 			if err != nil {
-				return nil, &apperr.Error{Status: http.StatusBadGateway, Code: agentproto.ErrFailed, Message: "the agent sent an unreadable file"}
+				return nil, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent sent an unreadable file"}
 			}
 			name := in.Path[strings.LastIndexAny(in.Path, `/\`)+1:]
 			return &downloadOutput{ContentType: "application/octet-stream", Checksum: c.SHA256,
@@ -360,7 +360,7 @@ func (s *Service) registry(ctx context.Context, deviceID, method string, args, o
 		return err
 	}
 	if d.OSType != "" && d.OSType != agentproto.OSWindows {
-		return &apperr.Error{Status: http.StatusBadRequest, Code: agentproto.ErrNotSupported,
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: agentproto.ErrNotSupported,
 			Message: "the registry exists only on Windows; this device runs " + d.OSType}
 	}
 	if change {

@@ -6,7 +6,6 @@ package systemtools
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"gale/internal/agentproto"
@@ -52,7 +51,7 @@ func (s *Service) device(ctx context.Context, id string) (devices.Device, error)
 		if d.LastSeen != nil {
 			msg += " (last seen " + d.LastSeen.UTC().Format(time.RFC3339) + ")"
 		}
-		return d, &apperr.Error{Status: http.StatusServiceUnavailable, Code: "AGENT_OFFLINE", Message: msg}
+		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: "AGENT_OFFLINE", Message: msg}
 	}
 	return d, nil
 }
@@ -70,7 +69,7 @@ func (s *Service) call(ctx context.Context, deviceID, method string, args, out a
 		return nil
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return &apperr.Error{Status: http.StatusBadGateway, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
+		return &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
 	}
 	return nil
 }

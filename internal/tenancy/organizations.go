@@ -218,7 +218,7 @@ func (s *Service) getOrg(ctx context.Context, q store.Querier, scope access.Scop
 
 // ErrOrgLimit is the refusal of a new organization beyond the partner's maxOrganizations.
 // The partner API maps it to its own code.
-var ErrOrgLimit = &apperr.Error{Status: 409, Code: "ORG_LIMIT_REACHED",
+var ErrOrgLimit = &apperr.Error{Kind: apperr.KindConflict, Code: "ORG_LIMIT_REACHED",
 	Message: "the partner has reached its maxOrganizations; raise the limit or delete an organization"}
 
 // reserveOrgSlot counts one more organization against the partner's cap. The conditional

@@ -56,7 +56,7 @@ func Slugify(name string) string {
 
 // ErrSlugConflict is the conflict of an explicitly given slug that is taken. The partner API
 // maps it to its own code.
-var ErrSlugConflict = &apperr.Error{Status: 409, Code: "SLUG_CONFLICT", Message: "slug is already in use",
+var ErrSlugConflict = &apperr.Error{Kind: apperr.KindConflict, Code: "SLUG_CONFLICT", Message: "slug is already in use",
 	Details: []apperr.Detail{{Field: "slug", Message: "already in use"}}}
 
 // chooseSlug returns the explicit slug after validation, or a free slug derived from name:
