@@ -112,7 +112,7 @@ func runCmd(configPath *string) *cobra.Command {
 }
 
 func runOptions(configPath string) agent.RunOptions {
-	return agent.RunOptions{ConfigPath: configPath, Version: version, Logger: logger(), Tools: tools(configPath)}
+	return agent.RunOptions{ConfigPath: configPath, Version: version, Logger: logger(), Capabilities: capabilities(configPath)}
 }
 
 // program adapts the watchdog to the service manager (systemd, launchd, Windows SCM), and

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gale/internal/agentdist"
+	"gale/internal/app"
 	"gale/internal/apperr"
 )
 
@@ -33,7 +34,7 @@ func agentReleaseCmd() *cobra.Command {
 				return err
 			}
 			defer f.Close()
-			b, created, err := a.AgentDist.Register(cmd.Context(), version, goos, arch, f, notes)
+			b, created, err := app.Service[*agentdist.Service](a).Register(cmd.Context(), version, goos, arch, f, notes)
 			if err != nil {
 				return cliError(err)
 			}
@@ -78,7 +79,7 @@ func agentReleaseCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				b, created, err := a.AgentDist.Register(cmd.Context(), dirVersion, goos, arch, f, dirNotes)
+				b, created, err := app.Service[*agentdist.Service](a).Register(cmd.Context(), dirVersion, goos, arch, f, dirNotes)
 				f.Close()
 				if err != nil {
 					return fmt.Errorf("%s: %w", entry.Name(), cliError(err))
@@ -106,7 +107,7 @@ func agentReleaseCmd() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			previous, err := a.AgentDist.Promote(cmd.Context(), args[0])
+			previous, err := app.Service[*agentdist.Service](a).Promote(cmd.Context(), args[0])
 			if err != nil {
 				return cliError(err)
 			}
@@ -126,7 +127,7 @@ func agentReleaseCmd() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			versions, err := a.AgentDist.List(cmd.Context())
+			versions, err := app.Service[*agentdist.Service](a).List(cmd.Context())
 			if err != nil {
 				return err
 			}

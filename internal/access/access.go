@@ -154,7 +154,7 @@ type Principal struct {
 }
 
 // Can reports whether the principal holds the permission.
-func (p *Principal) Can(perm string) bool { return p != nil && p.Permissions.Has(perm) }
+func (p *Principal) Can(perm Perm) bool { return p != nil && p.Permissions.Has(string(perm)) }
 
 type ctxKey int
 

@@ -111,6 +111,12 @@ func LookupPermission(name string) (Permission, bool) {
 	return Permission{}, false
 }
 
+// Known reports whether p is in the catalog.
+func Known(p Perm) bool {
+	_, ok := LookupPermission(string(p))
+	return ok
+}
+
 // ValidGrant reports whether g is a catalog permission or a wildcard over catalog entries
 // ("devices:*", "*:read", "*:*").
 func ValidGrant(g string) bool {

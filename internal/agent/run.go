@@ -16,21 +16,20 @@ import (
 
 	"github.com/coder/websocket"
 
+	"gale/internal/agent/capability"
 	"gale/internal/agent/inventory"
 	"gale/internal/agentproto"
+	"gale/internal/streams"
 )
-
-// Tools answers system-tool calls.
-type Tools interface {
-	Handle(ctx context.Context, call agentproto.Call) agentproto.CallResult
-}
 
 // RunOptions configure the main agent.
 type RunOptions struct {
 	ConfigPath string
 	Version    string
 	Logger     *slog.Logger
-	Tools      Tools
+	// Capabilities serve the commands, calls and streams the server sends; Run adds the
+	// agent's own refresh_inventory command to them. Nil serves that command only.
+	Capabilities *capability.Registry
 	// InventoryEvery is the period of full inventories (default 24 h).
 	InventoryEvery time.Duration
 }
@@ -52,14 +51,14 @@ type runner struct {
 	cfg      Config
 	log      *slog.Logger
 	http     *client
-	exec     *executor
+	caps     *capability.Registry
 	mu       sync.Mutex
 	interval time.Duration
 }
 
 // Run runs the main agent until ctx ends: it keeps a live channel to the server (falling back
-// to HTTP heartbeats while the channel cannot be opened), reports inventory, and carries out
-// commands and system-tool calls.
+// to HTTP heartbeats while the channel cannot be opened), reports inventory, and serves the
+// commands, calls and streams of its capabilities.
 func Run(ctx context.Context, o RunOptions) error {
 	cfg, err := LoadConfig(o.ConfigPath)
 	if err != nil {
@@ -70,7 +69,11 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	r := &runner{opts: o, cfg: cfg, log: o.Logger.With("deviceId", cfg.DeviceID), http: newClient(cfg.Server, cfg.AuthToken)}
 	r.interval = time.Duration(max(cfg.Settings.HeartbeatIntervalSeconds, 1)) * time.Second
-	r.exec = &executor{r: r}
+	if o.Capabilities == nil {
+		o.Capabilities = capability.New()
+	}
+	r.caps = o.Capabilities
+	r.caps.Command(agentproto.CommandRefreshInventory, r.refreshInventory)
 	go r.liveness(ctx)
 	if cfg.Decommissioned {
 		r.idle(ctx)
@@ -162,11 +165,12 @@ func wsURL(server string) string {
 	return "ws://" + strings.TrimPrefix(u, "http://")
 }
 
-// session holds one live channel until it fails.
+// session holds one live channel until it fails. Text messages carry the JSON protocol,
+// binary messages the frames of the streams the server opens.
 func (r *runner) session(ctx context.Context) error {
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ws, resp, err := websocket.Dial(dialCtx, wsURL(r.cfg.Server), &websocket.DialOptions{
-		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.cfg.AuthToken}}})
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.cfg.AuthToken}, agentproto.HeaderStreams: {agentproto.StreamsVersion}}})
 	cancel()
 	if err != nil {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
@@ -179,30 +183,46 @@ func (r *runner) session(ctx context.Context) error {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	s := &session{r: r, ws: ws, ctx: sctx}
+	s.streams = streams.NewSession(func(ctx context.Context, frame []byte) error {
+		return ws.Write(ctx, websocket.MessageBinary, frame)
+	}, streams.Options{Accept: r.caps.AcceptStream, Logger: r.log})
 	go s.heartbeats()
 	r.log.Info("connected to the server", "server", r.cfg.Server)
-	for {
-		_, data, err := ws.Read(sctx)
-		if err != nil {
-			return err
-		}
-		var msg agentproto.Message
-		if err := json.Unmarshal(data, &msg); err != nil {
-			r.log.Warn("unreadable message from the server", "error", err)
-			continue
-		}
-		if err := s.handle(msg); err != nil {
-			ws.Close(websocket.StatusNormalClosure, "")
-			return err
-		}
-	}
+	err = s.read()
+	s.streams.Close(fmt.Errorf("connection to the server lost: %w", err))
+	return err
 }
 
 type session struct {
-	r   *runner
-	ws  *websocket.Conn
-	ctx context.Context
-	seq int
+	r       *runner
+	ws      *websocket.Conn
+	ctx     context.Context
+	streams *streams.Session
+}
+
+// read handles what the server sends until the socket fails or the server stops the agent.
+func (s *session) read() error {
+	for {
+		typ, data, err := s.ws.Read(s.ctx)
+		if err != nil {
+			return err
+		}
+		if typ == websocket.MessageBinary {
+			if err := s.streams.Receive(data); err != nil {
+				s.r.log.Warn("unreadable stream frame from the server", "error", err)
+			}
+			continue
+		}
+		var msg agentproto.Message
+		if err := json.Unmarshal(data, &msg); err != nil {
+			s.r.log.Warn("unreadable message from the server", "error", err)
+			continue
+		}
+		if err := s.handle(msg); err != nil {
+			s.ws.Close(websocket.StatusNormalClosure, "")
+			return err
+		}
+	}
 }
 
 func (s *session) send(typ, id string, payload any) error {
@@ -253,7 +273,7 @@ func (s *session) handle(msg agentproto.Message) error {
 			return nil
 		}
 		go func() {
-			res := s.r.exec.run(s.ctx, c)
+			res := s.r.runCommand(s.ctx, c)
 			if err := s.send(agentproto.TypeCommandResult, c.ID, res); err != nil {
 				s.r.postResult(context.WithoutCancel(s.ctx), res)
 			}
@@ -263,14 +283,7 @@ func (s *session) handle(msg agentproto.Message) error {
 		if err := json.Unmarshal(msg.Payload, &c); err != nil {
 			return nil
 		}
-		go func() {
-			res := agentproto.CallResult{CallID: c.ID, Error: &agentproto.CallError{Code: agentproto.ErrUnknownMethod, Message: "system tools are not available in this agent"}}
-			if s.r.opts.Tools != nil {
-				res = s.r.opts.Tools.Handle(s.ctx, c)
-				res.CallID = c.ID
-			}
-			_ = s.send(agentproto.TypeCallResult, c.ID, res)
-		}()
+		go func() { _ = s.send(agentproto.TypeCallResult, c.ID, s.r.caps.Answer(s.ctx, c)) }()
 	case agentproto.TypeStop:
 		return errDecommissioned
 	}
@@ -295,9 +308,27 @@ func (r *runner) httpHeartbeat(ctx context.Context) error {
 		return err
 	}
 	for _, c := range resp.Commands {
-		go r.postResult(ctx, r.exec.run(ctx, c))
+		go r.postResult(ctx, r.runCommand(ctx, c))
 	}
 	return nil
+}
+
+// runCommand carries out a command with its capability, within the command's timeout.
+func (r *runner) runCommand(ctx context.Context, c agentproto.Command) agentproto.CommandResult {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(c.TimeoutSeconds, 1))*time.Second)
+	defer cancel()
+	res := r.caps.RunCommand(ctx, c)
+	res.CommandID = c.ID
+	res.DurationMs = time.Since(start).Milliseconds()
+	return res
+}
+
+func (r *runner) refreshInventory(ctx context.Context, _ agentproto.Command) agentproto.CommandResult {
+	if err := r.sendInventory(ctx); err != nil {
+		return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: err.Error()}
+	}
+	return agentproto.CommandResult{Status: agentproto.ResultCompleted}
 }
 
 func (r *runner) postResult(ctx context.Context, res agentproto.CommandResult) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"gale/internal/agent/proctree"
 	"gale/internal/agentproto"
 )
 
@@ -83,7 +84,7 @@ func (w *watchdog) superviseOnce(ctx context.Context) {
 	runCtx, kill := context.WithCancel(context.Background())
 	defer kill()
 	cmd := exec.CommandContext(runCtx, w.opts.Executable, w.opts.Args...)
-	killTree(cmd)
+	proctree.KillOnCancel(cmd)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Windows cannot pass extra descriptors: there the watchdog only restarts an agent that exits.
 	if livenessPipes {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"gale/internal/app"
 	"net/http"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ const api = "/api/v1"
 
 func register(t *testing.T, e *apptest.Env, version, goos, arch string, data []byte) agentdist.Binary {
 	t.Helper()
-	b, _, err := e.App.AgentDist.Register(context.Background(), version, goos, arch, bytes.NewReader(data), "")
+	b, _, err := app.Service[*agentdist.Service](e.App).Register(context.Background(), version, goos, arch, bytes.NewReader(data), "")
 	if err != nil {
 		t.Fatalf("register %s %s/%s: %v", version, goos, arch, err)
 	}
@@ -32,7 +33,7 @@ func register(t *testing.T, e *apptest.Env, version, goos, arch string, data []b
 
 func promote(t *testing.T, e *apptest.Env, version string) string {
 	t.Helper()
-	prev, err := e.App.AgentDist.Promote(context.Background(), version)
+	prev, err := app.Service[*agentdist.Service](e.App).Promote(context.Background(), version)
 	if err != nil {
 		t.Fatalf("promote %s: %v", version, err)
 	}
@@ -77,7 +78,7 @@ func TestVersionsNormalizeAndOrderBySemver(t *testing.T) {
 func TestRegisterPromoteAndLatest(t *testing.T) {
 	e := apptest.New(t)
 	ctx := context.Background()
-	svc := e.App.AgentDist
+	svc := app.Service[*agentdist.Service](e.App)
 	if _, err := svc.Latest(ctx); !apperr.IsCode(err, apperr.CodeNotFound) {
 		t.Fatalf("latest of nothing = %v, want NOT_FOUND", err)
 	}
@@ -132,7 +133,7 @@ func TestRegisterPromoteAndLatest(t *testing.T) {
 func TestRegisterRefusesOtherBytesAndBadInput(t *testing.T) {
 	e := apptest.New(t)
 	ctx := context.Background()
-	svc := e.App.AgentDist
+	svc := app.Service[*agentdist.Service](e.App)
 	first := register(t, e, "1.0.0", "linux", "amd64", []byte("one"))
 	sum := sha256.Sum256([]byte("one"))
 	if first.SHA256 != hex.EncodeToString(sum[:]) || first.SizeBytes != 3 || first.Version != "1.0.0" {
@@ -174,7 +175,7 @@ func TestOnePromotedVersionEvenUnderConcurrentPromotions(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, errs[i] = e.App.AgentDist.Promote(context.Background(), v)
+				_, errs[i] = app.Service[*agentdist.Service](e.App).Promote(context.Background(), v)
 			}()
 		}
 		wg.Wait()

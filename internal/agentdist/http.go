@@ -53,7 +53,7 @@ func (s *Service) RegisterRoutes(api *httpapi.Server) {
 			}}, nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-agent-versions", Method: http.MethodGet, Path: "/agent-versions", Tag: tag,
-		Permission: "devices:read", Summary: "List agent versions",
+		Permission: access.DevicesRead, Summary: "List agent versions",
 		Description: "Every registered version with its platforms, newest first by semantic-version order. Not paged: the list is short."},
 		func(ctx context.Context, _ *struct{}) (*httpapi.ListBody[AgentVersion], error) {
 			rows, err := s.List(ctx)
@@ -63,14 +63,14 @@ func (s *Service) RegisterRoutes(api *httpapi.Server) {
 			return &httpapi.ListBody[AgentVersion]{Body: httpapi.List[AgentVersion]{Data: rows}}, nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-latest-agent-version", Method: http.MethodGet, Path: "/agent-versions/latest", Tag: tag,
-		Permission: "devices:read", Errors: []int{http.StatusNotFound}, Summary: "The latest agent version",
+		Permission: access.DevicesRead, Errors: []int{http.StatusNotFound}, Summary: "The latest agent version",
 		Description: "The promoted version or, when none is promoted, the highest registered one. 404 when none is registered."},
 		func(ctx context.Context, _ *struct{}) (*versionOutput, error) {
 			v, err := s.Latest(ctx)
 			return &versionOutput{v}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "download-agent-version", Method: http.MethodGet, Path: "/agent-versions/{version}/download", Tag: tag,
-		Permission: "devices:read", Errors: []int{http.StatusNotFound}, Summary: "Download a registered agent version",
+		Permission: access.DevicesRead, Errors: []int{http.StatusNotFound}, Summary: "Download a registered agent version",
 		Description: "The same bytes and headers as GET /agents/download/{os}/{arch}?version=; 404 when the version or its platform is not registered."},
 		func(ctx context.Context, in *versionDownloadInput) (*huma.StreamResponse, error) {
 			return s.download(ctx, in.Version, in.OS, in.Arch)

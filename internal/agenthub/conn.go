@@ -13,17 +13,22 @@ import (
 
 	"gale/internal/agentproto"
 	"gale/internal/devices"
+	"gale/internal/streams"
 )
 
 // conn is one agent's socket on this node.
 type conn struct {
 	hub    *Hub
+	id     string // tells this connection from an earlier or later one of the same agent
 	agent  devices.Agent
 	ws     *websocket.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
 	wakeup chan struct{}
 	once   sync.Once
+	// streams carries the streams opened to the agent over binary messages; nil when the
+	// agent does not speak streams.
+	streams *streams.Session
 
 	// check asks the serve loop to look in the database for queued work; outbox holds commands
 	// already recorded as sent, which go out as they are.
@@ -79,6 +84,12 @@ func (c *conn) send(typ, id string, payload any) error {
 	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 	defer cancel()
 	return c.ws.Write(ctx, websocket.MessageText, msg)
+}
+
+// sendFrame writes one frame of the streams session; the session calls it from one goroutine
+// at a time, and the socket keeps it whole among the JSON messages other goroutines write.
+func (c *conn) sendFrame(ctx context.Context, frame []byte) error {
+	return c.ws.Write(ctx, websocket.MessageBinary, frame)
 }
 
 func (c *conn) close(code websocket.StatusCode, reason string) {
@@ -154,13 +165,18 @@ func (c *conn) deliver() {
 // log is the hub's logger for this device, made only when there is something to log.
 func (c *conn) log() *slog.Logger { return c.hub.logger.With("deviceId", c.agent.DeviceID) }
 
-// readLoop handles what the agent sends until the socket closes.
+// readLoop handles what the agent sends until the socket closes. Stream frames are handed
+// to the session, which never waits on a stream's reader.
 func (c *conn) readLoop() {
 	for {
-		_, data, err := c.ws.Read(c.ctx)
+		typ, data, err := c.ws.Read(c.ctx)
 		if err != nil {
 			c.close(websocket.StatusNormalClosure, "")
 			return
+		}
+		if typ == websocket.MessageBinary {
+			c.receiveFrame(data)
+			continue
 		}
 		var msg agentproto.Message
 		if err := json.Unmarshal(data, &msg); err != nil {
@@ -170,6 +186,16 @@ func (c *conn) readLoop() {
 		if err := c.handle(msg); err != nil && c.ctx.Err() == nil {
 			c.log().Warn("agent message failed", "type", msg.Type, "error", err)
 		}
+	}
+}
+
+func (c *conn) receiveFrame(frame []byte) {
+	if c.streams == nil {
+		c.log().Warn("binary message from an agent that announced no streams; ignored")
+		return
+	}
+	if err := c.streams.Receive(frame); err != nil {
+		c.log().Warn("unreadable stream frame from the agent; ignored", "error", err)
 	}
 }
 

@@ -2,6 +2,11 @@
 // the server pushes commands and system-tool calls the moment they are queued, and the
 // agent sends heartbeats and results. State that matters lives in the database (devices);
 // the hub only carries it, so an agent may reconnect to any node.
+//
+// The socket's text messages carry that JSON protocol; its binary messages carry the frames
+// of streams (package streams) the server opens to the agent, for agents that speak them.
+// OpenStream reaches an agent held by this node directly, and one held by another node
+// through that node (relay.go).
 package agenthub
 
 import (
@@ -11,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -21,6 +27,9 @@ import (
 	"gale/internal/bus"
 	"gale/internal/devices"
 	"gale/internal/httpapi"
+	"gale/internal/nodes"
+	"gale/internal/store"
+	"gale/internal/streams"
 )
 
 // Options tune the hub.
@@ -33,6 +42,12 @@ type Options struct {
 	// the database has connections for (store.DB.Conns), so that work waits here, in arrival
 	// order, rather than in the database pool.
 	Workers int
+	// MaxStreams caps the open streams of each agent connection; zero means
+	// streams.DefaultMaxStreams.
+	MaxStreams int
+	// Nodes records which agents this node holds and finds the holder of the others, so that
+	// streams reach agents held by other nodes. Nil: this node reaches only its own agents.
+	Nodes *nodes.Registry
 }
 
 // The hub's bus channels.
@@ -61,6 +76,8 @@ type Hub struct {
 	work      chan func()
 	quit      chan struct{}
 	closeOnce sync.Once
+
+	relays atomic.Int64 // node-to-node stream connections open, both directions
 
 	heartbeatSeconds prometheus.Histogram
 	connections      prometheus.Gauge
@@ -190,6 +207,17 @@ func (h *Hub) unregister(c *conn) {
 	}
 	h.mu.Unlock()
 	h.connections.Dec()
+	if c.streams != nil {
+		c.streams.Close(errAgentDisconnected)
+	}
+	if h.opts.Nodes != nil {
+		ctx := context.WithoutCancel(c.ctx)
+		h.run(ctx, func() {
+			if err := h.opts.Nodes.Released(ctx, c.agent.DeviceID, c.id); err != nil {
+				c.log().Warn("the agent's connection stays recorded until this node stops", "error", err)
+			}
+		})
+	}
 	if left := c.takeOutbox(true); len(left) > 0 {
 		ids := make([]string, len(left))
 		for i, cmd := range left {
@@ -255,7 +283,19 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(h.opts.MaxMessageBytes)
 	ctx, cancel := context.WithCancel(devices.AgentContext(context.WithoutCancel(r.Context()), agent))
-	c := &conn{hub: h, agent: agent, ws: ws, ctx: ctx, cancel: cancel, wakeup: make(chan struct{}, 1)}
+	c := &conn{hub: h, id: store.NewID(), agent: agent, ws: ws, ctx: ctx, cancel: cancel, wakeup: make(chan struct{}, 1)}
+	if r.Header.Get(agentproto.HeaderStreams) != "" {
+		c.streams = streams.NewSession(c.sendFrame, streams.Options{Initiator: true, MaxStreams: h.opts.MaxStreams, Logger: c.log()})
+	}
+	// Recorded before the hub knows the connection, so that once this node reports the agent
+	// connected, other nodes find it too.
+	if h.opts.Nodes != nil {
+		h.run(ctx, func() {
+			if err := h.opts.Nodes.Held(ctx, agent.DeviceID, c.id); err != nil {
+				c.log().Warn("other nodes cannot open streams to this agent until it reconnects", "error", err)
+			}
+		})
+	}
 	h.register(c)
 	defer h.unregister(c)
 	defer cancel()

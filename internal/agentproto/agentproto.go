@@ -29,6 +29,15 @@ const (
 // HeaderEnrollmentSecret may carry the enrollment secret instead of the body.
 const HeaderEnrollmentSecret = "X-Enrollment-Secret"
 
+// HeaderStreams is sent by an agent with its WebSocket upgrade when it speaks streams (package
+// streams) over the socket's binary messages; its value is StreamsVersion. The JSON Messages
+// ride on text messages either way. An agent that does not send it (an older one) gets no
+// binary message, and the server refuses to open streams to it.
+const HeaderStreams = "X-Gale-Streams"
+
+// StreamsVersion is the version of the streams framing an agent speaks.
+const StreamsVersion = "1"
+
 // OS types, as agents report them and as the API shows them.
 const (
 	OSLinux   = "linux"
@@ -70,7 +79,7 @@ type Config struct {
 	InventoryIntervalMinutes         int `json:"inventoryIntervalMinutes"`
 }
 
-// Message is the envelope of every WebSocket frame, in both directions.
+// Message is the envelope of every WebSocket text message, in both directions.
 type Message struct {
 	// ID correlates a call with its result; empty for one-way messages.
 	ID      string          `json:"id,omitempty"`

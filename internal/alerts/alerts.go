@@ -263,11 +263,11 @@ const (
 var Actions = []string{ActionAcknowledge, ActionResolve, ActionSuppress, ActionDismiss}
 
 // ActionPermission is the permission each action needs.
-func ActionPermission(action string) string {
+func ActionPermission(action string) access.Perm {
 	if action == ActionAcknowledge {
-		return "alerts:acknowledge"
+		return access.AlertsAcknowledge
 	}
-	return "alerts:write"
+	return access.AlertsWrite
 }
 
 // transition is one state change: the statuses it leaves and what it sets.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"gale/internal/alerts"
+	"gale/internal/app"
 	"slices"
 	"testing"
 	"time"
@@ -53,7 +55,7 @@ func BenchmarkHeartbeatEvaluation(b *testing.B) {
 	eval := func() {
 		if err := e.App.DB.Write(ctx, func(tx *sql.Tx) error {
 			start := time.Now()
-			err := e.App.Alerts.EvaluateIsolated(ctx, tx, dev)
+			err := app.Service[*alerts.Service](e.App).EvaluateIsolated(ctx, tx, dev)
 			calls = append(calls, time.Since(start))
 			return err
 		}); err != nil {

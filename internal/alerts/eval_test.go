@@ -2,6 +2,8 @@ package alerts_test
 
 import (
 	"context"
+	"gale/internal/alerts"
+	"gale/internal/app"
 	"slices"
 	"strings"
 	"sync"
@@ -140,7 +142,7 @@ func TestOfflineAndSilentThroughTheSweep(t *testing.T) {
 	long := x.InsertDevice(apptest.DeviceRow{PartnerID: x.ten.PartnerID, OrgID: x.ten.OrgID, SiteID: x.ten.SiteID, Hostname: "db-02",
 		Status: "offline", LastSeen: time.Now().Add(-20 * time.Minute)})
 	x.exec(`UPDATE devices SET main_agent_silent_since = $1 WHERE id = $2`, store.Now().Add(-30*time.Minute), recent)
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	got := x.alerts(x.ten.Org, "")
@@ -154,7 +156,7 @@ func TestOfflineAndSilentThroughTheSweep(t *testing.T) {
 	}
 	// The device comes back: the next sweep resolves its offline alert.
 	x.exec(`UPDATE devices SET status = 'online', last_seen_at = $1 WHERE id = $2`, store.Now(), long)
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := x.alerts(x.ten.Org, "?deviceId="+long+"&status=resolved"); len(got) != 1 {
@@ -193,7 +195,7 @@ func TestFailedCommandOpensAnAlert(t *testing.T) {
 	}
 	// The window passes: the sweep resolves it.
 	x.exec(`UPDATE device_commands SET completed_at = $1`, store.Now().Add(-time.Hour))
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := x.alerts(x.ten.Org, "?status=resolved"); len(got) != 1 {
@@ -284,7 +286,7 @@ func TestSuppressionEndsAndDecommissionResolves(t *testing.T) {
 	x.Must(200, x.ten.Org, "POST", api+"/alerts/"+id+"/suppress", map[string]any{"until": time.Now().Add(time.Minute)})
 	x.Must(200, x.ten.Org, "POST", api+"/alerts/"+keep+"/suppress", nil)
 	x.exec(`UPDATE alerts SET suppressed_until = $1 WHERE id = $2`, store.Now().Add(-time.Second), id)
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var a alertRow
@@ -327,7 +329,7 @@ func TestAFailingEvaluationDoesNotFailTheHeartbeat(t *testing.T) {
 			if got := x.alerts(x.ten.Org, ""); len(got) != 0 {
 				t.Fatalf("after the failed evaluation: %+v", got)
 			}
-			if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+			if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
@@ -425,7 +427,7 @@ func TestSteadyStateEvaluationRoundTrips(t *testing.T) {
 	}
 	defer tx.Rollback()
 	n := len(trace.since(0))
-	if err := x.App.Alerts.EvaluateIsolated(t.Context(), tx, x.dev.DeviceID); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateIsolated(t.Context(), tx, x.dev.DeviceID); err != nil {
 		t.Fatal(err)
 	}
 	got := trace.since(n)
@@ -458,7 +460,7 @@ func TestSteadySweepTakesNoWriteLock(t *testing.T) {
 		defer conn.ExecContext(t.Context(), `ROLLBACK`)
 		ctx, cancel := context.WithTimeout(t.Context(), timeout)
 		defer cancel()
-		return x.App.Alerts.EvaluateAll(ctx)
+		return app.Service[*alerts.Service](x.App).EvaluateAll(ctx)
 	}
 	if err := sweepWhileLocked(2 * time.Second); err != nil {
 		t.Fatalf("steady sweep under another writer: %v", err)
@@ -469,7 +471,7 @@ func TestSteadySweepTakesNoWriteLock(t *testing.T) {
 	if err := sweepWhileLocked(300 * time.Millisecond); err == nil {
 		t.Fatal("a sweep with an alert to open finished while another connection held the write lock")
 	}
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"gale/internal/alerts"
+	"gale/internal/app"
 	"testing"
 	"time"
 
@@ -144,7 +146,7 @@ func (x *env) events(typ, alertID string) int {
 // evaluate runs the evaluation of one device in its own transaction.
 func (x *env) evaluate(deviceID string) error {
 	return x.App.DB.Write(context.Background(), func(tx *sql.Tx) error {
-		return x.App.Alerts.EvaluateDevice(context.Background(), tx, deviceID)
+		return app.Service[*alerts.Service](x.App).EvaluateDevice(context.Background(), tx, deviceID)
 	})
 }
 

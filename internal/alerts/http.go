@@ -46,7 +46,7 @@ type summaryInput struct {
 type alertOutput struct{ Body Alert }
 
 type resolveBody struct {
-	Note *string `json:"note,omitempty" maxLength:"2000" doc:"Resolution note."`
+	Note *string `json:"note,omitempty" maxLength:"2000" doc:"Resolution note." multiline:"true"`
 }
 
 type resolveInput struct {
@@ -66,7 +66,7 @@ type suppressInput struct {
 type bulkBody struct {
 	Action   string     `json:"action" enum:"acknowledge,resolve,suppress,dismiss"`
 	AlertIDs []string   `json:"alertIds" minItems:"1" maxItems:"100" doc:"1 to 100 alert IDs."`
-	Note     *string    `json:"note,omitempty" maxLength:"2000" doc:"resolve: the resolution note."`
+	Note     *string    `json:"note,omitempty" maxLength:"2000" doc:"resolve: the resolution note." multiline:"true"`
 	Until    *time.Time `json:"until,omitempty" doc:"suppress: when the suppression ends."`
 }
 
@@ -82,7 +82,7 @@ type bulkOutput struct {
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Alerts"
 	httpapi.Register(api, httpapi.Route{ID: "list-alert-rules", Method: http.MethodGet, Path: "/alerts/rules", Tag: tag,
-		Permission: "alerts:read", Summary: "List alert rules", Description: "Rules in scope, by name."},
+		Permission: access.AlertsRead, Summary: "List alert rules", Description: "Rules in scope, by name."},
 		func(ctx context.Context, in *listRulesInput) (*httpapi.ListBody[Rule], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -95,33 +95,33 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-alert-rule", Method: http.MethodPost, Path: "/alerts/rules", Tag: tag,
-		Permission: "alerts:write", Status: http.StatusCreated, Summary: "Create an alert rule",
+		Permission: access.AlertsWrite, Status: http.StatusCreated, Summary: "Create an alert rule",
 		Description: "Validation problems come back together in details (400 VALIDATION_ERROR)."},
 		func(ctx context.Context, in *createRuleInput) (*ruleOutput, error) {
 			r, err := s.CreateRule(ctx, in.Body)
 			return &ruleOutput{r}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-alert-rule", Method: http.MethodGet, Path: "/alerts/rules/{id}", Tag: tag,
-		Permission: "alerts:read", Summary: "Get an alert rule", Errors: []int{404}},
+		Permission: access.AlertsRead, Summary: "Get an alert rule", Errors: []int{404}},
 		func(ctx context.Context, in *idPath) (*ruleOutput, error) {
 			r, err := s.GetRule(ctx, in.ID)
 			return &ruleOutput{r}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "update-alert-rule", Method: http.MethodPatch, Path: "/alerts/rules/{id}", Tag: tag,
-		Permission: "alerts:write", Summary: "Change an alert rule", Errors: []int{404},
+		Permission: access.AlertsWrite, Summary: "Change an alert rule", Errors: []int{404},
 		Description: "Partner-wide rules are changed only by callers reaching the whole partner (403 otherwise)."},
 		func(ctx context.Context, in *updateRuleInput) (*ruleOutput, error) {
 			r, err := s.UpdateRule(ctx, in.ID, in.Body)
 			return &ruleOutput{r}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "delete-alert-rule", Method: http.MethodDelete, Path: "/alerts/rules/{id}", Tag: tag,
-		Permission: "alerts:write", Status: http.StatusNoContent, Summary: "Delete an alert rule", Errors: []int{404},
+		Permission: access.AlertsWrite, Status: http.StatusNoContent, Summary: "Delete an alert rule", Errors: []int{404},
 		Description: "The rule's alerts stay, with ruleId null."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.DeleteRule(ctx, in.ID)
 		})
 	httpapi.Register(api, httpapi.Route{ID: "test-alert-rule", Method: http.MethodPost, Path: "/alerts/rules/{id}/test", Tag: tag,
-		Permission: "alerts:read", Summary: "Test an alert rule", Errors: []int{404},
+		Permission: access.AlertsRead, Summary: "Test an alert rule", Errors: []int{404},
 		Description: "Evaluates the rule now against its target devices and returns, per device, whether it would fire and the observed values. Creates nothing."},
 		func(ctx context.Context, in *idPath) (*testOutput, error) {
 			r, err := s.TestRule(ctx, in.ID)
@@ -129,7 +129,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "list-alerts", Method: http.MethodGet, Path: "/alerts", Tag: tag,
-		Permission: "alerts:read", Summary: "List alerts",
+		Permission: access.AlertsRead, Summary: "List alerts",
 		Description: "Newest first. Dismissed alerts are hidden unless status names dismissed."},
 		func(ctx context.Context, in *listInput) (*httpapi.ListBody[Alert], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
@@ -150,26 +150,26 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "alerts-summary", Method: http.MethodGet, Path: "/alerts/summary", Tag: tag,
-		Permission: "alerts:read", Summary: "Count open alerts", Description: "Open (active, acknowledged, suppressed) alerts in scope by status and by severity."},
+		Permission: access.AlertsRead, Summary: "Count open alerts", Description: "Open (active, acknowledged, suppressed) alerts in scope by status and by severity."},
 		func(ctx context.Context, in *summaryInput) (*struct{ Body Summary }, error) {
 			sum, err := s.Summarize(ctx, in.OrgID)
 			return &struct{ Body Summary }{sum}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-alert", Method: http.MethodGet, Path: "/alerts/{id}", Tag: tag,
-		Permission: "alerts:read", Summary: "Get an alert", Errors: []int{404}},
+		Permission: access.AlertsRead, Summary: "Get an alert", Errors: []int{404}},
 		func(ctx context.Context, in *idPath) (*alertOutput, error) {
 			x, err := s.Get(ctx, in.ID)
 			return &alertOutput{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "acknowledge-alert", Method: http.MethodPost, Path: "/alerts/{id}/acknowledge", Tag: tag,
-		Permission: "alerts:acknowledge", Summary: "Acknowledge an alert", Errors: []int{404, 409},
+		Permission: access.AlertsAcknowledge, Summary: "Acknowledge an alert", Errors: []int{404, 409},
 		Description: "Only from active; otherwise 409 CONFLICT (another caller or the auto-resolve evaluation moved it first)."},
 		func(ctx context.Context, in *idPath) (*alertOutput, error) {
 			x, err := s.Act(ctx, in.ID, ActionAcknowledge, ActionInput{})
 			return &alertOutput{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "resolve-alert", Method: http.MethodPost, Path: "/alerts/{id}/resolve", Tag: tag,
-		Permission: "alerts:write", Summary: "Resolve an alert", Errors: []int{404, 409},
+		Permission: access.AlertsWrite, Summary: "Resolve an alert", Errors: []int{404, 409},
 		Description: "From active, acknowledged or suppressed; a terminal alert (resolved, dismissed) gets 409 CONFLICT. Body {note?}."},
 		func(ctx context.Context, in *resolveInput) (*alertOutput, error) {
 			var ai ActionInput
@@ -180,7 +180,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &alertOutput{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "suppress-alert", Method: http.MethodPost, Path: "/alerts/{id}/suppress", Tag: tag,
-		Permission: "alerts:write", Summary: "Suppress an alert", Errors: []int{404, 409},
+		Permission: access.AlertsWrite, Summary: "Suppress an alert", Errors: []int{404, 409},
 		Description: "From active, acknowledged or suppressed; a terminal alert gets 409 CONFLICT. Body {until?} (future)."},
 		func(ctx context.Context, in *suppressInput) (*alertOutput, error) {
 			var ai ActionInput
@@ -191,7 +191,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &alertOutput{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "dismiss-alert", Method: http.MethodPost, Path: "/alerts/{id}/dismiss", Tag: tag,
-		Permission: "alerts:write", Summary: "Dismiss an alert", Errors: []int{404, 409},
+		Permission: access.AlertsWrite, Summary: "Dismiss an alert", Errors: []int{404, 409},
 		Description: "From any status but dismissed, including resolved; dismissed is terminal and hidden from the default list. " +
 			"A second dismiss gets 409 CONFLICT; dismissedAt and dismissedBy keep naming the first caller."},
 		func(ctx context.Context, in *idPath) (*alertOutput, error) {
@@ -199,13 +199,13 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &alertOutput{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "bulk-alerts", Method: http.MethodPost, Path: "/alerts/bulk", Tag: tag,
-		Permission: "alerts:read", Summary: "Act on up to 100 alerts",
+		Permission: access.AlertsRead, Summary: "Act on up to 100 alerts",
 		Description: "Applies the action to each alert in turn and reports per alert: ok (with the alert), conflict (409 of the single action) " +
 			"or not_found. Needs alerts:acknowledge for acknowledge, alerts:write for the other actions."},
 		func(ctx context.Context, in *bulkInput) (*bulkOutput, error) {
 			perm := ActionPermission(in.Body.Action)
 			if !access.PrincipalFrom(ctx).Can(perm) {
-				return nil, apperr.Forbidden("missing permission " + perm)
+				return nil, apperr.Forbidden("missing permission " + string(perm))
 			}
 			res, err := s.Bulk(ctx, in.Body.Action, in.Body.AlertIDs, ActionInput{Note: in.Body.Note, Until: in.Body.Until})
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Rule is the API view of an alert rule.
@@ -45,13 +46,13 @@ type NewRule struct {
 	OrgID           string          `json:"orgId,omitempty" format:"uuid" doc:"Restrict the rule to one organization. Organization callers: their own (the default)."`
 	TemplateID      string          `json:"templateId,omitempty" doc:"A built-in or custom template: the fields this body leaves out are taken from it."`
 	Name            string          `json:"name,omitempty" maxLength:"200" doc:"Required unless a template gives it."`
-	Description     string          `json:"description,omitempty" maxLength:"2000"`
+	Description     string          `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Severity        string          `json:"severity,omitempty" doc:"critical, high, medium, low or info."`
 	Enabled         *bool           `json:"enabled,omitempty" doc:"Default true."`
 	Targets         *Targets        `json:"targets,omitempty" doc:"Default {type: all}."`
 	Conditions      json.RawMessage `json:"conditions,omitempty" doc:"threshold {type, metric: cpuPercent|ramPercent|diskPercent, operator: gt|gte|lt|lte|eq|neq, value, durationMinutes 0..1440}; offline {type, durationMinutes}; agent_silent {type, durationMinutes}; command_failed {type, commandTypes?, durationMinutes (window, default 60)}; or {logic: and|or, conditions}."`
 	TitleTemplate   string          `json:"titleTemplate,omitempty" maxLength:"1000" doc:"Placeholders {{hostname}}, {{value}}, {{threshold}}, {{metric}}. Default: the rule's name on {{hostname}}."`
-	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000"`
+	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000" multiline:"true"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty" doc:"Default true: the alert resolves itself when the condition stops holding."`
 	CooldownMinutes *int            `json:"cooldownMinutes,omitempty" doc:"Default 5: no new alert for the same rule and device this long after the last one ended."`
 	ChannelIDs      []string        `json:"channelIds,omitempty" maxItems:"20" doc:"Notification channels (/alerts/channels) the alerts go to, before any policy."`
@@ -60,13 +61,13 @@ type NewRule struct {
 // RuleUpdate holds the writable fields of a rule; absent fields stay.
 type RuleUpdate struct {
 	Name            *string         `json:"name,omitempty" maxLength:"200"`
-	Description     *string         `json:"description,omitempty" maxLength:"2000"`
+	Description     *string         `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Severity        *string         `json:"severity,omitempty"`
 	Enabled         *bool           `json:"enabled,omitempty"`
 	Targets         *Targets        `json:"targets,omitempty"`
 	Conditions      json.RawMessage `json:"conditions,omitempty"`
 	TitleTemplate   *string         `json:"titleTemplate,omitempty" maxLength:"1000"`
-	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000"`
+	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000" multiline:"true"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty"`
 	CooldownMinutes *int            `json:"cooldownMinutes,omitempty"`
 	ChannelIDs      []string        `json:"channelIds,omitempty" maxItems:"20" doc:"Replaces the rule's channels; [] removes them."`
@@ -105,23 +106,7 @@ func ruleFilter(scope access.Scope, a *store.Args) string { return ownedFilter(s
 
 // ownedFilter is ruleFilter for any table of partner-wide or organization rows (alias t).
 func ownedFilter(scope access.Scope, a *store.Args, t string) string {
-	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = " + t + ".org_id AND od.deleted_at IS NOT NULL)"
-	switch scope.Level {
-	case access.LevelSystem:
-		return live
-	case access.LevelOrganization:
-		if scope.OrgID == "" || scope.PartnerID == "" {
-			return "FALSE"
-		}
-		return "(" + live + " AND " + t + ".partner_id = " + a.Add(scope.PartnerID) + " AND (" + t + ".org_id IS NULL OR " + t +
-			".org_id = " + a.Add(scope.OrgID) + "))"
-	}
-	return "(" + live + " AND " + scope.TenantFilter(a, t+".org_id", t+".partner_id") + ")"
-}
-
-// reachesWholePartner reports whether the scope may manage partner-wide rules.
-func reachesWholePartner(scope access.Scope) bool {
-	return scope.IsSystem() || (scope.Level == access.LevelPartner && !scope.OrgLimited())
+	return tenancy.SharedRowsFilter(scope, a, t+".org_id", t+".partner_id")
 }
 
 var errPartnerWide = apperr.Forbidden("partner-wide rules are managed by the partner")
@@ -132,7 +117,7 @@ func (s *Service) ListRules(ctx context.Context, orgID string, page store.Page) 
 	conds := []string{ruleFilter(access.ScopeFrom(ctx), &a)}
 	if orgID != "" {
 		conds = append(conds, "(r.org_id = "+a.Add(orgID)+" OR (r.org_id IS NULL AND r.partner_id = "+
-			"(SELECT o.partner_id FROM organizations o WHERE o.id = "+a.Add(orgID)+")))")
+			tenancy.PartnerOfOrg(a.Add(orgID))+"))")
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: ruleColumns, From: " FROM alert_rules r", Conds: conds, Args: &a,
 		SortKey: "r.name", SortID: "r.id"}, page, scanRule, func(r Rule) (string, string) { return r.Name, r.ID })
@@ -155,52 +140,10 @@ func getRule(ctx context.Context, q store.Querier, scope access.Scope, id string
 
 func manageableRule(ctx context.Context, q store.Querier, scope access.Scope, id string) (Rule, error) {
 	r, err := getRule(ctx, q, scope, id)
-	if err == nil && r.OrgID == nil && !reachesWholePartner(scope) {
+	if err == nil && r.OrgID == nil && !tenancy.ReachesWholePartner(scope) {
 		return r, errPartnerWide
 	}
 	return r, err
-}
-
-// place decides the partner and organization of a new rule or template from the caller's
-// scope and the partnerId and orgId of the body.
-func place(ctx context.Context, q store.Querier, scope access.Scope, inPartnerID, inOrgID string) (partnerID, orgID string, err error) {
-	switch {
-	case scope.IsSystem():
-		if inPartnerID == "" {
-			return "", "", apperr.Invalid("partnerId", "system callers name the partner it belongs to")
-		}
-		var one int
-		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, inPartnerID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", "", apperr.Invalid("partnerId", "no such partner")
-		}
-		if err != nil {
-			return "", "", err
-		}
-		partnerID = inPartnerID
-	case inPartnerID != "":
-		return "", "", apperr.Invalid("partnerId", "only system callers name the partner; it belongs to the caller's partner")
-	default:
-		partnerID = scope.PartnerID
-	}
-	orgID = inOrgID
-	if orgID == "" && scope.Level == access.LevelOrganization {
-		orgID = scope.OrgID
-	}
-	if orgID == "" {
-		if !reachesWholePartner(scope) {
-			return "", "", errPartnerWide
-		}
-		return partnerID, "", nil
-	}
-	var a store.Args
-	var orgPartner string
-	err = q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE o.id = `+a.Add(orgID)+
-		` AND o.deleted_at IS NULL AND `+scope.OrgFilter(&a, "o.id", "o.partner_id"), a.Values()...).Scan(&orgPartner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && orgPartner != partnerID) {
-		return "", "", apperr.Invalid("orgId", "no such organization")
-	}
-	return partnerID, orgID, err
 }
 
 // checkTargetsExist refuses target IDs that are not organizations, sites, groups or devices
@@ -307,10 +250,12 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 	enabled, autoResolve := in.Enabled == nil || *in.Enabled, in.AutoResolve == nil || *in.AutoResolve
 	var r Rule
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := place(ctx, tx, scope, in.PartnerID, in.OrgID)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "rule", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWide, OnlySystemNamesPartner: true})
 		if err != nil {
 			return err
 		}
+		partnerID, orgID := at.PartnerID, at.OrgID
 		if tpl != nil && tpl.PartnerID != nil && *tpl.PartnerID != partnerID {
 			return apperr.Invalid("templateId", "no such template")
 		}

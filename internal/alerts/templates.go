@@ -13,6 +13,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Template is the reusable part of a rule: conditions, severity and texts. Built-in templates
@@ -41,12 +42,12 @@ type NewTemplate struct {
 	PartnerID       string          `json:"partnerId,omitempty" format:"uuid" doc:"System callers only, and required for them."`
 	OrgID           string          `json:"orgId,omitempty" format:"uuid" doc:"Restrict the template to one organization. Organization callers: their own (the default)."`
 	Name            string          `json:"name" maxLength:"200"`
-	Description     string          `json:"description,omitempty" maxLength:"2000"`
+	Description     string          `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Category        string          `json:"category,omitempty" maxLength:"64"`
 	Severity        string          `json:"severity"`
 	Conditions      json.RawMessage `json:"conditions" doc:"As a rule's conditions."`
 	TitleTemplate   string          `json:"titleTemplate,omitempty" maxLength:"1000"`
-	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000"`
+	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000" multiline:"true"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty" doc:"Default true."`
 	CooldownMinutes *int            `json:"cooldownMinutes,omitempty" doc:"Default 5."`
 }
@@ -54,12 +55,12 @@ type NewTemplate struct {
 // TemplateUpdate holds the writable fields of a custom template; absent fields stay.
 type TemplateUpdate struct {
 	Name            *string         `json:"name,omitempty" maxLength:"200"`
-	Description     *string         `json:"description,omitempty" maxLength:"2000"`
+	Description     *string         `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Category        *string         `json:"category,omitempty" maxLength:"64"`
 	Severity        *string         `json:"severity,omitempty"`
 	Conditions      json.RawMessage `json:"conditions,omitempty"`
 	TitleTemplate   *string         `json:"titleTemplate,omitempty" maxLength:"1000"`
-	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000"`
+	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000" multiline:"true"`
 	AutoResolve     *bool           `json:"autoResolve,omitempty"`
 	CooldownMinutes *int            `json:"cooldownMinutes,omitempty"`
 }
@@ -163,11 +164,13 @@ func manageableTemplate(ctx context.Context, q store.Querier, scope access.Scope
 		return Template{}, errBuiltIn
 	}
 	t, err := template(ctx, q, scope, id)
-	if err == nil && t.OrgID == nil && !reachesWholePartner(scope) {
-		return t, apperr.Forbidden("partner-wide templates are managed by the partner")
+	if err == nil && t.OrgID == nil && !tenancy.ReachesWholePartner(scope) {
+		return t, errPartnerWideTemplate
 	}
 	return t, err
 }
+
+var errPartnerWideTemplate = apperr.Forbidden("partner-wide templates are managed by the partner")
 
 // CreateTemplate adds a custom template.
 func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template, error) {
@@ -193,10 +196,12 @@ func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template,
 	}
 	var t Template
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := place(ctx, tx, scope, in.PartnerID, in.OrgID)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "template", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWideTemplate, OnlySystemNamesPartner: true})
 		if err != nil {
 			return err
 		}
+		partnerID, orgID := at.PartnerID, at.OrgID
 		id, now := store.NewID(), store.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_templates (id, partner_id, org_id, name, description, category, severity,
 			conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at)

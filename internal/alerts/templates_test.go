@@ -1,6 +1,8 @@
 package alerts_test
 
 import (
+	"gale/internal/alerts"
+	"gale/internal/app"
 	"testing"
 	"time"
 
@@ -93,7 +95,7 @@ func TestCorrelationGroupsASiteOutage(t *testing.T) {
 	// A lone device whose alert is two hours older than the wave.
 	lone := x.InsertDevice(apptest.DeviceRow{PartnerID: x.ten.PartnerID, OrgID: x.ten.OrgID, SiteID: x.ten.SiteID,
 		Hostname: "old", Status: "offline", LastSeen: time.Now().Add(-3 * time.Hour)})
-	if err := x.App.Alerts.EvaluateAll(t.Context()); err != nil {
+	if err := app.Service[*alerts.Service](x.App).EvaluateAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var loneAlert string

@@ -1,6 +1,8 @@
 package apikeys
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"net/http"
 	"time"
@@ -41,7 +43,7 @@ func (s *Service) Register(api *httpapi.Server) {
 	const tag = "API keys"
 
 	httpapi.Register(api, httpapi.Route{ID: "list-api-keys", Method: http.MethodGet, Path: "/api-keys", Tag: tag,
-		Permission: "api-keys:read", Summary: "List API keys",
+		Permission: access.APIKeysRead, Summary: "List API keys",
 		Description: "Keys in the caller's scope, newest first; cursor paging, or legacy page and limit. The raw key is never listed."},
 		func(ctx context.Context, in *listInput) (*httpapi.ListBody[APIKey], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
@@ -54,8 +56,8 @@ func (s *Service) Register(api *httpapi.Server) {
 			}
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
-	httpapi.Register(api, httpapi.Route{ID: "create-api-key", Method: http.MethodPost, Path: "/api-keys", Tag: tag,
-		Permission: "api-keys:write", Status: http.StatusCreated, Summary: "Create an API key",
+	httpapi.Register(api, httpapi.Route{ID: "create-api-key", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/api-keys", Tag: tag,
+		Permission: access.APIKeysWrite, Status: http.StatusCreated, Summary: "Create an API key",
 		Description: "Signed-in users only (not API keys). The key acts as its creator, limited to its permissions, " +
 			"which the creator must hold. The raw key is in the answer and shown only this once."},
 		func(ctx context.Context, in *createInput) (*createdOutput, error) {
@@ -64,26 +66,26 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &createdOutput{c}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-api-key", Method: http.MethodGet, Path: "/api-keys/{id}", Tag: tag,
-		Permission: "api-keys:read", Summary: "Get an API key"},
+		Permission: access.APIKeysRead, Summary: "Get an API key"},
 		func(ctx context.Context, in *idPath) (*keyOutput, error) {
 			k, err := s.Get(ctx, in.ID)
 			return &keyOutput{k}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "update-api-key", Method: http.MethodPatch, Path: "/api-keys/{id}", Tag: tag,
-		Permission: "api-keys:write", Summary: "Change an API key",
+	httpapi.Register(api, httpapi.Route{ID: "update-api-key", MFA: true, ChangesAccess: true, Method: http.MethodPatch, Path: "/api-keys/{id}", Tag: tag,
+		Permission: access.APIKeysWrite, Summary: "Change an API key",
 		Description: "New permissions must be held by the caller. A revoked key cannot be changed (409)."},
 		func(ctx context.Context, in *updateInput) (*keyOutput, error) {
 			k, err := s.Update(ctx, in.ID, in.Body)
 			return &keyOutput{k}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "revoke-api-key", Method: http.MethodDelete, Path: "/api-keys/{id}", Tag: tag,
-		Permission: "api-keys:delete", Status: http.StatusNoContent, Summary: "Revoke an API key",
+	httpapi.Register(api, httpapi.Route{ID: "revoke-api-key", MFA: true, ChangesAccess: true, Method: http.MethodDelete, Path: "/api-keys/{id}", Tag: tag,
+		Permission: access.APIKeysDelete, Status: http.StatusNoContent, Summary: "Revoke an API key",
 		Description: "The key stops working at once. Revoking a revoked key is 409."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.Revoke(ctx, in.ID)
 		})
-	httpapi.Register(api, httpapi.Route{ID: "rotate-api-key", Method: http.MethodPost, Path: "/api-keys/{id}/rotate", Tag: tag,
-		Permission: "api-keys:write", Summary: "Rotate an API key",
+	httpapi.Register(api, httpapi.Route{ID: "rotate-api-key", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/api-keys/{id}/rotate", Tag: tag,
+		Permission: access.APIKeysWrite, Summary: "Rotate an API key",
 		Description: "Issues a new raw key (shown only this once); the old one stops working at once. " +
 			"The caller must reach the key's tenancy and hold its permissions. A revoked key is 409."},
 		func(ctx context.Context, in *idPath) (*createdOutput, error) {

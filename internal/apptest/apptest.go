@@ -19,6 +19,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/app"
 	"gale/internal/auth"
+	"gale/internal/clock"
 	"gale/internal/config"
 	"gale/internal/identity"
 	"gale/internal/store"
@@ -41,6 +42,10 @@ type Env struct {
 // Option changes the configuration before the server starts.
 type Option func(*config.Config)
 
+// WithClock runs the server (and every node started with SecondNode) on clk, so a test moves
+// time instead of sleeping.
+func WithClock(clk clock.Clock) Option { return func(c *config.Config) { c.Clock = clk } }
+
 // Config returns the test configuration: cheap argon2id parameters and no sign-in delay,
 // so tests stay fast, and webhooks allowed to reach local receivers; everything else as in
 // production.
@@ -59,13 +64,15 @@ func Config(t testing.TB) config.Config {
 	return cfg
 }
 
-// New starts a server for t, stopped when t ends. Its PUBLIC_URL is the test server's own
-// address (options may change it), so links and the install script point at it.
+// New starts a server for t, stopped when t ends. Its PUBLIC_URL and NODE_ADDRESS are the test
+// server's own address (options may change them), so links and the install script point at
+// it, and other nodes reach it.
 func New(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	cfg := Config(t)
 	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
+	cfg.NodeAddress = cfg.PublicURL
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -96,11 +103,13 @@ func start(t testing.TB, srv *httptest.Server, cfg config.Config, logger *slog.L
 // balancer would run; options change its configuration.
 func (e *Env) SecondNode(opts ...Option) *Env {
 	e.T.Helper()
+	srv := httptest.NewUnstartedServer(nil)
 	cfg := e.App.Config
+	cfg.NodeAddress = "http://" + srv.Listener.Addr().String()
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return start(e.T, httptest.NewUnstartedServer(nil), cfg, e.App.Logger)
+	return start(e.T, srv, cfg, e.App.Logger)
 }
 
 type testWriter struct{ t testing.TB }

@@ -130,17 +130,17 @@ func (l *Log) Register(api *httpapi.Server) {
 		return l.list(ctx, in.PageQuery, c)
 	}
 	httpapi.Register(api, httpapi.Route{ID: "list-audit", Method: http.MethodGet, Path: "/audit", Tag: tag,
-		Permission: "audit:read", Summary: "List audit entries", Description: "Same as GET /audit/logs. " + listDoc}, list)
+		Permission: access.AuditRead, Summary: "List audit entries", Description: "Same as GET /audit/logs. " + listDoc}, list)
 	httpapi.Register(api, httpapi.Route{ID: "list-audit-logs", Method: http.MethodGet, Path: "/audit/logs", Tag: tag,
-		Permission: "audit:read", Summary: "List audit entries", Description: "Entries in the caller's scope. " + listDoc}, list)
+		Permission: access.AuditRead, Summary: "List audit entries", Description: "Entries in the caller's scope. " + listDoc}, list)
 	httpapi.Register(api, httpapi.Route{ID: "get-audit-log", Method: http.MethodGet, Path: "/audit/logs/{id}", Tag: tag,
-		Permission: "audit:read", Summary: "Get an audit entry"},
+		Permission: access.AuditRead, Summary: "Get an audit entry"},
 		func(ctx context.Context, in *idPath) (*entryOutput, error) {
 			e, err := l.Get(ctx, in.ID)
 			return &entryOutput{e}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "search-audit", Method: http.MethodGet, Path: "/audit/search", Tag: tag,
-		Permission: "audit:read", Summary: "Search audit entries", Description: "q matches action, resource name, type and ID, " +
+		Permission: access.AuditRead, Summary: "Search audit entries", Description: "q matches action, resource name, type and ID, " +
 			"actor email and request ID, case-insensitively. " + listDoc},
 		func(ctx context.Context, in *searchInput) (*httpapi.ListBody[LogEntry], error) {
 			c, err := in.Filters.Criteria()
@@ -156,12 +156,12 @@ func (l *Log) Register(api *httpapi.Server) {
 		"spreadsheets do not run them) or as one JSON array. At most " + strconv.Itoa(MaxExportRows) +
 		" rows per export: narrow from/to to export more."
 	httpapi.Register(api, httpapi.Route{ID: "export-audit", Method: http.MethodGet, Path: "/audit/export", Tag: tag,
-		Permission: "audit:export", Summary: "Export audit entries", Description: exportDoc + " " + filterDoc},
+		Permission: access.AuditExport, Summary: "Export audit entries", Description: exportDoc + " " + filterDoc},
 		func(ctx context.Context, in *exportInput) (*huma.StreamResponse, error) {
 			return l.exportStream(ctx, in.Filters, in.Format)
 		})
 	httpapi.Register(api, httpapi.Route{ID: "export-audit-filtered", Method: http.MethodPost, Path: "/audit/export", Tag: tag,
-		Permission: "audit:export", Summary: "Export audit entries with filters in the body",
+		Permission: access.AuditExport, Summary: "Export audit entries with filters in the body",
 		Description: exportDoc + " The body's filters take the same fields as the query of GET /audit/export."},
 		func(ctx context.Context, in *exportPostInput) (*huma.StreamResponse, error) {
 			var f Filters
@@ -173,7 +173,7 @@ func (l *Log) Register(api *httpapi.Server) {
 	documentExport(api)
 
 	httpapi.Register(api, httpapi.Route{ID: "audit-user-activity", Method: http.MethodGet, Path: "/audit/reports/user-activity", Tag: tag,
-		Permission: "audit:read", Summary: "Activity per actor",
+		Permission: access.AuditRead, Summary: "Activity per actor",
 		Description: "Per actor in the period (default the last 30 days): entries, changes, security events, failures " +
 			"(failure or denied) and the last activity, most active first."},
 		func(ctx context.Context, in *periodQuery) (*activityOutput, error) {
@@ -190,7 +190,7 @@ func (l *Log) Register(api *httpapi.Server) {
 			return out, nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "audit-security-events", Method: http.MethodGet, Path: "/audit/reports/security-events", Tag: tag,
-		Permission: "audit:read", Summary: "Security events",
+		Permission: access.AuditRead, Summary: "Security events",
 		Description: "Entries of category security (sign-ins, failed sign-ins, refusals, MFA changes), newest first, " +
 			"paged like GET /audit/logs; filter by result, from and to."},
 		func(ctx context.Context, in *securityEventsInput) (*httpapi.ListBody[LogEntry], error) {
@@ -201,7 +201,7 @@ func (l *Log) Register(api *httpapi.Server) {
 			return l.list(ctx, in.PageQuery, c)
 		})
 	httpapi.Register(api, httpapi.Route{ID: "audit-compliance", Method: http.MethodGet, Path: "/audit/reports/compliance", Tag: tag,
-		Permission: "audit:read", Summary: "Compliance summary",
+		Permission: access.AuditRead, Summary: "Compliance summary",
 		Description: "For the period (default the last 30 days): events, changes, security events, failed sign-ins, " +
 			"denied requests, and the MFA adoption of the active users in scope (as of now)."},
 		func(ctx context.Context, in *periodQuery) (*complianceOutput, error) {
@@ -213,7 +213,7 @@ func (l *Log) Register(api *httpapi.Server) {
 			return &complianceOutput{c}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "audit-stats", Method: http.MethodGet, Path: "/audit/stats", Tag: tag,
-		Permission: "audit:read", Summary: "Audit statistics",
+		Permission: access.AuditRead, Summary: "Audit statistics",
 		Description: "Counts of all entries in scope by category and result, the 10 most frequent actions, and entries per UTC day."},
 		func(ctx context.Context, in *statsInput) (*statsOutput, error) {
 			days := min(max(in.Days, 1), MaxStatsDays)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"gale/internal/app"
+	"gale/internal/auth"
 	"net/http"
 	"strings"
 	"testing"
@@ -234,7 +236,7 @@ func TestPasswordResetLinkWithoutSMTP(t *testing.T) {
 	if err := e.App.DB.SQL.QueryRow(`SELECT id FROM users WHERE email = $1`, apptest.AdminEmail).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	link, err := e.App.Auth.IssuePasswordReset(context.Background(), id)
+	link, err := app.Service[*auth.Service](e.App).IssuePasswordReset(context.Background(), id)
 	if err != nil || !strings.Contains(link, "/reset-password?token=") {
 		t.Fatalf("IssuePasswordReset = %q, %v; want a link when SMTP is not configured", link, err)
 	}

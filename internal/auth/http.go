@@ -147,7 +147,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			sess, err := s.Refresh(ctx, in.Body.RefreshToken)
 			return &sessionOutput{Body: sess}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "logout", Method: http.MethodPost, Path: "/auth/logout", Tag: tag, Public: true,
+	httpapi.Register(api, httpapi.Route{ID: "logout", ChangesAccess: true, Method: http.MethodPost, Path: "/auth/logout", Tag: tag, Public: true,
 		Status: http.StatusNoContent, Summary: "End a session",
 		Description: "Revokes the session of the refresh token in the body, or else of the bearer access token."},
 		func(ctx context.Context, in *logoutInput) (*struct{}, error) {
@@ -163,7 +163,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			out, err := s.SetupMFA(ctx, access.PrincipalFrom(ctx), in.Body.CurrentPassword)
 			return &struct{ Body *MFASetup }{out}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "mfa-enable", Method: http.MethodPost, Path: "/auth/mfa/enable", Tag: tag,
+	httpapi.Register(api, httpapi.Route{ID: "mfa-enable", ChangesAccess: true, Method: http.MethodPost, Path: "/auth/mfa/enable", Tag: tag,
 		Summary: "Confirm TOTP enrolment", Description: "Returns 10 one-time recovery codes."},
 		func(ctx context.Context, in *codePasswordInput) (*recoveryCodesOutput, error) {
 			codes, err := s.EnableMFA(ctx, access.PrincipalFrom(ctx), in.Body.Code, in.Body.CurrentPassword)
@@ -171,7 +171,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			out.Body.RecoveryCodes = codes
 			return out, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "mfa-disable", Method: http.MethodPost, Path: "/auth/mfa/disable", Tag: tag,
+	httpapi.Register(api, httpapi.Route{ID: "mfa-disable", ChangesAccess: true, Method: http.MethodPost, Path: "/auth/mfa/disable", Tag: tag,
 		Status: http.StatusNoContent, Summary: "Turn MFA off"},
 		func(ctx context.Context, in *codePasswordInput) (*struct{}, error) {
 			return nil, s.DisableMFA(ctx, access.PrincipalFrom(ctx), in.Body.Code, in.Body.CurrentPassword)
@@ -198,7 +198,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			sess, err := s.StepUp(ctx, access.PrincipalFrom(ctx), in.Body.Code)
 			return &sessionOutput{Body: sess}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "accept-invite", Method: http.MethodPost, Path: "/auth/accept-invite", Tag: tag, Public: true,
+	httpapi.Register(api, httpapi.Route{ID: "accept-invite", ChangesAccess: true, Method: http.MethodPost, Path: "/auth/accept-invite", Tag: tag, Public: true,
 		Summary: "Accept an invitation", Description: "Sets the password (8 to 128 characters with lower, upper and digit), activates the account and signs in."},
 		func(ctx context.Context, in *acceptInviteInput) (*sessionOutput, error) {
 			sess, err := s.AcceptInvite(ctx, in.Body.Token, in.Body.Password, in.Body.Name)
@@ -212,13 +212,13 @@ func (s *Service) Register(api *httpapi.Server) {
 			out.Body.Message = "if the address belongs to an active account, a reset link is on its way"
 			return out, s.ForgotPassword(ctx, in.Body.Email)
 		})
-	httpapi.Register(api, httpapi.Route{ID: "reset-password", Method: http.MethodPost, Path: "/auth/reset-password", Tag: tag, Public: true,
+	httpapi.Register(api, httpapi.Route{ID: "reset-password", ChangesAccess: true, Method: http.MethodPost, Path: "/auth/reset-password", Tag: tag, Public: true,
 		Status: http.StatusNoContent, Summary: "Set a new password with a reset token", Description: "Every session of the user ends."},
 		func(ctx context.Context, in *resetInput) (*struct{}, error) {
 			return nil, s.ResetPassword(ctx, in.Body.Token, in.Body.Password)
 		})
-	httpapi.Register(api, httpapi.Route{ID: "issue-password-reset", Method: http.MethodPost, Path: "/users/{id}/password-reset",
-		Tag: "Users", Permission: "users:write", Summary: "Issue a password-reset link for a user",
+	httpapi.Register(api, httpapi.Route{ID: "issue-password-reset", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/users/{id}/password-reset",
+		Tag: "Users", Permission: access.UsersWrite, Summary: "Issue a password-reset link for a user",
 		Description: "Mails the link (valid one hour) when SMTP is configured; otherwise returns it as resetUrl. The user must be active and manageable by the caller."},
 		func(ctx context.Context, in *adminResetInput) (*adminResetOutput, error) {
 			link, err := s.AdminPasswordReset(ctx, in.ID)
@@ -226,7 +226,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			out.Body.ResetURL, out.Body.EmailSent = link, link == ""
 			return out, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "change-password", Method: http.MethodPost, Path: "/auth/change-password", Tag: tag,
+	httpapi.Register(api, httpapi.Route{ID: "change-password", ChangesAccess: true, Method: http.MethodPost, Path: "/auth/change-password", Tag: tag,
 		Status: http.StatusNoContent, Summary: "Change the caller's password", Description: "Every session of the user ends; sign in again."},
 		func(ctx context.Context, in *changePasswordInput) (*struct{}, error) {
 			return nil, s.ChangePassword(ctx, access.PrincipalFrom(ctx), in.Body.CurrentPassword, in.Body.NewPassword)

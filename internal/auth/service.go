@@ -20,6 +20,7 @@ import (
 	"gale/internal/ratelimit"
 	"gale/internal/secrets"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Options configure the auth service.
@@ -37,6 +38,9 @@ type Options struct {
 	// PrincipalTTL is how long an access token's principal is cached (AUTH_CACHE_MS); 0
 	// reads it from the database on every request.
 	PrincipalTTL time.Duration
+	// AccessChanged, when set, tells every node to forget cached principals after a change
+	// the service commits on a path that answers with an error (a reused refresh token).
+	AccessChanged func(ctx context.Context)
 }
 
 // Limits on sign-in and MFA attempts.
@@ -133,12 +137,10 @@ type credentialRow struct {
 
 // credentialQuery reads a user with its role's permissions, refusing users whose partner or
 // organization was deleted.
-const credentialQuery = `SELECT u.id, u.email, u.name, u.password_hash, u.status, u.scope, u.partner_id, u.org_id,
+var credentialQuery = `SELECT u.id, u.email, u.name, u.password_hash, u.status, u.scope, u.partner_id, u.org_id,
 	u.role_id, u.org_access, u.mfa_enabled, u.mfa_secret, u.token_epoch, r.permissions
 	FROM users u JOIN roles r ON r.id = u.role_id
-	LEFT JOIN partners p ON p.id = u.partner_id
-	LEFT JOIN organizations o ON o.id = u.org_id
-	WHERE p.deleted_at IS NULL AND o.deleted_at IS NULL AND `
+	WHERE ` + tenancy.LivePartner("u.partner_id") + ` AND ` + tenancy.LiveOrg("u.org_id") + ` AND `
 
 func loadCredential(ctx context.Context, q store.Querier, where string, args ...any) (*credentialRow, error) {
 	var c credentialRow
@@ -353,6 +355,9 @@ func (s *Service) revokeFamily(ctx context.Context, family, userID, reason strin
 	if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
 		store.Now(), family); err != nil {
 		return err
+	}
+	if s.opts.AccessChanged != nil {
+		s.opts.AccessChanged(ctx)
 	}
 	s.audit.Security(ctx, audit.Entry{Action: "auth.session_revoked", ResourceType: "user", ResourceID: userID,
 		Actor: &audit.Actor{Type: access.ActorUser, ID: userID}, Details: map[string]any{"reason": reason}})

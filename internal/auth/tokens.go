@@ -46,7 +46,11 @@ func (s *Service) sign(c Claims, ttl time.Duration) (string, error) {
 
 var errBadToken = errors.New("invalid token")
 
-// parse verifies signature, expiry, issuer and type.
+// maxClockSkew is how far in the future a token's issue time may lie, for nodes whose clocks
+// differ a little; a token issued later than that was not issued by a node of this server.
+const maxClockSkew = time.Minute
+
+// parse verifies signature, expiry, issue time, issuer and type.
 func (s *Service) parse(raw, wantType string) (*Claims, error) {
 	if c := s.verified.get(raw); c != nil {
 		if c.Type != wantType || !time.Now().Before(c.ExpiresAt.Time) {
@@ -57,7 +61,7 @@ func (s *Service) parse(raw, wantType string) (*Claims, error) {
 	var c Claims
 	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.opts.JWTSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired())
-	if err != nil || c.Type != wantType || c.Subject == "" {
+	if err != nil || c.Type != wantType || c.Subject == "" || c.IssuedAt == nil || c.IssuedAt.After(time.Now().Add(maxClockSkew)) {
 		return nil, errBadToken
 	}
 	s.verified.put(raw, &c)

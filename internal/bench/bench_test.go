@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"gale/internal/alerts"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -400,13 +401,13 @@ func BenchmarkAlertSweep(b *testing.B) {
 			"severity": "low", "conditions": cond})
 	}
 	ctx := b.Context()
-	if err := e.App.Alerts.EvaluateAll(ctx); err != nil { // warm the caches
+	if err := app.Service[*alerts.Service](e.App).EvaluateAll(ctx); err != nil { // warm the caches
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if err := e.App.Alerts.EvaluateAll(ctx); err != nil {
+		if err := app.Service[*alerts.Service](e.App).EvaluateAll(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}

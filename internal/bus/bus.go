@@ -18,16 +18,18 @@ import (
 // Bus publishes and delivers notifications on named channels.
 type Bus interface {
 	Publish(ctx context.Context, channel, payload string)
-	// Subscribe delivers every payload published on channel to fn until the bus closes.
+	// Subscribe delivers every payload published on channel to fn until the bus closes. Every
+	// subscription is made before Start.
 	Subscribe(channel string, fn func(payload string))
+	// Start begins delivering: on PostgreSQL it LISTENs on every subscribed channel.
+	Start(ctx context.Context)
 	Close()
 }
 
-// New returns the bus for db's backend, carrying the given channels: on PostgreSQL its
-// listener LISTENs on exactly those.
-func New(ctx context.Context, db *store.DB, logger *slog.Logger, channels ...string) Bus {
+// New returns the bus for db's backend.
+func New(db *store.DB, logger *slog.Logger) Bus {
 	if db.Dialect == store.Postgres {
-		return newPGBus(ctx, db, logger, channels)
+		return &pgBus{db: db, logger: logger}
 	}
 	return NewLocal()
 }
@@ -62,6 +64,7 @@ func NewLocal() Bus { return &localBus{} }
 
 func (b *localBus) Publish(_ context.Context, channel, payload string) { b.deliver(channel, payload) }
 func (b *localBus) Subscribe(channel string, fn func(string))          { b.add(channel, fn) }
+func (b *localBus) Start(context.Context)                              {}
 func (b *localBus) Close()                                             {}
 
 // pgBus listens on one dedicated connection and notifies through the pool.
@@ -74,17 +77,26 @@ type pgBus struct {
 	done     chan struct{}
 }
 
-func newPGBus(ctx context.Context, db *store.DB, logger *slog.Logger, channels []string) *pgBus {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b := &pgBus{db: db, logger: logger, channels: channels, cancel: cancel, done: make(chan struct{})}
+// Start LISTENs on the subscribed channels, waiting (up to 5 seconds) until the listener is
+// ready, so that nothing published after Start returns is missed.
+func (b *pgBus) Start(ctx context.Context) {
+	if b.cancel != nil {
+		return
+	}
+	ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	b.done = make(chan struct{})
+	b.mu.RLock()
+	for ch := range b.subs {
+		b.channels = append(b.channels, ch)
+	}
+	b.mu.RUnlock()
 	ready := make(chan struct{})
 	go b.listen(ctx, ready)
 	select {
 	case <-ready:
 	case <-time.After(5 * time.Second):
-		logger.Warn("bus: LISTEN not ready after 5s; agents get their work on their next heartbeat, cached principals and pages expire")
+		b.logger.Warn("bus: LISTEN not ready after 5s; agents get their work on their next heartbeat, cached principals and pages expire")
 	}
-	return b
 }
 
 func (b *pgBus) Publish(ctx context.Context, channel, payload string) {
@@ -96,6 +108,9 @@ func (b *pgBus) Publish(ctx context.Context, channel, payload string) {
 func (b *pgBus) Subscribe(channel string, fn func(string)) { b.add(channel, fn) }
 
 func (b *pgBus) Close() {
+	if b.cancel == nil {
+		return
+	}
 	b.cancel()
 	<-b.done
 }

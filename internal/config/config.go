@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gale/internal/clock"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +31,12 @@ type Config struct {
 	DataDir string
 	// PublicURL is the address users reach the server at; invite and reset links use it.
 	PublicURL string
+	// NodeAddress is the base URL other nodes reach this node at (NODE_ADDRESS), to relay
+	// streams to the agents it holds; empty means nodes.DefaultAddress(ListenAddr).
+	NodeAddress string
+	// NodeSecret keys the requests nodes make to each other (NODE_SECRET); empty derives the
+	// key from JWTSecret.
+	NodeSecret string
 
 	LogFormat string // "json" or "text"; empty picks text on a terminal, JSON otherwise
 	LogLevel  slog.Level
@@ -48,10 +56,31 @@ type Config struct {
 	SMTPURL  string
 	SMTPFrom string
 
-	MaxBodyBytes    int64
+	MaxBodyBytes int64
+
+	// Clock is the time the server's rules run on; nil is the system clock. Tests set a
+	// clock.Fake to move time instead of sleeping.
+	Clock clock.Clock
+
+	// BlobStore is where files (attachments, reports, bundles) are kept: "database" (the
+	// default) or "s3"; BlobMaxBytes caps one file (0: no cap). The S3 settings apply to "s3".
+	BlobStore         string
+	BlobMaxBytes      int64
+	S3Endpoint        string
+	S3Region          string
+	S3Bucket          string
+	S3Prefix          string
+	S3AccessKeyID     string
+	S3SecretAccessKey string
+	// S3PathStyle puts the bucket in the URL path, as MinIO and most self-hosted stores need.
+	S3PathStyle bool
+
 	ShutdownTimeout time.Duration
 	// TrustedProxies are the networks whose X-Forwarded-For header is believed.
 	TrustedProxies []*net.IPNet
+	// HSTSMaxAge, when set (HSTS_MAX_AGE, seconds), makes every answer carry
+	// Strict-Transport-Security with it; 0 sends none.
+	HSTSMaxAge time.Duration
 
 	AccessTokenTTL     time.Duration
 	RefreshTokenTTL    time.Duration
@@ -128,6 +157,8 @@ func Defaults() Config {
 		BootstrapAdminName: "Administrator",
 		SMTPFrom:           "gale@localhost",
 		MaxBodyBytes:       1 << 20,
+		BlobStore:          "database",
+		S3PathStyle:        true,
 		ShutdownTimeout:    30 * time.Second,
 		AccessTokenTTL:     15 * time.Minute,
 		RefreshTokenTTL:    7 * 24 * time.Hour,
@@ -178,6 +209,24 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	str("BOOTSTRAP_ADMIN_NAME", &c.BootstrapAdminName)
 	str("SMTP_URL", &c.SMTPURL)
 	str("SMTP_FROM", &c.SMTPFrom)
+	for name, dst := range map[string]*string{"BLOB_STORE": &c.BlobStore, "S3_ENDPOINT": &c.S3Endpoint, "S3_REGION": &c.S3Region,
+		"S3_BUCKET": &c.S3Bucket, "S3_PREFIX": &c.S3Prefix, "S3_ACCESS_KEY_ID": &c.S3AccessKeyID} {
+		str(name, dst)
+	}
+	c.S3SecretAccessKey = getenv("S3_SECRET_ACCESS_KEY")
+	if c.BlobStore != "database" && c.BlobStore != "s3" {
+		errs = append(errs, fmt.Errorf("BLOB_STORE must be database or s3, got %q", c.BlobStore))
+	}
+	if c.BlobStore == "s3" && c.S3Bucket == "" {
+		errs = append(errs, errors.New("BLOB_STORE=s3 needs S3_BUCKET"))
+	}
+	if v := getenv("S3_PATH_STYLE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("S3_PATH_STYLE must be true or false, got %q", v))
+		}
+		c.S3PathStyle = b
+	}
 	for name, dst := range map[string]*string{"FCM_PROJECT_ID": &c.FCMProjectID, "FCM_CREDENTIALS_FILE": &c.FCMCredentialsFile,
 		"FCM_ENDPOINT": &c.FCMEndpoint, "APNS_KEY_FILE": &c.APNsKeyFile, "APNS_KEY_ID": &c.APNsKeyID, "APNS_TEAM_ID": &c.APNsTeamID,
 		"APNS_TOPIC": &c.APNsTopic, "APNS_ENDPOINT": &c.APNsEndpoint} {
@@ -192,6 +241,17 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	c.BootstrapAdminPassword = getenv("BOOTSTRAP_ADMIN_PASSWORD")
 	c.EnrollmentSecret = getenv("AGENT_ENROLLMENT_SECRET")
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	str("NODE_ADDRESS", &c.NodeAddress)
+	c.NodeAddress = strings.TrimRight(c.NodeAddress, "/")
+	if c.NodeAddress != "" {
+		if u, err := url.Parse(c.NodeAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+			errs = append(errs, fmt.Errorf("NODE_ADDRESS must be http:// or https:// with a host and no path, like http://10.0.0.5:8080; got %q", c.NodeAddress))
+		}
+	}
+	c.NodeSecret = getenv("NODE_SECRET")
+	if c.NodeSecret != "" && len(c.NodeSecret) < 32 {
+		errs = append(errs, errors.New("NODE_SECRET must be at least 32 characters"))
+	}
 
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -231,6 +291,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 		set(n)
 	}
 	intVar("MAX_BODY_BYTES", 1024, 1<<30, func(n int64) { c.MaxBodyBytes = n })
+	intVar("BLOB_MAX_BYTES", 0, 1<<40, func(n int64) { c.BlobMaxBytes = n })
 	intVar("SHUTDOWN_TIMEOUT_SECONDS", 1, 3600, func(n int64) { c.ShutdownTimeout = time.Duration(n) * time.Second })
 	intVar("INVITE_TTL_HOURS", 1, 24*90, func(n int64) { c.InviteTTL = time.Duration(n) * time.Hour })
 	intVar("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES", 1, 525600, func(n int64) {
@@ -248,6 +309,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("AGENT_PING_INTERVAL_SECONDS", 5, 600, seconds(&c.AgentPingInterval))
 	intVar("DEVICE_OFFLINE_AFTER_SECONDS", 15, 86400, seconds(&c.DeviceOfflineAfter))
 	intVar("AGENT_SILENT_AFTER_SECONDS", 60, 86400, seconds(&c.AgentSilentAfter))
+	intVar("HSTS_MAX_AGE", 0, 2*365*86400, seconds(&c.HSTSMaxAge))
 	intVar("DEVICE_METRICS_RETENTION_HOURS", 1, 24*90, func(n int64) { c.DeviceMetricsRetention = time.Duration(n) * time.Hour })
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })

@@ -52,6 +52,12 @@ func TestInvalidSettingsAreNamed(t *testing.T) {
 		"LIST_PAGE_CACHE_MS":                         {"LIST_PAGE_CACHE_MS": "-1"},
 		"FCM_CREDENTIALS_FILE":                       {"FCM_PROJECT_ID": "p"},
 		"APNS_TOPIC":                                 {"APNS_KEY_FILE": "/k.p8", "APNS_KEY_ID": "K", "APNS_TEAM_ID": "T"},
+		"NODE_ADDRESS":                               {"NODE_ADDRESS": "10.0.0.5:8080"},
+		"NODE_SECRET":                                {"NODE_SECRET": "short"},
+		"BLOB_STORE":                                 {"BLOB_STORE": "ftp"},
+		"S3_BUCKET":                                  {"BLOB_STORE": "s3"},
+		"S3_PATH_STYLE":                              {"S3_PATH_STYLE": "yes please"},
+		"BLOB_MAX_BYTES":                             {"BLOB_MAX_BYTES": "-5"},
 	} {
 		vars["DATA_DIR"] = t.TempDir()
 		_, err := config.Load(env(vars), slog.New(slog.DiscardHandler))
@@ -125,5 +131,20 @@ func TestProductionRequiresSecrets(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(vars["DATA_DIR"], "secrets.json")); !os.IsNotExist(err) {
 		t.Fatal("production wrote generated secrets")
+	}
+}
+
+func TestHSTSMaxAge(t *testing.T) {
+	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
+	if err != nil || c.HSTSMaxAge != 0 {
+		t.Fatalf("default HSTS max age = %v (%v), want 0: off", c.HSTSMaxAge, err)
+	}
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "HSTS_MAX_AGE": "31536000"}), slog.New(slog.DiscardHandler))
+	if err != nil || c.HSTSMaxAge != 365*24*time.Hour {
+		t.Fatalf("HSTS_MAX_AGE=31536000 gave %v (%v)", c.HSTSMaxAge, err)
+	}
+	if _, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "HSTS_MAX_AGE": "-1"}), slog.New(slog.DiscardHandler)); err == nil ||
+		!strings.Contains(err.Error(), "HSTS_MAX_AGE") {
+		t.Fatalf("HSTS_MAX_AGE=-1: error %v does not name the setting", err)
 	}
 }

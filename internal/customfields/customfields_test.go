@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"gale/internal/app"
+	"gale/internal/customfields"
 	"net/http"
 	"strings"
 	"sync"
@@ -495,7 +497,7 @@ func TestHookRunsInTheTransaction(t *testing.T) {
 		defer mu.Unlock()
 		return append([]string(nil), calls...)
 	}
-	w.e.App.CustomFields.SetHook(func(ctx context.Context, tx *sql.Tx, deviceID string) error {
+	app.Service[*customfields.Service](w.e.App).AddHook(func(ctx context.Context, tx *sql.Tx, deviceID string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, deviceID)
@@ -528,7 +530,6 @@ func TestHookRunsInTheTransaction(t *testing.T) {
 	if c := called(); len(c) != 1 || c[0] != w.devA {
 		t.Errorf("hook calls on delete = %v, want the device that had a value", c)
 	}
-	w.e.App.CustomFields.SetHook(nil)
 	w.create(w.a.Partner, map[string]any{"key": "again", "name": "Again", "type": "text"})
 	w.e.Must(200, w.a.Partner, "PATCH", path, map[string]any{"values": map[string]any{"again": "x"}})
 }

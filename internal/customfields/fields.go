@@ -69,7 +69,7 @@ type NewField struct {
 	OrgID        string          `json:"orgId,omitempty" format:"uuid" doc:"Restrict the field to one organization. Organization callers: their own (the default)."`
 	Key          string          `json:"key" maxLength:"64" doc:"Machine name: a lower-case letter, then lower-case letters, digits or _ (at most 64)."`
 	Name         string          `json:"name" maxLength:"200"`
-	Description  string          `json:"description,omitempty" maxLength:"2000"`
+	Description  string          `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Type         string          `json:"type" enum:"text,number,boolean,date,select,multiselect,url,email"`
 	Options      []string        `json:"options,omitempty" maxItems:"100" doc:"Required for select and multiselect (1 to 100 distinct strings); refused otherwise."`
 	Required     bool            `json:"required,omitempty"`
@@ -82,7 +82,7 @@ type FieldUpdate struct {
 	Key          *string         `json:"key,omitempty" maxLength:"64" doc:"Immutable: accepted only unchanged."`
 	Type         *string         `json:"type,omitempty" doc:"Immutable: accepted only unchanged."`
 	Name         *string         `json:"name,omitempty" maxLength:"200"`
-	Description  *string         `json:"description,omitempty" maxLength:"2000"`
+	Description  *string         `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Options      []string        `json:"options,omitempty" maxItems:"100" doc:"Replaces the choices; an option still set on a device cannot be removed (409)."`
 	Required     *bool           `json:"required,omitempty"`
 	DefaultValue json.RawMessage `json:"defaultValue,omitempty" doc:"null removes the default."`

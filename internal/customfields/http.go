@@ -1,6 +1,8 @@
 package customfields
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"encoding/json"
 	"net/http"
@@ -42,7 +44,7 @@ type setValuesInput struct {
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Custom fields"
 	httpapi.Register(api, httpapi.Route{ID: "list-custom-fields", Method: http.MethodGet, Path: "/custom-fields", Tag: tag,
-		Permission: "custom-fields:read", Summary: "List custom fields",
+		Permission: access.CustomFieldsRead, Summary: "List custom fields",
 		Description: "Definitions in scope, by name: the partner's partner-wide fields and those of organizations in reach."},
 		func(ctx context.Context, in *listInput) (*httpapi.ListBody[Field], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
@@ -56,41 +58,41 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-custom-field", Method: http.MethodPost, Path: "/custom-fields", Tag: tag,
-		Permission: "custom-fields:write", Status: http.StatusCreated, Summary: "Create a custom field",
+		Permission: access.CustomFieldsWrite, Status: http.StatusCreated, Summary: "Create a custom field",
 		Description: "The key is unique within the partner (409). Organization callers create fields of their own organization only."},
 		func(ctx context.Context, in *createInput) (*fieldOutput, error) {
 			f, err := s.Create(ctx, in.Body)
 			return &fieldOutput{f}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-custom-field", Method: http.MethodGet, Path: "/custom-fields/{id}", Tag: tag,
-		Permission: "custom-fields:read", Summary: "Get a custom field"},
+		Permission: access.CustomFieldsRead, Summary: "Get a custom field"},
 		func(ctx context.Context, in *idPath) (*fieldOutput, error) {
 			f, err := s.Get(ctx, in.ID)
 			return &fieldOutput{f}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "update-custom-field", Method: http.MethodPatch, Path: "/custom-fields/{id}", Tag: tag,
-		Permission: "custom-fields:write", Summary: "Change a custom field",
+		Permission: access.CustomFieldsWrite, Summary: "Change a custom field",
 		Description: "key and type are immutable. Partner-wide fields are changed only by callers reaching the whole partner (403 otherwise)."},
 		func(ctx context.Context, in *updateInput) (*fieldOutput, error) {
 			f, err := s.Update(ctx, in.ID, in.Body)
 			return &fieldOutput{f}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "delete-custom-field", Method: http.MethodDelete, Path: "/custom-fields/{id}", Tag: tag,
-		Permission: "custom-fields:write", Status: http.StatusNoContent, Summary: "Delete a custom field",
+		Permission: access.CustomFieldsWrite, Status: http.StatusNoContent, Summary: "Delete a custom field",
 		Description: "Removes every device's value of the field too."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.Delete(ctx, in.ID)
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "get-device-custom-fields", Method: http.MethodGet, Path: "/devices/{id}/custom-fields", Tag: tag,
-		Permission: "devices:read", Summary: "A device's custom field values",
+		Permission: access.DevicesRead, Summary: "A device's custom field values",
 		Description: "Every field applicable to the device's organization with the device's value, or the default (isDefault)."},
 		func(ctx context.Context, in *idPath) (*valuesOutput, error) {
 			v, err := s.DeviceValues(ctx, in.ID)
 			return &valuesOutput{v}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "set-device-custom-fields", Method: http.MethodPatch, Path: "/devices/{id}/custom-fields", Tag: tag,
-		Permission: "devices:write", Summary: "Set a device's custom field values",
+		Permission: access.DevicesWrite, Summary: "Set a device's custom field values",
 		Description: "Body {values: {key: value}}; null clears. Each value is validated against its field's type; problems come back per key."},
 		func(ctx context.Context, in *setValuesInput) (*valuesOutput, error) {
 			v, err := s.SetDeviceValues(ctx, in.ID, in.Body.Values)

@@ -14,6 +14,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Hook runs inside the transaction that changed a device's custom field values, so that
@@ -24,8 +25,8 @@ type Hook func(ctx context.Context, tx *sql.Tx, deviceID string) error
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
-	// hook is called after a device's values change; nil means nobody listens.
-	hook Hook
+	// hooks are called after a device's values change.
+	hooks []Hook
 }
 
 // New returns the custom fields service.
@@ -33,41 +34,25 @@ func New(db *store.DB, logger *slog.Logger) *Service {
 	return &Service{db: db, logger: logger}
 }
 
-// SetHook registers h to run, in the same transaction, for every device whose values changed
-// (a PATCH of its values, or a deleted field that had a value on it). Call it while wiring,
-// before serving; nil removes the hook.
-func (s *Service) SetHook(h func(ctx context.Context, tx *sql.Tx, deviceID string) error) {
-	s.hook = h
-}
+// AddHook adds h to run, in the same transaction, for every device whose values changed (a
+// PATCH of its values, or a deleted field that had a value on it). Call it while wiring,
+// before serving.
+func (s *Service) AddHook(h Hook) { s.hooks = append(s.hooks, h) }
 
 func (s *Service) changed(ctx context.Context, tx *sql.Tx, deviceID string) error {
-	if s.hook == nil {
-		return nil
+	for _, h := range s.hooks {
+		if err := h(ctx, tx, deviceID); err != nil {
+			return err
+		}
 	}
-	return s.hook(ctx, tx, deviceID)
+	return nil
 }
 
 // fieldFilter keeps the definitions (alias f) the scope may see: a partner caller its
 // partner's partner-wide fields and those of organizations it reaches; an organization caller
 // its partner's partner-wide fields and its own; nobody the fields of a deleted organization.
 func fieldFilter(scope access.Scope, a *store.Args) string {
-	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = f.org_id AND od.deleted_at IS NOT NULL)"
-	switch scope.Level {
-	case access.LevelSystem:
-		return live
-	case access.LevelOrganization:
-		if scope.OrgID == "" || scope.PartnerID == "" {
-			return "FALSE"
-		}
-		return "(" + live + " AND f.partner_id = " + a.Add(scope.PartnerID) + " AND (f.org_id IS NULL OR f.org_id = " + a.Add(scope.OrgID) + "))"
-	}
-	return "(" + live + " AND " + scope.TenantFilter(a, "f.org_id", "f.partner_id") + ")"
-}
-
-// reachesWholePartner reports whether the scope may manage partner-wide fields: a partner-wide
-// field applies to every organization, so only callers that reach them all manage it.
-func reachesWholePartner(scope access.Scope) bool {
-	return scope.IsSystem() || (scope.Level == access.LevelPartner && !scope.OrgLimited())
+	return tenancy.SharedRowsFilter(scope, a, "f.org_id", "f.partner_id")
 }
 
 var errPartnerWide = apperr.Forbidden("partner-wide fields are managed by the partner")
@@ -87,7 +72,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Fi
 	conds := []string{fieldFilter(scope, &a)}
 	if f.OrgID != "" {
 		conds = append(conds, "(f.org_id = "+a.Add(f.OrgID)+" OR (f.org_id IS NULL AND f.partner_id = "+
-			"(SELECT o.partner_id FROM organizations o WHERE o.id = "+a.Add(f.OrgID)+")))")
+			tenancy.PartnerOfOrg(a.Add(f.OrgID))+"))")
 	}
 	if f.Search != "" {
 		like := a.Add("%" + strings.ToLower(f.Search) + "%")
@@ -115,51 +100,10 @@ func getField(ctx context.Context, q store.Querier, scope access.Scope, id strin
 // manageableField loads a definition in scope that the caller may change.
 func manageableField(ctx context.Context, q store.Querier, scope access.Scope, id string) (Field, error) {
 	f, err := getField(ctx, q, scope, id)
-	if err == nil && f.OrgID == nil && !reachesWholePartner(scope) {
+	if err == nil && f.OrgID == nil && !tenancy.ReachesWholePartner(scope) {
 		return f, errPartnerWide
 	}
 	return f, err
-}
-
-// placeField decides the partner and organization of a new definition from the caller's scope.
-func placeField(ctx context.Context, q store.Querier, scope access.Scope, in NewField) (partnerID, orgID string, err error) {
-	switch {
-	case scope.IsSystem():
-		if in.PartnerID == "" {
-			return "", "", apperr.Invalid("partnerId", "system callers name the partner the field belongs to")
-		}
-		var one int
-		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, in.PartnerID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", "", apperr.Invalid("partnerId", "no such partner")
-		}
-		if err != nil {
-			return "", "", err
-		}
-		partnerID = in.PartnerID
-	case in.PartnerID != "":
-		return "", "", apperr.Invalid("partnerId", "only system callers name the partner; fields belong to the caller's partner")
-	default:
-		partnerID = scope.PartnerID
-	}
-	orgID = in.OrgID
-	if orgID == "" && scope.Level == access.LevelOrganization {
-		orgID = scope.OrgID
-	}
-	if orgID == "" {
-		if !reachesWholePartner(scope) {
-			return "", "", errPartnerWide
-		}
-		return partnerID, "", nil
-	}
-	var a store.Args
-	var orgPartner string
-	err = q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE o.id = `+a.Add(orgID)+
-		` AND o.deleted_at IS NULL AND `+scope.OrgFilter(&a, "o.id", "o.partner_id"), a.Values()...).Scan(&orgPartner)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && orgPartner != partnerID) {
-		return "", "", apperr.Invalid("orgId", "no such organization")
-	}
-	return partnerID, orgID, err
 }
 
 // Create adds a definition to the caller's partner (system callers: to in.PartnerID).
@@ -185,10 +129,12 @@ func (s *Service) Create(ctx context.Context, in NewField) (Field, error) {
 	}
 	var f Field
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := placeField(ctx, tx, scope, in)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "field", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWide, OnlySystemNamesPartner: true})
 		if err != nil {
 			return err
 		}
+		partnerID, orgID := at.PartnerID, at.OrgID
 		id, now := store.NewID(), store.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO custom_fields (id, partner_id, org_id, key, name, description, type, options,
 			required, default_value, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,

@@ -13,6 +13,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Value is one field applicable to a device with the device's value.
@@ -43,7 +44,7 @@ type device struct {
 func getDevice(ctx context.Context, q store.Querier, scope access.Scope, id string) (device, error) {
 	var a store.Args
 	conds := []string{"d.id = " + a.Add(id), "d.decommissioned_at IS NULL", scope.OrgFilter(&a, "d.org_id", "d.partner_id"),
-		"NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = d.org_id AND od.deleted_at IS NOT NULL)"}
+		tenancy.LiveOrg("d.org_id")}
 	var d device
 	err := q.QueryRowContext(ctx, `SELECT d.id, d.partner_id, d.org_id, d.hostname FROM devices d WHERE `+store.Where(conds),
 		a.Values()...).Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.Hostname)
@@ -214,8 +215,8 @@ func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map
 		key string
 		def any
 	}
-	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.default_value FROM custom_fields f JOIN organizations o ON o.id = $1
-		WHERE f.partner_id = o.partner_id AND (f.org_id IS NULL OR f.org_id = o.id)`, orgID)
+	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.default_value FROM custom_fields f
+		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, orgID)
 	if err != nil {
 		return nil, err
 	}
@@ -279,8 +280,8 @@ func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map
 // ApplicableKeys returns the keys of the custom fields that apply to an organization: its
 // partner's partner-wide fields and its own.
 func ApplicableKeys(ctx context.Context, q store.Querier, orgID string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT f.key FROM custom_fields f JOIN organizations o ON o.id = $1
-		WHERE f.partner_id = o.partner_id AND (f.org_id IS NULL OR f.org_id = o.id)`, orgID)
+	rows, err := q.QueryContext(ctx, `SELECT f.key FROM custom_fields f
+		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, orgID)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +16,9 @@ import (
 	"gale/internal/audit"
 	"gale/internal/secrets"
 	"gale/internal/store"
+	"gale/internal/tenancy"
+
+	"github.com/google/uuid"
 )
 
 // Agent token prefixes tell the main agent's token from the watchdog's before any lookup.
@@ -76,6 +81,7 @@ func validateEnroll(req *agentproto.EnrollRequest) error {
 // Enroll turns a valid enrollment key into a device (or claims the provisioned device the
 // key was minted for) and returns the agent's credentials, shown this once.
 func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (agentproto.EnrollResponse, error) {
+	cleanEnroll(&req)
 	if err := validateEnroll(&req); err != nil {
 		return agentproto.EnrollResponse{}, err
 	}
@@ -148,9 +154,8 @@ func pickSite(ctx context.Context, q store.Querier, orgID, wanted string) (strin
 	if wanted != "" {
 		return wanted, siteOf(ctx, q, wanted, orgID)
 	}
-	var id string
-	err := q.QueryRowContext(ctx, `SELECT id FROM sites WHERE org_id = $1 ORDER BY created_at, id LIMIT 1`, orgID).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
+	id, ok, err := tenancy.FirstSite(ctx, q, orgID)
+	if err == nil && !ok {
 		return "", apperr.Invalid("siteId", "the organization has no site for devices to join; create one first")
 	}
 	return id, err
@@ -179,26 +184,18 @@ type Provisioned struct {
 // Provision pre-creates a device record and mints the single-use key that claims it.
 func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned, error) {
 	scope := access.ScopeFrom(ctx)
-	if in.OrgID == "" {
-		if scope.Level != access.LevelOrganization {
-			return Provisioned{}, apperr.Invalid("orgId", "orgId is required")
-		}
-		in.OrgID = scope.OrgID
-	}
 	tags, err := normalizeTags(in.Tags)
 	if err != nil {
 		return Provisioned{}, err
 	}
 	var out Provisioned
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		var partnerID string
-		err := tx.QueryRowContext(ctx, `SELECT partner_id FROM organizations WHERE id = $1 AND deleted_at IS NULL`, in.OrgID).Scan(&partnerID)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && !scope.CanSeeOrg(in.OrgID, partnerID)) {
-			return apperr.Invalid("orgId", "no such organization")
-		}
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "device"})
 		if err != nil {
 			return err
 		}
+		partnerID := at.PartnerID
+		in.OrgID = at.OrgID
 		siteID, err := pickSite(ctx, tx, in.OrgID, in.SiteID)
 		if err != nil {
 			return err
@@ -244,6 +241,7 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 // node that lost its bus connection for a moment) delivers them now, and a heartbeat with
 // nothing waiting costs no further query.
 func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) (waiting bool, err error) {
+	cleanHeartbeat(&hb)
 	now := store.Now()
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		if a.Role == agentproto.RoleWatchdog {
@@ -284,10 +282,7 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 				return err
 			}
 		}
-		if s.hooks.Heartbeat != nil {
-			return s.hooks.Heartbeat(ctx, tx, a.DeviceID)
-		}
-		return nil
+		return runHooks(ctx, tx, a.DeviceID, s.hooks.heartbeat)
 	})
 	return waiting && err == nil, err
 }
@@ -320,6 +315,7 @@ func (s *Service) watchdogBeat(ctx context.Context, tx *sql.Tx, a Agent, hb agen
 // StoreInventory replaces a device's inventory as a whole and updates the device's summary
 // fields from it.
 func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.Inventory) error {
+	cleanInventory(&inv)
 	if len(inv.Software) > maxSoftware {
 		inv.Software = inv.Software[:maxSoftware]
 		inv.Errors = append(inv.Errors, "software: list cut at 10000 packages")
@@ -396,18 +392,79 @@ func primaryAddress(ifaces []agentproto.NetworkInterface) (ip, mac string) {
 	return v6, v6mac
 }
 
+// replaceSoftware makes the device's software rows the reported list, by difference: a
+// package keeps its row, and its ID, from one inventory to the next (softwareID), so links to
+// /software/inventory/{deviceId}/{softwareId} stay valid; changed rows are updated, missing
+// ones deleted, new ones inserted.
 func replaceSoftware(ctx context.Context, tx *sql.Tx, deviceID string, sw []agentproto.Software) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM device_software WHERE device_id = $1`, deviceID); err != nil {
+	want := make(map[string]agentproto.Software, len(sw))
+	order := make([]string, 0, len(sw))
+	for _, p := range sw {
+		id := softwareID(deviceID, p, func(id string) bool { _, taken := want[id]; return taken })
+		want[id] = p
+		order = append(order, id)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id, name, version, publisher, architecture, install_date, size_bytes, source
+		FROM device_software WHERE device_id = $1`, deviceID)
+	if err != nil {
 		return err
 	}
+	have := map[string]agentproto.Software{}
+	for rows.Next() {
+		var id string
+		var p agentproto.Software
+		if err := rows.Scan(&id, &p.Name, &p.Version, &p.Publisher, &p.Architecture, &p.InstallDate, &p.SizeBytes, &p.Source); err != nil {
+			rows.Close()
+			return err
+		}
+		have[id] = p
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var gone []any
+	for id := range have {
+		if _, ok := want[id]; !ok {
+			gone = append(gone, id)
+		}
+	}
 	const batch = 200
-	for start := 0; start < len(sw); start += batch {
-		end := min(start+batch, len(sw))
+	for start := 0; start < len(gone); start += batch {
+		ids := gone[start:min(start+batch, len(gone))]
+		var a store.Args
+		a.Add(deviceID)
+		marks := make([]string, len(ids))
+		for i, id := range ids {
+			marks[i] = a.Add(id)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM device_software WHERE device_id = $1 AND id IN (`+strings.Join(marks, ", ")+`)`,
+			a.Values()...); err != nil {
+			return err
+		}
+	}
+	var added []string
+	for _, id := range order {
+		old, ok := have[id]
+		switch {
+		case !ok:
+			added = append(added, id)
+		case old != want[id]:
+			p := want[id]
+			if _, err := tx.ExecContext(ctx, `UPDATE device_software SET name = $1, version = $2, publisher = $3, architecture = $4,
+				install_date = $5, size_bytes = $6, source = $7 WHERE id = $8`, p.Name, p.Version, p.Publisher, p.Architecture,
+				p.InstallDate, p.SizeBytes, p.Source, id); err != nil {
+				return err
+			}
+		}
+	}
+	for start := 0; start < len(added); start += batch {
+		end := min(start+batch, len(added))
 		var a store.Args
 		values := make([]string, 0, end-start)
-		for i := start; i < end; i++ {
-			p := sw[i]
-			values = append(values, "("+strings.Join([]string{a.Add(store.NewID()), a.Add(deviceID), a.Add(p.Name), a.Add(p.Version),
+		for _, id := range added[start:end] {
+			p := want[id]
+			values = append(values, "("+strings.Join([]string{a.Add(id), a.Add(deviceID), a.Add(p.Name), a.Add(p.Version),
 				a.Add(p.Publisher), a.Add(p.Architecture), a.Add(p.InstallDate), a.Add(p.SizeBytes), a.Add(p.Source)}, ", ")+")")
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_software (id, device_id, name, version, publisher, architecture,
@@ -418,9 +475,32 @@ func replaceSoftware(ctx context.Context, tx *sql.Tx, deviceID string, sw []agen
 	return nil
 }
 
+// softwareNamespace seeds the IDs of software rows.
+var softwareNamespace = uuid.MustParse("6f1d3c1e-5b0a-4c57-9a55-3f0e8f5b2d41")
+
+// softwareID is the stable ID of a package on a device: derived from the device, the package's
+// source, name and architecture, so the same package keeps its ID across inventories (a new
+// version updates the row). A list naming one package twice (two versions side by side) tells
+// them apart by version, then by position; taken reports IDs already given.
+func softwareID(deviceID string, p agentproto.Software, taken func(string) bool) string {
+	key := deviceID + "\x00" + p.Source + "\x00" + p.Name + "\x00" + p.Architecture
+	id := uuid.NewSHA1(softwareNamespace, []byte(key)).String()
+	if !taken(id) {
+		return id
+	}
+	key += "\x00" + p.Version
+	for n := 0; ; n++ {
+		id = uuid.NewSHA1(softwareNamespace, []byte(key+"\x00"+strconv.Itoa(n))).String()
+		if !taken(id) {
+			return id
+		}
+	}
+}
+
 // RecordResult stores an agent's report on a command. A result for a command that already
 // reached a final state (it timed out, or was cancelled) is ignored.
 func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.CommandResult) error {
+	cleanResult(&r)
 	status := CommandFailed
 	switch r.Status {
 	case agentproto.ResultCompleted:
@@ -436,25 +516,29 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	if r.ExitCode != nil {
 		exit = *r.ExitCode
 	}
-	update := func(q store.Querier) (sql.Result, error) {
-		return q.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
-		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9 WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`,
-			status, store.Now(), exit, capOutput(r.Stdout), capOutput(r.Stderr), r.Truncated, r.DurationMs, result,
-			store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent)
-	}
-	if s.hooks.CommandFinished == nil {
-		_, err := update(s.db.SQL)
+	const update = `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
+		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9 WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`
+	args := []any{status, store.Now(), exit, capOutput(r.Stdout), capOutput(r.Stderr), r.Truncated, r.DurationMs, result,
+		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent}
+	if len(s.hooks.commandFinished) == 0 && !s.anyOnResult {
+		_, err := s.db.ExecContext(ctx, update, args...)
 		return err
 	}
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		res, err := update(tx)
+		var kind string
+		err := tx.QueryRowContext(ctx, update+` RETURNING type`, args...).Scan(&kind)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return nil
+		if on := s.kinds[kind].OnResult; on != nil {
+			if err := on(ctx, tx, a.DeviceID, r); err != nil {
+				return fmt.Errorf("record the result of %s command %s: %w", kind, r.CommandID, err)
+			}
 		}
-		return s.hooks.CommandFinished(ctx, tx, a.DeviceID)
+		return runHooks(ctx, tx, a.DeviceID, s.hooks.commandFinished)
 	})
 }
 
@@ -466,7 +550,7 @@ func capOutput(s string) any {
 	if len(s) > DefaultOutputBytes {
 		s = s[:DefaultOutputBytes]
 	}
-	return strings.ToValidUTF8(s, "\uFFFD")
+	return strings.ToValidUTF8(cleanText(s), "\uFFFD")
 }
 
 // Sweep marks devices offline whose agents went quiet, times out commands past their

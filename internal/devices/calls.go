@@ -68,6 +68,7 @@ func (s *Service) TakeCalls(ctx context.Context, deviceID string) ([]agentproto.
 
 // AnswerCall stores the agent's answer to a call it was sent.
 func (s *Service) AnswerCall(ctx context.Context, a Agent, r agentproto.CallResult) (bool, error) {
+	cleanCallResult(&r)
 	var code, msg any
 	if r.Error != nil {
 		code, msg = r.Error.Code, r.Error.Message

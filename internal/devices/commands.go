@@ -33,26 +33,17 @@ const (
 	// QueueTTL is how long a command waits for its device to connect before it times out.
 	QueueTTL = time.Hour
 	// resultGrace is added to a sent command's timeout so the agent's own timeout report wins.
-	resultGrace         = 30 * time.Second
-	maxScriptBytes      = 256 << 10
-	DefaultOutputBytes  = 1 << 20
-	maxBulkDevices      = 500
-	maxDeliverBatch     = 10
-	defaultScriptTimout = 300
+	resultGrace        = 30 * time.Second
+	DefaultOutputBytes = 1 << 20
+	maxBulkDevices     = 500
+	maxDeliverBatch    = 10
 )
-
-var defaultTimeouts = map[string]int{
-	agentproto.CommandRefreshInventory: 300,
-	agentproto.CommandRunScript:        defaultScriptTimout,
-	agentproto.CommandReboot:           120,
-	agentproto.CommandShutdown:         120,
-}
 
 // CommandInput is a command a technician sends.
 type CommandInput struct {
-	Type           string          `json:"type" enum:"refresh_inventory,run_script,reboot,shutdown"`
-	Payload        json.RawMessage `json:"payload,omitempty" doc:"run_script: {language: bash|sh|python|powershell|cmd, script, args?, env?, maxOutputBytes?}; reboot and shutdown: {delaySeconds?}."`
-	TimeoutSeconds int             `json:"timeoutSeconds,omitempty" minimum:"1" maximum:"3600" doc:"How long the agent may take once it has the command; default 300 for scripts and inventory, 120 otherwise."`
+	Type           string          `json:"type" doc:"One of the registered command kinds (the enum lists them)."`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	TimeoutSeconds int             `json:"timeoutSeconds,omitempty" minimum:"1" maximum:"3600" doc:"How long the agent may take once it has the command; each kind has its default (300 for scripts and inventory, 120 for reboot and shutdown) and its maximum."`
 }
 
 // DeviceCommand is a durable command record.
@@ -108,47 +99,6 @@ func scanCommand(row store.Scanner) (DeviceCommand, error) {
 	return c, nil
 }
 
-// validateCommand checks a command for a device of the given OS and returns its normalized
-// payload and timeout.
-func validateCommand(in CommandInput, osType string) (string, int, error) {
-	timeout, ok := defaultTimeouts[in.Type]
-	if !ok {
-		return "", 0, apperr.Invalid("type", "type must be refresh_inventory, run_script, reboot or shutdown")
-	}
-	if in.TimeoutSeconds > 0 {
-		timeout = in.TimeoutSeconds
-	}
-	var payload any = struct{}{}
-	switch in.Type {
-	case agentproto.CommandRunScript:
-		var rs agentproto.RunScript
-		if err := strictDecode(in.Payload, &rs); err != nil {
-			return "", 0, apperr.Invalid("payload", "run_script needs {language, script, args?, env?, maxOutputBytes?}: "+err.Error())
-		}
-		if err := validateScript(&rs, osType); err != nil {
-			return "", 0, err
-		}
-		payload = rs
-	case agentproto.CommandReboot, agentproto.CommandShutdown:
-		var pd agentproto.PowerDelay
-		if len(in.Payload) > 0 {
-			if err := strictDecode(in.Payload, &pd); err != nil {
-				return "", 0, apperr.Invalid("payload", "reboot and shutdown take {delaySeconds?}: "+err.Error())
-			}
-		}
-		if pd.DelaySeconds < 0 || pd.DelaySeconds > 3600 {
-			return "", 0, apperr.Invalid("payload.delaySeconds", "delaySeconds must be 0 to 3600")
-		}
-		payload = pd
-	default:
-		if len(in.Payload) > 0 && string(in.Payload) != "null" && string(in.Payload) != "{}" {
-			return "", 0, apperr.Invalid("payload", in.Type+" takes no payload")
-		}
-	}
-	b, err := json.Marshal(payload)
-	return string(b), timeout, err
-}
-
 func strictDecode(raw json.RawMessage, v any) error {
 	if len(raw) == 0 {
 		return errors.New("payload is missing")
@@ -156,47 +106,6 @@ func strictDecode(raw json.RawMessage, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
-}
-
-var scriptLanguages = map[string][]string{
-	agentproto.OSLinux:   {agentproto.LanguageBash, agentproto.LanguageSh, agentproto.LanguagePython, agentproto.LanguagePowerShell},
-	agentproto.OSMacOS:   {agentproto.LanguageBash, agentproto.LanguageSh, agentproto.LanguagePython, agentproto.LanguagePowerShell},
-	agentproto.OSWindows: {agentproto.LanguagePowerShell, agentproto.LanguageCmd, agentproto.LanguagePython, agentproto.LanguageBash},
-}
-
-func validateScript(rs *agentproto.RunScript, osType string) error {
-	if strings.TrimSpace(rs.Script) == "" {
-		return apperr.Invalid("payload.script", "script is empty")
-	}
-	if len(rs.Script) > maxScriptBytes {
-		return apperr.Invalid("payload.script", "script is larger than 256 KiB")
-	}
-	langs := scriptLanguages[osType]
-	if langs == nil {
-		langs = scriptLanguages[agentproto.OSLinux]
-	}
-	if !slices.Contains(langs, rs.Language) {
-		return apperr.Invalid("payload.language", "on "+osOrUnknown(osType)+" the language must be one of "+strings.Join(langs, ", "))
-	}
-	if rs.MaxOutputBytes == 0 {
-		rs.MaxOutputBytes = DefaultOutputBytes
-	}
-	if rs.MaxOutputBytes < 0 || rs.MaxOutputBytes > DefaultOutputBytes {
-		return apperr.Invalid("payload.maxOutputBytes", "maxOutputBytes must be 1 to 1048576")
-	}
-	for k := range rs.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return apperr.Invalid("payload.env", "environment variable names cannot be empty or contain = or NUL")
-		}
-	}
-	return nil
-}
-
-func osOrUnknown(os string) string {
-	if os == "" {
-		return "a device whose OS is not known yet"
-	}
-	return os
 }
 
 // insertCommand queues a command in tx, or, when sent, records it as sent: it goes out at once
@@ -247,7 +156,7 @@ func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandIn
 		if err != nil {
 			return err
 		}
-		payload, timeout, err := validateCommand(in, d.OSType)
+		payload, timeout, err := s.validateCommand(in, d.OSType)
 		if err != nil {
 			return err
 		}
@@ -328,8 +237,8 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 	if len(in.DeviceIDs) > maxBulkDevices {
 		return out, apperr.Invalid("deviceIds", "at most 500 devices per request")
 	}
-	if _, ok := defaultTimeouts[in.Type]; !ok {
-		return out, apperr.Invalid("type", "type must be refresh_inventory, run_script, reboot or shutdown")
+	if _, ok := s.kinds[in.Type]; !ok {
+		return out, apperr.Invalid("type", "type must be one of "+strings.Join(s.CommandKindNames(), ", "))
 	}
 	seen := map[string]bool{}
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -346,7 +255,7 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 			if err != nil {
 				return err
 			}
-			payload, timeout, err := validateCommand(in.CommandInput, d.OSType)
+			payload, timeout, err := s.validateCommand(in.CommandInput, d.OSType)
 			if ae, ok := apperr.As(err); ok {
 				out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: ae.Code, Reason: ae.Message})
 				continue

@@ -226,14 +226,19 @@ type Options struct {
 
 // Service is the device domain.
 type Service struct {
-	db       *store.DB
-	logger   *slog.Logger
-	opts     Options
-	keys     KeyClaimer
-	limiter  *ratelimit.Limiter
-	hooks    Hooks
-	notifier Notifier
-	sc       scanner
+	db      *store.DB
+	logger  *slog.Logger
+	opts    Options
+	keys    KeyClaimer
+	limiter *ratelimit.Limiter
+	hooks   hookLists
+	// kinds are the registered command kinds, by name.
+	kinds map[string]CommandKind
+	// anyOnResult is set once a kind handles its results: results are then recorded in a
+	// transaction.
+	anyOnResult bool
+	notifier    Notifier
+	sc          scanner
 	// listRows caches device rows for lists (nil: none).
 	listRows *store.RowCache[*Device]
 }
@@ -252,28 +257,59 @@ type ClaimedKey struct {
 // New returns the device service.
 func New(db *store.DB, logger *slog.Logger, keys KeyClaimer, limiter *ratelimit.Limiter, opts Options) *Service {
 	sc := scanner{watchdogQuiet: opts.OfflineAfter}
-	return &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{}, sc: sc,
-		listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
+	s := &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{}, sc: sc,
+		kinds: map[string]CommandKind{}, listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
+	s.registerBuiltInCommandKinds()
+	return s
 }
 
-// SetHooks installs the hooks of other domains.
-func (s *Service) SetHooks(h Hooks) { s.hooks = h }
+// AddHooks adds the hooks of another domain (its nil fields add nothing); hooks of each kind
+// run in the order they were added. Call it while wiring, before serving.
+func (s *Service) AddHooks(h Hooks) {
+	if h.Changed != nil {
+		s.hooks.changed = append(s.hooks.changed, h.Changed)
+	}
+	if h.LeftOrg != nil {
+		s.hooks.leftOrg = append(s.hooks.leftOrg, h.LeftOrg)
+	}
+	if h.Heartbeat != nil {
+		s.hooks.heartbeat = append(s.hooks.heartbeat, h.Heartbeat)
+	}
+	if h.CommandFinished != nil {
+		s.hooks.commandFinished = append(s.hooks.commandFinished, h.CommandFinished)
+	}
+}
+
+// hookLists are the hooks added with AddHooks.
+type hookLists struct {
+	changed, heartbeat, commandFinished []func(ctx context.Context, tx *sql.Tx, deviceID string) error
+	leftOrg                             []func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
+}
+
+// runHooks runs each hook in turn, stopping at the first error.
+func runHooks(ctx context.Context, tx *sql.Tx, deviceID string, hooks []func(context.Context, *sql.Tx, string) error) error {
+	for _, h := range hooks {
+		if err := h(ctx, tx, deviceID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // SetNotifier connects the agent channel.
 func (s *Service) SetNotifier(n Notifier) { s.notifier = n }
 
 func (s *Service) changed(ctx context.Context, tx *sql.Tx, deviceID string) error {
-	if s.hooks.Changed == nil {
-		return nil
-	}
-	return s.hooks.Changed(ctx, tx, deviceID)
+	return runHooks(ctx, tx, deviceID, s.hooks.changed)
 }
 
 func (s *Service) leftOrg(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
-	if s.hooks.LeftOrg == nil {
-		return nil
+	for _, h := range s.hooks.leftOrg {
+		if err := h(ctx, tx, deviceID, reason); err != nil {
+			return err
+		}
 	}
-	return s.hooks.LeftOrg(ctx, tx, deviceID, reason)
+	return nil
 }
 
 func encodeJSON(v any) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"gale/internal/app"
 	"net/http"
 	"slices"
 	"strings"
@@ -663,7 +664,7 @@ func TestCommandsGoStraightToAConnectedAgentAfterThoseQueued(t *testing.T) {
 	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
 	dev := enroll(e, key, secret, "web-01")
 	ch := &channelStandIn{connected: true, accept: true}
-	e.App.Devices.SetNotifier(ch)
+	app.Service[*devices.Service](e.App).SetNotifier(ch)
 	ctx := context.Background()
 	path := api + "/devices/" + dev.DeviceID + "/commands"
 	type command struct {
@@ -700,7 +701,7 @@ func TestCommandsGoStraightToAConnectedAgentAfterThoseQueued(t *testing.T) {
 	if first.Status != "queued" || second.Status != "queued" || second.SentAt != nil || len(delivered) != 1 || woken != 2 {
 		t.Fatalf("with a command queued before it, a command = %+v; handed over %d, woken %d", second, len(delivered), woken)
 	}
-	taken, err := e.App.Devices.TakeQueued(ctx, dev.DeviceID)
+	taken, err := app.Service[*devices.Service](e.App).TakeQueued(ctx, dev.DeviceID)
 	if err != nil || len(taken) != 2 || taken[0].ID != first.ID || taken[1].ID != second.ID {
 		t.Fatalf("took %+v, %v; want the two queued commands in order", taken, err)
 	}
@@ -710,7 +711,7 @@ func TestCommandsGoStraightToAConnectedAgentAfterThoseQueued(t *testing.T) {
 	if _, woken = ch.seen(); missed.Status != "queued" || missed.SentAt != nil || woken != 3 {
 		t.Fatalf("command whose connection closed = %+v, woken %d; want it queued again", missed, woken)
 	}
-	if taken, err := e.App.Devices.TakeQueued(ctx, dev.DeviceID); err != nil || len(taken) != 1 || taken[0].ID != missed.ID {
+	if taken, err := app.Service[*devices.Service](e.App).TakeQueued(ctx, dev.DeviceID); err != nil || len(taken) != 1 || taken[0].ID != missed.ID {
 		t.Fatalf("took %+v, %v; want the command queued again", taken, err)
 	}
 
@@ -733,7 +734,7 @@ func TestHeartbeatDeliversWorkTheChannelMissed(t *testing.T) {
 	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
 	dev := enroll(e, key, secret, "web-01")
 	ctx := context.Background()
-	svc := e.App.Devices
+	svc := app.Service[*devices.Service](e.App)
 	agent := devices.Agent{DeviceID: dev.DeviceID, PartnerID: ten.PartnerID, OrgID: ten.OrgID, Role: agentproto.RoleAgent}
 	beat := func(a devices.Agent) bool {
 		t.Helper()
@@ -802,7 +803,7 @@ func TestOfflineSweepWatchdogAndSilence(t *testing.T) {
 	if _, err := e.App.DB.SQL.Exec(`UPDATE devices SET last_seen_at = $1 WHERE id = $2`, old, dev.DeviceID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.App.Devices.Sweep(ctx); err != nil {
+	if err := app.Service[*devices.Service](e.App).Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
 	get := func() deviceRow {

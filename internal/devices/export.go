@@ -64,15 +64,13 @@ type SoftwareRow struct {
 }
 
 // ExportSoftware returns a page of the installed software of devices in scope in ID order.
-// Software rows are never updated: each inventory replaces a device's whole list with new
-// rows, whose IDs (UUIDv7) carry their creation time. So with sk.Since the page holds the rows
-// created since then, which are the complete lists of the devices that reported since then,
-// still in ID order: a range over the primary key.
+// Rows keep their IDs across inventories (see softwareID), so with sk.Since the page holds
+// the complete lists of the devices whose inventory arrived since then, still in ID order.
 func (s *Service) ExportSoftware(ctx context.Context, sk store.Seek) ([]SoftwareRow, bool, error) {
 	var a store.Args
 	conds := exportConds(ctx, &a)
-	if !sk.Since.IsZero() && len(sk.After) == 0 { // later pages start past the floor (see store.Seek.Keys)
-		conds = append(conds, "w.id >= "+a.Add(store.IDFloor(sk.Since)))
+	if !sk.Since.IsZero() {
+		conds = append(conds, "w.device_id IN (SELECT device_id FROM device_inventory WHERE received_at >= "+a.Add(sk.Since)+")")
 	}
 	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: `w.id, w.device_id, d.org_id, d.site_id, w.name, w.version,
 		w.publisher, w.architecture, w.install_date, w.size_bytes, w.source`,

@@ -1,6 +1,8 @@
 package devices
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"net/http"
 	"strings"
@@ -119,7 +121,7 @@ func splitIDs(s string) []string {
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Devices"
 
-	httpapi.Register(api, httpapi.Route{ID: "list-devices", Method: http.MethodGet, Path: "/devices", Tag: tag, Permission: "devices:read",
+	httpapi.Register(api, httpapi.Route{ID: "list-devices", Method: http.MethodGet, Path: "/devices", Tag: tag, Permission: access.DevicesRead,
 		Summary: "List devices", Description: "Cursor mode answers {devices, nextCursor, limit, total?}; the legacy page parameter answers " +
 			"{data, pagination}. Decommissioned devices are left out unless includeDecommissioned is set."},
 		func(ctx context.Context, in *listInput) (*deviceListOutput, error) {
@@ -153,28 +155,28 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &deviceListOutput{Body: DeviceList{Devices: &rows, NextCursor: &next, Limit: &limit, Total: total}}, nil
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "get-device", Method: http.MethodGet, Path: "/devices/{id}", Tag: tag, Permission: "devices:read",
+	httpapi.Register(api, httpapi.Route{ID: "get-device", Method: http.MethodGet, Path: "/devices/{id}", Tag: tag, Permission: access.DevicesRead,
 		Summary: "Get a device", Description: "Status, hardware, OS, network, the last inventory and the last hour of metrics."},
 		func(ctx context.Context, in *idPath) (*detailOutput, error) {
 			d, err := s.GetDetail(ctx, in.ID)
 			return &detailOutput{Body: d}, err
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "update-device", Method: http.MethodPatch, Path: "/devices/{id}", Tag: tag, Permission: "devices:write",
+	httpapi.Register(api, httpapi.Route{ID: "update-device", Method: http.MethodPatch, Path: "/devices/{id}", Tag: tag, Permission: access.DevicesWrite,
 		Summary: "Update a device", Description: "Display name, tags and site (within the organization)."},
 		func(ctx context.Context, in *updateInput) (*deviceOutput, error) {
 			d, err := s.UpdateDevice(ctx, in.ID, in.Body)
 			return &deviceOutput{Body: d}, err
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "decommission-device", Method: http.MethodDelete, Path: "/devices/{id}", Tag: tag,
-		Permission: "devices:delete", Status: http.StatusNoContent, Summary: "Decommission a device",
+	httpapi.Register(api, httpapi.Route{ID: "decommission-device", MFA: true, Method: http.MethodDelete, Path: "/devices/{id}", Tag: tag,
+		Permission: access.DevicesDelete, Status: http.StatusNoContent, Summary: "Decommission a device",
 		Description: "The agent's tokens stop working at once, waiting commands are cancelled, a connected agent is told to stop, " +
 			"and the device leaves lists (unless includeDecommissioned) and groups. The record stays readable."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) { return nil, s.Decommission(ctx, in.ID) })
 
 	httpapi.Register(api, httpapi.Route{ID: "provision-device", Method: http.MethodPost, Path: "/devices/provision", Tag: tag,
-		Permission: "devices:write", Status: http.StatusCreated, Summary: "Pre-create a device",
+		Permission: access.DevicesWrite, Status: http.StatusCreated, Summary: "Pre-create a device",
 		Description: "Creates one device record in status pending and returns a single-use enrollment payload (key, secret, server " +
 			"address and the command line to run). An agent enrolling with it claims this record."},
 		func(ctx context.Context, in *provisionInput) (*provisionOutput, error) {
@@ -182,8 +184,8 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &provisionOutput{Body: p}, err
 		})
 
-	httpapi.Register(api, httpapi.Route{ID: "move-device-org", Method: http.MethodPost, Path: "/devices/{id}/move-org", Tag: tag,
-		Permission: "devices:write", Summary: "Move a device to another organization",
+	httpapi.Register(api, httpapi.Route{ID: "move-device-org", MFA: true, Method: http.MethodPost, Path: "/devices/{id}/move-org", Tag: tag,
+		Permission: access.DevicesWrite, Summary: "Move a device to another organization",
 		Description: "Only to another organization of the same partner. The device leaves the groups of its old organization."},
 		func(ctx context.Context, in *moveInput) (*deviceOutput, error) {
 			d, err := s.MoveOrg(ctx, in.ID, in.Body.OrgID, in.Body.SiteID)
@@ -191,7 +193,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "send-device-command", Method: http.MethodPost, Path: "/devices/{id}/commands", Tag: tag,
-		Permission: "devices:execute", Status: http.StatusCreated, Summary: "Send a command",
+		Permission: access.DevicesExecute, Status: http.StatusCreated, Summary: "Send a command",
 		Description: "Queues a durable command and pushes it to the agent at once when connected (else on its next contact; a command " +
 			"not delivered within an hour times out). A second refresh_inventory while one is queued or sent is 409 ALREADY_PENDING."},
 		func(ctx context.Context, in *commandInput) (*commandOutput, error) {
@@ -200,7 +202,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "bulk-device-commands", Method: http.MethodPost, Path: "/devices/bulk/commands", Tag: tag,
-		Permission: "devices:execute", Summary: "Send a command to many devices",
+		Permission: access.DevicesExecute, Summary: "Send a command to many devices",
 		Description: "Up to 500 devices. Answers {commands, skipped, failed}: skipped devices got no command on purpose (a pending " +
 			"refresh_inventory, a script language their OS lacks); failed ones do not exist in your scope."},
 		func(ctx context.Context, in *bulkInput) (*bulkOutput, error) {
@@ -209,7 +211,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "list-device-commands", Method: http.MethodGet, Path: "/devices/{id}/commands", Tag: tag,
-		Permission: "devices:read", Summary: "List a device's commands", Description: "Newest first."},
+		Permission: access.DevicesRead, Summary: "List a device's commands", Description: "Newest first."},
 		func(ctx context.Context, in *listCommandsInput) (*httpapi.ListBody[DeviceCommand], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -223,14 +225,14 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "get-device-command", Method: http.MethodGet, Path: "/devices/{id}/commands/{commandId}", Tag: tag,
-		Permission: "devices:read", Summary: "Get a command with its result"},
+		Permission: access.DevicesRead, Summary: "Get a command with its result"},
 		func(ctx context.Context, in *commandPath) (*commandOutput, error) {
 			c, err := s.GetCommand(ctx, in.ID, in.CommandID)
 			return &commandOutput{Body: c}, err
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "list-device-software", Method: http.MethodGet, Path: "/devices/{id}/software", Tag: tag,
-		Permission: "devices:read", Summary: "List a device's installed software", Description: "From the last inventory, by name."},
+		Permission: access.DevicesRead, Summary: "List a device's installed software", Description: "From the last inventory, by name."},
 		func(ctx context.Context, in *softwareInput) (*httpapi.ListBody[agentproto.Software], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -244,7 +246,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "get-device-metrics", Method: http.MethodGet, Path: "/devices/{id}/metrics", Tag: tag,
-		Permission: "devices:read", Summary: "A device's metrics history", Description: "CPU, memory and disk samples from heartbeats, oldest first."},
+		Permission: access.DevicesRead, Summary: "A device's metrics history", Description: "CPU, memory and disk samples from heartbeats, oldest first."},
 		func(ctx context.Context, in *metricsInput) (*metricsOutput, error) {
 			since := in.Since
 			if since.IsZero() {

@@ -3,7 +3,6 @@ package devices
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Update holds a device's writable fields; nil fields are left as they are.
@@ -87,11 +87,11 @@ func (s *Service) UpdateDevice(ctx context.Context, id string, in Update) (Devic
 }
 
 func siteOf(ctx context.Context, q store.Querier, siteID, orgID string) error {
-	var n int
 	if !store.ValidID(siteID) {
 		return apperr.Invalid("siteId", "not a valid site ID")
 	}
-	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sites WHERE id = $1 AND org_id = $2`, siteID, orgID).Scan(&n); err != nil {
+	n, err := tenancy.CountSitesOf(ctx, q, orgID, []string{siteID})
+	if err != nil {
 		return err
 	}
 	if n == 0 {
@@ -125,21 +125,20 @@ func (s *Service) MoveOrg(ctx context.Context, id, orgID, siteID string) (Device
 		if orgID == before.OrgID {
 			return apperr.Invalid("orgId", "the device is already in that organization")
 		}
-		var partnerID string
-		err = tx.QueryRowContext(ctx, `SELECT partner_id FROM organizations WHERE id = $1 AND deleted_at IS NULL`, orgID).Scan(&partnerID)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && (partnerID != before.PartnerID || !scope.CanSeeOrg(orgID, partnerID))) {
-			return apperr.Invalid("orgId", "no such organization of the device's partner")
-		}
+		partnerID, ok, err := tenancy.OrgInScope(ctx, tx, scope, orgID)
 		if err != nil {
 			return err
 		}
+		if !ok || partnerID != before.PartnerID {
+			return apperr.Invalid("orgId", "no such organization of the device's partner")
+		}
 		if siteID == "" {
-			err = tx.QueryRowContext(ctx, `SELECT id FROM sites WHERE org_id = $1 ORDER BY created_at, id LIMIT 1`, orgID).Scan(&siteID)
-			if errors.Is(err, sql.ErrNoRows) {
-				return apperr.Invalid("siteId", "the organization has no site yet; create one or pass siteId")
-			}
-			if err != nil {
+			var found bool
+			if siteID, found, err = tenancy.FirstSite(ctx, tx, orgID); err != nil {
 				return err
+			}
+			if !found {
+				return apperr.Invalid("siteId", "the organization has no site yet; create one or pass siteId")
 			}
 		} else if err := siteOf(ctx, tx, siteID, orgID); err != nil {
 			return err

@@ -18,8 +18,10 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/audit"
+	"gale/internal/clock"
 	"gale/internal/secrets"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Key statuses, derived in this order: revoked, expired, used up, active.
@@ -62,11 +64,13 @@ type Options struct {
 	// DefaultTTL is the lifetime of a key created at POST /enrollment-keys without ttlMinutes
 	// or expiresAt (ENROLLMENT_KEY_DEFAULT_TTL_MINUTES).
 	DefaultTTL time.Duration
+	// Clock is the time keys expire by (nil: the system clock).
+	Clock clock.Clock
 }
 
 // New returns the enrollment key service.
 func New(db *store.DB, logger *slog.Logger, opts Options) *Service {
-	return &Service{db: db, logger: logger, defaultTTL: opts.DefaultTTL, now: store.Now}
+	return &Service{db: db, logger: logger, defaultTTL: opts.DefaultTTL, now: clock.Or(opts.Clock).Now}
 }
 
 // EnrollmentKey is the API view of a key. It never carries the raw key, the secret, or
@@ -125,7 +129,7 @@ const keyColumns = `k.id, k.org_id, k.partner_id, k.site_id, k.name, k.key_prefi
 const keysFrom = ` FROM enrollment_keys k`
 
 // liveOrg hides keys of soft-deleted organizations, as their sites are hidden with them.
-const liveOrg = "EXISTS (SELECT 1 FROM organizations o WHERE o.id = k.org_id AND o.deleted_at IS NULL)"
+var liveOrg = tenancy.LiveOrg("k.org_id")
 
 func (s *Service) scanKey(row store.Scanner) (EnrollmentKey, error) {
 	var k EnrollmentKey
@@ -240,12 +244,11 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in NewEnrollmentKey,
 		return IssuedKey{}, err
 	}
 	if in.SiteID != "" {
-		var ok bool
-		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sites WHERE id = $1 AND org_id = $2)`,
-			in.SiteID, orgID).Scan(&ok); err != nil {
+		n, err := tenancy.CountSitesOf(ctx, tx, orgID, []string{in.SiteID})
+		if err != nil {
 			return IssuedKey{}, err
 		}
-		if !ok {
+		if n == 0 {
 			return IssuedKey{}, apperr.Invalid("siteId", "no such site in the organization")
 		}
 	}
@@ -260,45 +263,18 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in NewEnrollmentKey,
 // resolveOrg finds the organization a new key belongs to. orgId may be omitted only where
 // there is one obvious organization: the caller's own, or the partner's only one.
 func (s *Service) resolveOrg(ctx context.Context, tx *sql.Tx, scope access.Scope, orgID string) (string, string, error) {
-	if orgID == "" {
-		switch scope.Level {
-		case access.LevelOrganization:
-			orgID = scope.OrgID
-		case access.LevelPartner:
-			rows, err := tx.QueryContext(ctx, `SELECT id FROM organizations WHERE partner_id = $1 AND deleted_at IS NULL
-				ORDER BY id LIMIT 2`, scope.PartnerID)
-			if err != nil {
-				return "", "", err
-			}
-			var ids []string
-			for rows.Next() {
-				var id string
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return "", "", err
-				}
-				ids = append(ids, id)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return "", "", err
-			}
-			if len(ids) != 1 || !scope.CanSeeOrg(ids[0], scope.PartnerID) {
-				return "", "", apperr.Invalid("orgId", "orgId is required unless the partner has exactly one organization")
-			}
-			orgID = ids[0]
-		default:
-			return "", "", apperr.Invalid("orgId", "orgId is required")
+	if orgID == "" && scope.Level == access.LevelPartner {
+		sole, ok, err := tenancy.SoleOrg(ctx, tx, scope.PartnerID)
+		if err != nil {
+			return "", "", err
 		}
+		if !ok || !scope.CanSeeOrg(sole, scope.PartnerID) {
+			return "", "", apperr.Invalid("orgId", "orgId is required unless the partner has exactly one organization")
+		}
+		orgID = sole
 	}
-	var a store.Args
-	conds := []string{"o.id = " + a.Add(orgID), "o.deleted_at IS NULL", scope.OrgFilter(&a, "o.id", "o.partner_id")}
-	var partnerID string
-	err := tx.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE `+store.Where(conds), a.Values()...).Scan(&partnerID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", apperr.Invalid("orgId", "no such organization")
-	}
-	return partnerID, orgID, err
+	at, err := tenancy.Place(ctx, tx, scope, orgID, tenancy.PlaceOptions{Noun: "enrollment key"})
+	return at.PartnerID, at.OrgID, err
 }
 
 // keyRow is a key about to be inserted.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"gale/internal/app"
 	"net/http"
 	"regexp"
 	"strings"
@@ -85,7 +86,7 @@ func claim(e *apptest.Env, rawKey, secret, global string) (enrollment.Claimed, e
 	var c enrollment.Claimed
 	err := e.App.DB.Write(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		c, err = e.App.Enrollment.Claim(context.Background(), tx, rawKey, secret, global)
+		c, err = app.Service[*enrollment.Service](e.App).Claim(context.Background(), tx, rawKey, secret, global)
 		return err
 	})
 	return c, err
@@ -328,7 +329,7 @@ func TestOrganizationCapBoundsLifetime(t *testing.T) {
 func TestExpiryPolicyMaxTTL(t *testing.T) {
 	e := apptest.New(t)
 	ten := e.NewTenant(e.Admin(), "Alpha")
-	svc, ctx := e.App.Enrollment, context.Background()
+	svc, ctx := app.Service[*enrollment.Service](e.App), context.Background()
 	db := e.App.DB.SQL
 
 	// A surface's own cap (the partner API's) clamps the default and refuses longer requests.
@@ -529,7 +530,7 @@ func TestMintForDevice(t *testing.T) {
 	var raw, secret, id string
 	err := e.App.DB.Write(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		raw, secret, id, err = e.App.Enrollment.MintForDevice(context.Background(), tx, ten.PartnerID, ten.OrgID, ten.SiteID, deviceID, 24*time.Hour)
+		raw, secret, id, err = app.Service[*enrollment.Service](e.App).MintForDevice(context.Background(), tx, ten.PartnerID, ten.OrgID, ten.SiteID, deviceID, 24*time.Hour)
 		return err
 	})
 	if err != nil || !hex64.MatchString(raw) || !hex64.MatchString(secret) {

@@ -2,13 +2,12 @@ package enrollment
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
 	"gale/internal/apperr"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Expiry is when a new key of the organization expires. The request names a lifetime with
@@ -23,13 +22,12 @@ func (s *Service) Expiry(ctx context.Context, q store.Querier, orgID string, ttl
 		return time.Time{}, apperr.Invalid("expiresAt", "send ttlMinutes or expiresAt, not both")
 	}
 	limit, limitName := MaxTTLMinutes*time.Minute, "the longest key lifetime"
-	var orgCap sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT max_enrollment_key_ttl_minutes FROM organizations WHERE id = $1`, orgID).Scan(&orgCap)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, apperr.NotFound("organization")
-	}
+	orgCap, ok, err := tenancy.EnrollmentKeyTTLCap(ctx, q, orgID)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("load key lifetime cap of organization %s: %w", orgID, err)
+		return time.Time{}, err
+	}
+	if !ok {
+		return time.Time{}, apperr.NotFound("organization")
 	}
 	if orgCap.Valid && time.Duration(orgCap.Int64)*time.Minute < limit {
 		limit, limitName = time.Duration(orgCap.Int64)*time.Minute, "the organization's maxEnrollmentKeyTtlMinutes"

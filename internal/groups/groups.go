@@ -73,7 +73,7 @@ type Group struct {
 type NewGroup struct {
 	OrgID       string          `json:"orgId,omitempty" format:"uuid" doc:"Required except for organization callers (whose own organization is the default)."`
 	Name        string          `json:"name" maxLength:"200" doc:"1 to 200 characters, unique within the organization ignoring case."`
-	Description string          `json:"description,omitempty" maxLength:"2000"`
+	Description string          `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Type        string          `json:"type" enum:"static,dynamic"`
 	Filter      json.RawMessage `json:"filter,omitempty" doc:"Required for a dynamic group, refused for a static one: {\"all\"|\"any\": [{\"field\", \"op\", \"value\"}, ...]}."`
 }
@@ -82,7 +82,7 @@ type NewGroup struct {
 // is accepted only unchanged.
 type GroupUpdate struct {
 	Name        *string         `json:"name,omitempty" maxLength:"200"`
-	Description *string         `json:"description,omitempty" maxLength:"2000"`
+	Description *string         `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Type        *string         `json:"type,omitempty" doc:"Immutable: accepted only unchanged."`
 	Filter      json.RawMessage `json:"filter,omitempty" doc:"Dynamic groups only: replaces the filter and recomputes the membership at once."`
 }

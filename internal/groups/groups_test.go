@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"gale/internal/app"
+	"gale/internal/devices"
+	"gale/internal/groups"
 	"net/http"
 	"slices"
 	"strings"
@@ -524,7 +527,7 @@ func TestStatusFollowsHeartbeatAndSweep(t *testing.T) {
 	if _, err := w.e.App.DB.SQL.Exec(`UPDATE devices SET last_seen_at = $1 WHERE id = $2`, time.Now().UTC().Add(-20*time.Minute), agent.DeviceID); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.e.App.Devices.Sweep(context.Background()); err != nil {
+	if err := app.Service[*devices.Service](w.e.App).Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if w.hostnames(online) != "" || w.hostnames(offline) != "web-01" {
@@ -558,7 +561,7 @@ func TestPinKeepsANonMatchingDeviceAndUnpinLetsItGo(t *testing.T) {
 		t.Errorf("pinned matching device = %+v", m)
 	}
 	w.tag(tagged)
-	if err := w.e.App.Groups.RecomputeAll(context.Background()); err != nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ms := w.members(g)
@@ -642,7 +645,7 @@ func TestMoveOrgAndDecommissionLeaveEveryGroup(t *testing.T) {
 		}
 	}
 	// Recomputation never brings them back.
-	if err := w.e.App.Groups.RecomputeAll(context.Background()); err != nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if h := w.hostnames(dyn); h != "" {
@@ -716,7 +719,7 @@ func TestRecomputeAllPicksUpLastSeen(t *testing.T) {
 	if _, err := w.e.App.DB.SQL.Exec(`UPDATE devices SET last_seen_at = $1 WHERE id = $2`, time.Now().UTC().Add(-15*time.Minute), stale); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.e.App.Groups.RecomputeAll(context.Background()); err != nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if w.hostnames(g) != "stale" || w.hostnames(seen) != "fresh" {
@@ -729,16 +732,16 @@ func TestRecomputeAllPicksUpLastSeen(t *testing.T) {
 	f := w.e.Must(201, w.a.Partner, "POST", api+"/custom-fields", map[string]any{"key": "tier", "name": "Tier", "type": "text"}).Map(t)
 	gold := w.dynamic("Gold", "customField.tier", "eq", "gold")
 	w.e.Must(200, w.a.Partner, "PATCH", api+"/custom-fields/"+f["id"].(string), map[string]any{"defaultValue": "gold"})
-	if err := w.e.App.Groups.RecomputeAll(context.Background()); err != nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if h := w.hostnames(gold); h != "fresh,stale" {
 		t.Errorf("after a default changed = %q", h)
 	}
-	if err := w.e.App.Groups.RecomputeGroup(context.Background(), fresh); err == nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeGroup(context.Background(), fresh); err == nil {
 		t.Error("RecomputeGroup of a device ID succeeded")
 	}
-	if err := w.e.App.Groups.RecomputeGroup(context.Background(), g); err != nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeGroup(context.Background(), g); err != nil {
 		t.Error(err)
 	}
 }
@@ -834,7 +837,7 @@ func TestForeignGroupsAreNotFoundOnEveryRoute(t *testing.T) {
 	// The partner reaches its other organization's group.
 	w.e.Must(200, w.a.Partner, "GET", api+"/groups/"+sibling, nil)
 	// A device of another tenant never joins a dynamic group, even when it matches.
-	if err := w.e.App.Groups.RecomputeAll(context.Background()); err != nil {
+	if err := app.Service[*groups.Service](w.e.App).RecomputeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if h := w.hostnames(sibling); h != "" {

@@ -13,6 +13,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/customfields"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // systemActor changes memberships on its own: recomputation after a device changed, and the
@@ -327,8 +328,8 @@ func (s *Service) RecomputeGroup(ctx context.Context, groupID string) error {
 // (lastSeen conditions) and changed custom field defaults. An organization that fails is
 // logged and the others still run; the errors are returned together.
 func (s *Service) RecomputeAll(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT g.org_id FROM device_groups g JOIN organizations o ON o.id = g.org_id
-		WHERE g.type = 'dynamic' AND o.deleted_at IS NULL ORDER BY g.org_id`)
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT g.org_id FROM device_groups g
+		WHERE g.type = 'dynamic' AND `+tenancy.LiveOrg("g.org_id")+` ORDER BY g.org_id`)
 	if err != nil {
 		return err
 	}

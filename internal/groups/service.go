@@ -15,6 +15,7 @@ import (
 	"gale/internal/audit"
 	"gale/internal/customfields"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Service manages device groups and keeps dynamic membership current.
@@ -30,8 +31,7 @@ func New(db *store.DB, logger *slog.Logger) *Service {
 
 // groupFilter keeps the groups (alias g) of organizations in scope that are not deleted.
 func groupFilter(scope access.Scope, a *store.Args) string {
-	return "(" + scope.OrgFilter(a, "g.org_id", "g.partner_id") +
-		" AND NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = g.org_id AND od.deleted_at IS NOT NULL))"
+	return "(" + scope.OrgFilter(a, "g.org_id", "g.partner_id") + " AND " + tenancy.LiveOrg("g.org_id") + ")"
 }
 
 // ListFilter narrows a list of groups.
@@ -113,25 +113,6 @@ var (
 	errStaticFilter = apperr.Invalid("filter", "a static group has no filter: its members are added by hand")
 )
 
-// placeGroup decides the organization of a new group: the one named, which must be in scope,
-// or an organization caller's own.
-func placeGroup(ctx context.Context, q store.Querier, scope access.Scope, orgID string) (string, string, error) {
-	if orgID == "" {
-		if scope.Level != access.LevelOrganization {
-			return "", "", apperr.Invalid("orgId", "orgId is required")
-		}
-		orgID = scope.OrgID
-	}
-	var a store.Args
-	var partnerID string
-	err := q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE o.id = `+a.Add(orgID)+
-		` AND o.deleted_at IS NULL AND `+scope.OrgFilter(&a, "o.id", "o.partner_id"), a.Values()...).Scan(&partnerID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", "", apperr.Invalid("orgId", "no such organization")
-	}
-	return orgID, partnerID, err
-}
-
 // checkReferences refuses a filter that names a site outside the group's organization or a
 // custom field that does not apply to it: such a condition could never match.
 func checkReferences(ctx context.Context, q store.Querier, orgID string, f *Filter) error {
@@ -151,10 +132,8 @@ func checkReferences(ctx context.Context, q store.Querier, orgID string, f *Filt
 					ids = append(ids, v.(string))
 				}
 			}
-			var a store.Args
 			var n int
-			err = q.QueryRowContext(ctx, `SELECT COUNT(*) FROM sites WHERE org_id = `+a.Add(orgID)+` AND id IN `+a.In(ids),
-				a.Values()...).Scan(&n)
+			n, err = tenancy.CountSitesOf(ctx, q, orgID, ids)
 			if err == nil && n != len(uniq(ids)) {
 				details = append(details, apperr.Detail{Field: c.at + ".value", Message: "not a site of the group's organization"})
 			}
@@ -230,10 +209,11 @@ func (s *Service) Create(ctx context.Context, in NewGroup) (Group, error) {
 	}
 	var g Group
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		orgID, partnerID, err := placeGroup(ctx, tx, scope, in.OrgID)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "group"})
 		if err != nil {
 			return err
 		}
+		orgID, partnerID := at.OrgID, at.PartnerID
 		f, canonical, err := parseFor(ctx, tx, in.Type, orgID, in.Filter)
 		if err != nil {
 			return err

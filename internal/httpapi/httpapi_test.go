@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -49,7 +50,7 @@ func newServer(t *testing.T, enable2FA bool) (*httptest.Server, *deniedLog) {
 	denied := &deniedLog{}
 	s := httpapi.New(slog.New(slog.NewTextHandler(io.Discard, nil)), fakeAuth{}, denied,
 		httpapi.Options{MaxBodyBytes: 1024, Enable2FA: enable2FA, Version: "test"})
-	httpapi.Register(s, httpapi.Route{ID: "create-organization", Method: "POST", Path: "/things", Tag: "t", Permission: "organizations:write", Status: 201},
+	httpapi.Register(s, httpapi.Route{ID: "create-organization", Method: "POST", Path: "/things", Tag: "t", Permission: access.OrganizationsWrite, MFA: true, Status: 201},
 		func(_ context.Context, in *struct{ Body thingBody }) (*struct{ Body thingBody }, error) {
 			return &struct{ Body thingBody }{in.Body}, nil
 		})
@@ -366,9 +367,9 @@ func TestResponsesCarryTheirLengthAndStreamsStillStream(t *testing.T) {
 	}
 }
 
-// AfterWrite follows every write operation once its handler has returned, failed or not,
-// and neither reads nor agents' operations.
-func TestAfterWriteFollowsWritesButNotReadsOrAgents(t *testing.T) {
+// AfterWrite follows only the successful operations that declare ChangesAccess: not reads,
+// not other writes, not a refused write.
+func TestAfterWriteFollowsOnlySuccessfulAccessChanges(t *testing.T) {
 	var writes []string
 	s := httpapi.New(slog.New(slog.NewTextHandler(io.Discard, nil)), fakeAuth{}, &deniedLog{},
 		httpapi.Options{Version: "test", AfterWrite: func(ctx context.Context) {
@@ -376,19 +377,31 @@ func TestAfterWriteFollowsWritesButNotReadsOrAgents(t *testing.T) {
 		}})
 	ok := func(context.Context, *struct{}) (*struct{}, error) { return nil, nil }
 	httpapi.Register(s, httpapi.Route{ID: "read", Method: "GET", Path: "/things", Tag: "t"}, ok)
-	httpapi.Register(s, httpapi.Route{ID: "write", Method: "POST", Path: "/things", Tag: "t"}, ok)
-	httpapi.Register(s, httpapi.Route{ID: "refuse", Method: "DELETE", Path: "/things", Tag: "t"},
+	httpapi.Register(s, httpapi.Route{ID: "write", Method: "POST", Path: "/things", Tag: "t", ChangesAccess: true}, ok)
+	httpapi.Register(s, httpapi.Route{ID: "other-write", Method: "PUT", Path: "/things", Tag: "t"}, ok)
+	httpapi.Register(s, httpapi.Route{ID: "refuse", Method: "DELETE", Path: "/things", Tag: "t", ChangesAccess: true},
 		func(context.Context, *struct{}) (*struct{}, error) { return nil, apperr.Conflict("no") })
-	httpapi.Register(s, httpapi.Route{ID: "agent", Method: "POST", Path: "/agent", Tag: "t", Public: true, Agent: true}, ok)
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	for _, c := range []struct{ method, path, auth string }{
-		{"GET", "/things", "good"}, {"POST", "/things", "good"}, {"DELETE", "/things", "mfa"}, {"POST", "/agent", ""},
+		{"GET", "/things", "good"}, {"POST", "/things", "good"}, {"PUT", "/things", "good"}, {"DELETE", "/things", "good"},
 		{"POST", "/things", "bad"},
 	} {
 		call(t, srv, c.method, c.path, c.auth, "")
 	}
-	if strings.Join(writes, ",") != "u1,u1" {
-		t.Fatalf("AfterWrite ran for %q, want the POST and the refused DELETE only", writes)
+	if strings.Join(writes, ",") != "u1" {
+		t.Fatalf("AfterWrite ran for %q, want the successful POST only", writes)
 	}
+}
+
+// An operation that names a permission missing from the catalog does not register.
+func TestUnknownPermissionFailsRegistration(t *testing.T) {
+	s := httpapi.New(slog.New(slog.NewTextHandler(io.Discard, nil)), fakeAuth{}, &deniedLog{}, httpapi.Options{Version: "test"})
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "devices:reed") {
+			t.Fatalf("panic %v, want one naming devices:reed", v)
+		}
+	}()
+	httpapi.Register(s, httpapi.Route{ID: "typo", Method: "GET", Path: "/typo", Tag: "t", Permission: "devices:reed"},
+		func(context.Context, *struct{}) (*struct{}, error) { return nil, nil })
 }

@@ -17,15 +17,25 @@ import (
 
 // Route describes one API operation.
 type Route struct {
-	// ID is the operationId; the MFA gate (access.MFAGated) names operations by it.
+	// ID is the operationId.
 	ID          string
 	Method      string
 	Path        string // below Prefix, e.g. "/orgs/sites/{id}"
 	Tag         string
 	Summary     string
 	Description string
-	// Permission the caller must hold ("resource:action"); empty means any signed-in caller.
-	Permission string
+	// Permission the caller must hold; empty means any signed-in caller. For a
+	// ServicePrincipal route it is the scope the principal must hold.
+	Permission access.Perm
+	// MFA gates the operation: with ENABLE_2FA on, a JWT session must have completed MFA
+	// (403 "MFA required" otherwise). Operations that change tenancy or who may do what are
+	// gated; API keys and service principals are not, as they are created through gated
+	// operations.
+	MFA bool
+	// ChangesAccess marks a write that may change who may do what or an organization (users,
+	// roles, API keys, organizations, ...): once it succeeds, every node forgets the principals
+	// and organization pages it cached (Options.AfterWrite).
+	ChangesAccess bool
 	// Public operations need no credential (login, health, invite acceptance).
 	Public bool
 	// ServicePrincipal marks an operation of the partner API: only a service-principal key
@@ -41,12 +51,21 @@ type Route struct {
 	MaxBodyBytes int64
 	// Errors are further error statuses to document (e.g. 404), with the envelope as body.
 	Errors []int
+	// Hidden serves the operation but leaves it out of the OpenAPI document: an alias of a
+	// documented operation at a path the document cannot name.
+	Hidden bool
 }
 
 // Register adds an operation whose handler runs only after the caller is authenticated,
 // holds r.Permission, and (with ENABLE_2FA) completed MFA when the operation is MFA-gated.
 // Errors the handler returns that are not *apperr.Error are logged and answered as 500.
 func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*O, error)) {
+	if r.Permission != "" && !access.Known(r.Permission) {
+		panic("httpapi: operation " + r.ID + " requires permission " + string(r.Permission) + ", which the catalog lacks")
+	}
+	if r.MFA && (r.Public || r.ServicePrincipal || r.Agent) {
+		panic("httpapi: operation " + r.ID + " is MFA-gated but not called by users")
+	}
 	op := huma.Operation{
 		OperationID:   r.ID,
 		Method:        r.Method,
@@ -56,8 +75,9 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 		Description:   r.Description,
 		DefaultStatus: r.Status,
 		MaxBodyBytes:  s.opts.MaxBodyBytes,
-		Middlewares:   huma.Middlewares{s.authorize(r)},
+		Middlewares:   huma.Middlewares{s.authorize(r), s.inputPolicy(r, takesBody[I]())},
 		Errors:        slices.Clone(r.Errors),
+		Hidden:        r.Hidden,
 	}
 	if r.MaxBodyBytes > 0 {
 		op.MaxBodyBytes = r.MaxBodyBytes
@@ -66,27 +86,36 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 	case r.ServicePrincipal:
 		op.Security = []map[string][]string{{"servicePrincipalKey": {}}}
 		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
-		op.Description = joinDoc(op.Description, "Requires service-principal scope `"+r.Permission+"`.")
+		op.Description = joinDoc(op.Description, "Requires service-principal scope `"+string(r.Permission)+"`.")
 	case !r.Public:
 		op.Security = []map[string][]string{{"bearer": {}}, {"apiKey": {}}}
 		op.Errors = append(op.Errors, http.StatusUnauthorized, http.StatusForbidden)
 		if r.Permission != "" {
-			op.Description = joinDoc(op.Description, "Requires permission `"+r.Permission+"`.")
+			op.Description = joinDoc(op.Description, "Requires permission `"+string(r.Permission)+"`.")
 		}
-		if access.MFAGated(r.ID) {
+		if r.MFA {
 			op.Description = joinDoc(op.Description, "MFA-gated: with ENABLE_2FA on, a JWT session must have completed MFA.")
 		}
+	default:
+		// Public: an empty list says that no credential is needed, where none would say nothing.
+		op.Security = []map[string][]string{}
 	}
-	afterWrite := s.opts.AfterWrite
-	if r.Agent || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		afterWrite = nil
+	var afterWrite func(context.Context)
+	if r.ChangesAccess {
+		afterWrite = s.opts.AfterWrite
 	}
+	checkText := bodyTextCheck[I](r)
 	huma.Register(s.API, op, func(ctx context.Context, in *I) (*O, error) {
-		out, err := handler(ctx, in)
-		if afterWrite != nil {
-			afterWrite(ctx)
+		if checkText != nil {
+			if ae := checkText(in); ae != nil {
+				return nil, apiError{ae}
+			}
 		}
+		out, err := handler(ctx, in)
 		if err == nil {
+			if afterWrite != nil {
+				afterWrite(ctx)
+			}
 			return out, nil
 		}
 		var ae *apperr.Error
@@ -130,11 +159,11 @@ func (s *Server) authorize(r Route) func(huma.Context, func(huma.Context)) {
 		}
 		ctx = access.WithPrincipal(ctx, p)
 		if r.Permission != "" && !p.Can(r.Permission) {
-			s.security.RecordDenied(ctx, r.ID, missing+r.Permission)
-			s.writeHumaError(hctx, apperr.Forbidden(missing+r.Permission))
+			s.security.RecordDenied(ctx, r.ID, missing+string(r.Permission))
+			s.writeHumaError(hctx, apperr.Forbidden(missing+string(r.Permission)))
 			return
 		}
-		if s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA && access.MFAGated(r.ID) {
+		if r.MFA && s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA {
 			s.security.RecordDenied(ctx, r.ID, "MFA required")
 			s.writeHumaError(hctx, apperr.MFARequired())
 			return
@@ -161,14 +190,21 @@ func (s *Server) writeHumaError(hctx huma.Context, err error) {
 }
 
 // documentErrors documents 400 (not huma's 422) and the envelope for every error response.
+// An operation that takes parameters or a body answers 400 when they fail validation, which
+// huma documents only beside declared errors: public operations declare none.
 func documentErrors(_ *huma.OpenAPI, op *huma.Operation) {
 	if op.Responses == nil {
 		return
 	}
+	const invalid = "Validation failed (VALIDATION_ERROR, with details per field)"
 	if resp, ok := op.Responses["422"]; ok {
 		delete(op.Responses, "422")
-		resp.Description = "Validation failed (VALIDATION_ERROR, with details per field)"
+		resp.Description = invalid
 		op.Responses["400"] = resp
+	}
+	if _, ok := op.Responses["400"]; !ok && (len(op.Parameters) > 0 || op.RequestBody != nil) {
+		op.Responses["400"] = &huma.Response{Description: invalid,
+			Content: map[string]*huma.MediaType{"application/json": {Schema: errorSchema}}}
 	}
 	for code, resp := range op.Responses {
 		if n, _ := strconv.Atoi(code); (n >= 400 || code == "default") && resp.Content != nil {

@@ -4,13 +4,13 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"gale/internal/access"
-	"gale/internal/apperr"
 )
 
 // Prefix is the base path of the versioned API.
@@ -44,15 +43,17 @@ type Options struct {
 	Enable2FA      bool
 	TrustedProxies []*net.IPNet
 	Version        string
-	// AfterWrite runs once a write operation's handler has returned (its transactions
-	// committed), except for agents' operations: a write may have changed who may do what.
+	// HSTSMaxAge, when set, is sent as Strict-Transport-Security on every answer.
+	HSTSMaxAge time.Duration
+	// AfterWrite runs once an operation marked ChangesAccess has succeeded (its transactions
+	// committed): such a write may have changed who may do what, or an organization.
 	AfterWrite func(context.Context)
 }
 
 // Server holds the router and the huma API that domains register operations on.
 type Server struct {
 	API      huma.API
-	mux      *http.ServeMux
+	mux      *router
 	auth     Authenticator
 	security SecurityRecorder
 	logger   *slog.Logger
@@ -67,14 +68,17 @@ type Server struct {
 // handlers (WebSocket, downloads) with Handle.
 func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opts Options) *Server {
 	huma.NewError = newHumaError
-	mux := http.NewServeMux()
+	mux := &router{}
 	cfg := huma.DefaultConfig("Gale API", opts.Version)
 	cfg.Info.Description = "Gale remote monitoring and management. Errors always take the form " +
 		"{\"error\": {\"code\", \"message\", \"details\"?}}. Lists return {data, pagination: {hasMore, cursor}}; " +
-		"pass cursor back to read the next page."
+		"pass cursor back to read the next page. Where a path matches both a fixed segment and a parameter " +
+		"(/alerts/channels/{id} and /alerts/{id}/acknowledge), the operation with the fixed segment answers " +
+		"when it serves the method."
 	cfg.CreateHooks = nil
 	cfg.Formats = map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat}
 	cfg.DocsPath = ""
+	cfg.Components.Schemas = huma.NewMapRegistry("#/components/schemas/", schemaName)
 	cfg.SchemasPath = ""
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{
 		"bearer": {Type: "http", Scheme: "bearer", BearerFormat: "JWT"},
@@ -92,6 +96,20 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 	return s
 }
 
+// schemaName is huma's name for a schema, with "any" named Any: the default names a generic
+// over map[string]any "ListMapStringInterface {}", which is no valid component name.
+func schemaName(t reflect.Type, hint string) string {
+	return strings.ReplaceAll(huma.DefaultSchemaNamer(t, hint), "Interface {}", "Any")
+}
+
+// SetAuthenticator installs the authenticator of signed-in operations, and SetSecurityRecorder
+// what records their refusals: the modules that own them install them while wiring, before
+// serving.
+func (s *Server) SetAuthenticator(a Authenticator) { s.auth = a }
+
+// SetSecurityRecorder: see SetAuthenticator.
+func (s *Server) SetSecurityRecorder(r SecurityRecorder) { s.security = r }
+
 // SetServicePrincipals installs the authenticator of the partner API's operations (routes
 // registered with ServicePrincipal). Call it while wiring, before serving.
 func (s *Server) SetServicePrincipals(a Authenticator) { s.servicePrincipals = a }
@@ -104,7 +122,7 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 // Handler returns the whole middleware chain around the router.
 func (s *Server) Handler() http.Handler {
-	return s.recoverer(s.requestMeta(s.observe(envelopeMux(s.mux))))
+	return s.securityHeaders(s.recoverer(s.requestMeta(s.observe(s.mux))))
 }
 
 // requestMeta assigns the request ID (kept from a well-formed X-Request-Id or minted),
@@ -275,61 +293,4 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
-}
-
-// envelopeMux answers unknown routes (404) and wrong methods (405, keeping Allow) with the
-// error envelope instead of the standard mux's plain text.
-func envelopeMux(mux *http.ServeMux) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A pattern ending in "/" matches its whole subtree in the standard mux; API routes
-		// are exact, so only the path itself may match it.
-		_, pattern := mux.Handler(r)
-		if pattern != "" && strings.HasSuffix(pattern, "/") && !strings.HasSuffix(pattern, " "+r.URL.Path) {
-			WriteError(w, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound,
-				Message: "no route " + r.Method + " " + r.URL.Path})
-			return
-		}
-		if pattern != "" {
-			mux.ServeHTTP(w, r)
-			return
-		}
-		probe := &headerProbe{header: http.Header{}}
-		mux.ServeHTTP(probe, r)
-		if probe.status == http.StatusMethodNotAllowed {
-			w.Header().Set("Allow", probe.header.Get("Allow"))
-			WriteError(w, &apperr.Error{Kind: apperr.KindMethodNotAllowed, Code: apperr.CodeMethod,
-				Message: "method " + r.Method + " not allowed on " + r.URL.Path})
-			return
-		}
-		if probe.status != http.StatusNotFound && probe.status != 0 {
-			// A redirect or other answer the mux gives itself (e.g. path cleaning): pass it on.
-			for k, v := range probe.header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(probe.status)
-			_, _ = w.Write(probe.body.Bytes())
-			return
-		}
-		WriteError(w, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound,
-			Message: "no route " + r.Method + " " + r.URL.Path})
-	})
-}
-
-type headerProbe struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (p *headerProbe) Header() http.Header { return p.header }
-func (p *headerProbe) WriteHeader(code int) {
-	if p.status == 0 {
-		p.status = code
-	}
-}
-func (p *headerProbe) Write(b []byte) (int, error) {
-	if p.status == 0 {
-		p.status = http.StatusOK
-	}
-	return p.body.Write(b)
 }

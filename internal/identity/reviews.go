@@ -64,14 +64,14 @@ type AccessReviewItem struct {
 // NewAccessReview is a create request.
 type NewAccessReview struct {
 	Name        string     `json:"name" minLength:"1" maxLength:"200"`
-	Description string     `json:"description,omitempty" maxLength:"2000"`
+	Description string     `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	DueAt       *time.Time `json:"dueAt,omitempty"`
 }
 
 // Decision is a reviewer's verdict on one item.
 type Decision struct {
 	Decision string `json:"decision" enum:"keep,revoke"`
-	Note     string `json:"note,omitempty" maxLength:"2000"`
+	Note     string `json:"note,omitempty" maxLength:"2000" multiline:"true"`
 }
 
 const reviewColumns = `ar.id, ar.name, ar.description, ar.status, ar.scope, ar.partner_id, ar.org_id, ar.due_at, ar.created_by,

@@ -13,6 +13,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // tenantBuiltIn is the tenant_key of the built-in roles.
@@ -83,14 +84,14 @@ func scanRole(row scanner, withCount bool) (Role, error) {
 // RoleInput holds the writable fields of a role; nil fields are left as they are.
 type RoleInput struct {
 	Name        *string  `json:"name,omitempty" minLength:"1" maxLength:"100"`
-	Description *string  `json:"description,omitempty" maxLength:"1000"`
+	Description *string  `json:"description,omitempty" maxLength:"1000" multiline:"true"`
 	Permissions []string `json:"permissions,omitempty" maxItems:"500" doc:"Catalog permissions or wildcards (devices:*, *:read); *:* is reserved to built-in roles."`
 }
 
 // NewRole is a create request.
 type NewRole struct {
 	Name        string       `json:"name" minLength:"1" maxLength:"100"`
-	Description string       `json:"description,omitempty" maxLength:"1000"`
+	Description string       `json:"description,omitempty" maxLength:"1000" multiline:"true"`
 	Scope       access.Level `json:"scope" enum:"partner,organization"`
 	Permissions []string     `json:"permissions" maxItems:"500"`
 	PartnerID   string       `json:"partnerId,omitempty" format:"uuid" doc:"System callers: the partner owning the role (required)."`
@@ -230,25 +231,20 @@ func (s *Service) roleTenant(ctx context.Context, q store.Querier, p *access.Pri
 
 // orgInScope returns the partner of a live organization the scope reaches, else NOT_FOUND.
 func orgInScope(ctx context.Context, q store.Querier, scope access.Scope, orgID string) (string, error) {
-	var a store.Args
-	conds := []string{"o.id = " + a.Add(orgID), "o.deleted_at IS NULL", scope.OrgFilter(&a, "o.id", "o.partner_id")}
-	var partnerID string
-	err := q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE `+store.Where(conds), a.Values()...).Scan(&partnerID)
-	if errors.Is(err, sql.ErrNoRows) {
+	partnerID, ok, err := tenancy.OrgInScope(ctx, q, scope, orgID)
+	if err == nil && !ok {
 		return "", apperr.NotFound("organization")
 	}
 	return partnerID, err
 }
 
+// partnerExists is NOT_FOUND unless the partner exists and is not deleted.
 func partnerExists(ctx context.Context, q store.Querier, partnerID string) error {
-	var n int
-	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM partners WHERE id = $1 AND deleted_at IS NULL`, partnerID).Scan(&n); err != nil {
-		return err
-	}
-	if n == 0 {
+	live, err := tenancy.IsLivePartner(ctx, q, partnerID)
+	if err == nil && !live {
 		return apperr.NotFound("partner")
 	}
-	return nil
+	return err
 }
 
 func nameConflict(err error, name string) error {
@@ -458,7 +454,7 @@ func (s *Service) RoleUsers(ctx context.Context, id string, page store.Page) ([]
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if !p.Can("users:read") {
+	if !p.Can(access.UsersRead) {
 		return nil, "", nil, apperr.Forbidden("missing permission users:read")
 	}
 	if _, err := getRole(ctx, s.db, p.Scope, id); err != nil {

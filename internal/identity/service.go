@@ -10,6 +10,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/mail"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Options configures the identity service.
@@ -50,15 +51,22 @@ func caller(ctx context.Context) (*access.Principal, error) {
 // UserFilter renders the condition keeping users (alias u) the scope may see: system sees
 // every user; a partner its partner-level users and the users of organizations it reaches;
 // an organization its own users; nobody the users of a deleted organization. The zero Scope
-// sees nothing. Other packages that show users (global search) use it so the rule stays one.
+// sees nothing. Other packages that show users (global search) use it, through UsersInScope,
+// so the rule stays one.
 func UserFilter(scope access.Scope, a *store.Args) string {
 	// Users of a soft-deleted organization are hidden with it (and come back on restore).
-	live := "NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = u.org_id AND od.deleted_at IS NOT NULL)"
+	live := tenancy.LiveOrg("u.org_id")
 	if scope.IsSystem() {
 		return live
 	}
 	return "(" + live + " AND ((u.scope = 'partner' AND " + scope.PartnerFilter(a, "u.partner_id") +
 		") OR (u.scope = 'organization' AND " + scope.OrgFilter(a, "u.org_id", "u.partner_id") + ")))"
+}
+
+// UsersInScope renders the FROM and WHERE of a read of the users (alias u) the scope may see,
+// for views of other domains (search) that add their columns and conditions.
+func UsersInScope(scope access.Scope, a *store.Args) string {
+	return " FROM users u WHERE " + UserFilter(scope, a)
 }
 
 // roleFilter renders the condition keeping roles (alias r) the scope may see: built-in roles

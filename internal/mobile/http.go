@@ -1,6 +1,8 @@
 package mobile
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"net/http"
 
@@ -40,7 +42,7 @@ type inboxInput struct{ httpapi.PageQuery }
 type resolveInput struct {
 	ID   string `path:"id" format:"uuid"`
 	Body *struct {
-		Note *string `json:"note,omitempty" maxLength:"2000"`
+		Note *string `json:"note,omitempty" maxLength:"2000" multiline:"true"`
 	} `required:"false"`
 }
 
@@ -69,7 +71,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return out, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-list-devices", Method: http.MethodGet, Path: "/mobile/devices", Tag: tag,
-		Permission: "devices:read", Summary: "List devices for a phone",
+		Permission: access.DevicesRead, Summary: "List devices for a phone",
 		Description: who + "Compact rows by hostname (decommissioned excluded) with orgName and openAlertCount; cursor paging; search."},
 		func(ctx context.Context, in *devicesInput) (*httpapi.ListBody[DeviceRow], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
@@ -83,21 +85,21 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-get-device", Method: http.MethodGet, Path: "/mobile/devices/{id}", Tag: tag,
-		Permission: "devices:read", Summary: "A device for a phone", Description: who + "The device, the last hour of metrics and its open alerts.",
+		Permission: access.DevicesRead, Summary: "A device for a phone", Description: who + "The device, the last hour of metrics and its open alerts.",
 		Errors: []int{404}},
 		func(ctx context.Context, in *idPath) (*struct{ Body DeviceDetail }, error) {
 			d, err := s.GetDevice(ctx, in.ID)
 			return &struct{ Body DeviceDetail }{d}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-device-settings", Method: http.MethodGet, Path: "/mobile/devices/{id}/settings", Tag: tag,
-		Permission: "devices:read", Summary: "What the caller may do with a device",
+		Permission: access.DevicesRead, Summary: "What the caller may do with a device",
 		Description: who + "Actions allowed, organization and site names, agent version, watchdogStatus.", Errors: []int{404}},
 		func(ctx context.Context, in *idPath) (*struct{ Body DeviceSettings }, error) {
 			d, err := s.Settings(ctx, in.ID)
 			return &struct{ Body DeviceSettings }{d}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-device-action", Method: http.MethodPost, Path: "/mobile/devices/{id}/actions", Tag: tag,
-		Permission: "devices:execute", Status: http.StatusCreated, Summary: "Run an action on a device",
+		Permission: access.DevicesExecute, Status: http.StatusCreated, Summary: "Run an action on a device",
 		Description: who + "Queues the device command of the action and returns it, as POST /devices/{id}/commands: " +
 			"a second refresh_inventory while one is pending is 409 ALREADY_PENDING.", Errors: []int{404, 409}},
 		func(ctx context.Context, in *actionInput) (*struct{ Body devices.DeviceCommand }, error) {
@@ -105,7 +107,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &struct{ Body devices.DeviceCommand }{c}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-alert-inbox", Method: http.MethodGet, Path: "/mobile/alerts/inbox", Tag: tag,
-		Permission: "alerts:read", Summary: "Open alerts for a phone", Description: who + "Active, acknowledged and suppressed alerts, newest first."},
+		Permission: access.AlertsRead, Summary: "Open alerts for a phone", Description: who + "Active, acknowledged and suppressed alerts, newest first."},
 		func(ctx context.Context, in *inboxInput) (*httpapi.ListBody[alerts.Alert], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -118,14 +120,14 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-acknowledge-alert", Method: http.MethodPost, Path: "/mobile/alerts/{id}/acknowledge",
-		Tag: tag, Permission: "alerts:acknowledge", Summary: "Acknowledge an alert", Errors: []int{404, 409},
+		Tag: tag, Permission: access.AlertsAcknowledge, Summary: "Acknowledge an alert", Errors: []int{404, 409},
 		Description: who + "As POST /alerts/{id}/acknowledge: only from active, otherwise 409 CONFLICT."},
 		func(ctx context.Context, in *idPath) (*struct{ Body alerts.Alert }, error) {
 			x, err := s.Acknowledge(ctx, in.ID)
 			return &struct{ Body alerts.Alert }{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-resolve-alert", Method: http.MethodPost, Path: "/mobile/alerts/{id}/resolve",
-		Tag: tag, Permission: "alerts:write", Summary: "Resolve an alert", Errors: []int{404, 409},
+		Tag: tag, Permission: access.AlertsWrite, Summary: "Resolve an alert", Errors: []int{404, 409},
 		Description: who + "As POST /alerts/{id}/resolve: a terminal alert gets 409 CONFLICT. Body {note?}."},
 		func(ctx context.Context, in *resolveInput) (*struct{ Body alerts.Alert }, error) {
 			var note *string
@@ -136,7 +138,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &struct{ Body alerts.Alert }{x}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "mobile-summary", Method: http.MethodGet, Path: "/mobile/summary", Tag: tag,
-		Permission: "devices:read", Summary: "Counts for a phone's home screen",
+		Permission: access.DevicesRead, Summary: "Counts for a phone's home screen",
 		Description: who + "{devices: {total, online, offline}, alerts: {bySeverity, total}, unreadNotifications}; alert counts are zero without alerts:read."},
 		func(ctx context.Context, _ *struct{}) (*struct{ Body HomeSummary }, error) {
 			sum, err := s.GetSummary(ctx)

@@ -9,7 +9,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"slices"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"gale/internal/devices"
 	"gale/internal/notifications"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Devices is what mobile needs of the device domain.
@@ -63,13 +63,13 @@ var openStatuses = []string{alerts.StatusActive, alerts.StatusAcknowledged, aler
 var Actions = []string{"reboot", "shutdown", "refresh_inventory", "run_script"}
 
 // user checks that the caller is a signed-in user holding perm ("" for none).
-func user(ctx context.Context, perm string) error {
+func user(ctx context.Context, perm access.Perm) error {
 	p := access.PrincipalFrom(ctx)
 	if p == nil || p.Kind != access.ActorUser {
 		return apperr.Forbidden("the mobile API is for signed-in users; API keys cannot use it")
 	}
 	if perm != "" && !p.Can(perm) {
-		return apperr.Forbidden("missing permission " + perm)
+		return apperr.Forbidden("missing permission " + string(perm))
 	}
 	return nil
 }
@@ -98,7 +98,7 @@ var deviceStatuses = []string{"pending", "online", "offline", "maintenance", "qu
 
 // ListDevices lists the devices in scope (not decommissioned) by hostname.
 func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Page) ([]DeviceRow, string, *int, error) {
-	if err := user(ctx, "devices:read"); err != nil {
+	if err := user(ctx, access.DevicesRead); err != nil {
 		return nil, "", nil, err
 	}
 	var a store.Args
@@ -121,7 +121,7 @@ func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Pa
 	}
 	cols := `d.id, d.hostname, d.display_name, d.status, d.os_type, d.last_seen_at, d.org_id, o.name,
 		(SELECT COUNT(*) FROM alerts a WHERE a.device_id = d.id AND a.status IN ` + a.In(openStatuses) + `)`
-	return store.List(ctx, s.db, store.ListQuery{Columns: cols, From: " FROM devices d JOIN organizations o ON o.id = d.org_id",
+	return store.List(ctx, s.db, store.ListQuery{Columns: cols, From: " FROM devices d" + tenancy.JoinOrg("o", "d.org_id"),
 		Conds: conds, Args: &a, SortKey: "d.hostname", SortID: "d.id"}, page, scanDevice,
 		func(d DeviceRow) (string, string) { return d.Hostname, d.ID })
 }
@@ -150,7 +150,7 @@ type DeviceDetail struct {
 
 // GetDevice returns a device in scope with its metrics and open alerts.
 func (s *Service) GetDevice(ctx context.Context, id string) (DeviceDetail, error) {
-	if err := user(ctx, "devices:read"); err != nil {
+	if err := user(ctx, access.DevicesRead); err != nil {
 		return DeviceDetail{}, err
 	}
 	d, err := s.devices.GetDetail(ctx, id)
@@ -161,10 +161,10 @@ func (s *Service) GetDevice(ctx context.Context, id string) (DeviceDetail, error
 	if out.RecentMetrics == nil {
 		out.RecentMetrics = []devices.MetricPoint{}
 	}
-	if out.OrgName, out.SiteName, err = s.names(ctx, d.OrgID, d.SiteID); err != nil {
+	if out.OrgName, out.SiteName, err = tenancy.Names(ctx, s.db, d.OrgID, d.SiteID); err != nil {
 		return out, err
 	}
-	if access.PrincipalFrom(ctx).Can("alerts:read") {
+	if access.PrincipalFrom(ctx).Can(access.AlertsRead) {
 		rows, _, _, err := s.alerts.List(ctx, alerts.ListFilter{Statuses: openStatuses, DeviceID: id}, store.Page{Limit: 50})
 		if err != nil {
 			return out, err
@@ -172,16 +172,6 @@ func (s *Service) GetDevice(ctx context.Context, id string) (DeviceDetail, error
 		out.OpenAlerts = append(out.OpenAlerts, rows...)
 	}
 	return out, nil
-}
-
-func (s *Service) names(ctx context.Context, orgID, siteID string) (string, string, error) {
-	var org, site sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT o.name, (SELECT s.name FROM sites s WHERE s.id = $2) FROM organizations o WHERE o.id = $1`,
-		orgID, siteID).Scan(&org, &site)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = nil
-	}
-	return org.String, site.String, err
 }
 
 // DeviceSettings says what the caller may do with a device and where it sits.
@@ -206,7 +196,7 @@ type DeviceSettings struct {
 
 // Settings returns the settings view of a device in scope.
 func (s *Service) Settings(ctx context.Context, id string) (DeviceSettings, error) {
-	if err := user(ctx, "devices:read"); err != nil {
+	if err := user(ctx, access.DevicesRead); err != nil {
 		return DeviceSettings{}, err
 	}
 	d, err := s.devices.GetDetail(ctx, id)
@@ -215,14 +205,14 @@ func (s *Service) Settings(ctx context.Context, id string) (DeviceSettings, erro
 	}
 	out := DeviceSettings{DeviceID: d.ID, Hostname: d.Hostname, Status: d.Status, OrgID: d.OrgID, SiteID: d.SiteID,
 		AgentVersion: d.AgentVersion, WatchdogStatus: d.WatchdogStatus, Actions: []string{}}
-	if out.OrgName, out.SiteName, err = s.names(ctx, d.OrgID, d.SiteID); err != nil {
+	if out.OrgName, out.SiteName, err = tenancy.Names(ctx, s.db, d.OrgID, d.SiteID); err != nil {
 		return out, err
 	}
 	p := access.PrincipalFrom(ctx)
-	out.Permissions.Execute = p.Can("devices:execute")
-	out.Permissions.ReadAlerts = p.Can("alerts:read")
-	out.Permissions.AcknowledgeAlert = p.Can("alerts:acknowledge")
-	out.Permissions.ResolveAlerts = p.Can("alerts:write")
+	out.Permissions.Execute = p.Can(access.DevicesExecute)
+	out.Permissions.ReadAlerts = p.Can(access.AlertsRead)
+	out.Permissions.AcknowledgeAlert = p.Can(access.AlertsAcknowledge)
+	out.Permissions.ResolveAlerts = p.Can(access.AlertsWrite)
 	if out.Permissions.Execute && d.DecommissionedAt == nil {
 		out.Actions = slices.Clone(Actions)
 	}
@@ -231,7 +221,7 @@ func (s *Service) Settings(ctx context.Context, id string) (DeviceSettings, erro
 
 // Inbox lists the non-terminal alerts in scope, newest first.
 func (s *Service) Inbox(ctx context.Context, page store.Page) ([]alerts.Alert, string, *int, error) {
-	if err := user(ctx, "alerts:read"); err != nil {
+	if err := user(ctx, access.AlertsRead); err != nil {
 		return nil, "", nil, err
 	}
 	return s.alerts.List(ctx, alerts.ListFilter{Statuses: openStatuses}, page)
@@ -262,7 +252,7 @@ type DeviceAction struct {
 // Act queues the device command of the action (devices:execute; a second refresh_inventory
 // while one is pending is 409 ALREADY_PENDING).
 func (s *Service) Act(ctx context.Context, deviceID string, in DeviceAction) (devices.DeviceCommand, error) {
-	if err := user(ctx, "devices:execute"); err != nil {
+	if err := user(ctx, access.DevicesExecute); err != nil {
 		return devices.DeviceCommand{}, err
 	}
 	if !slices.Contains(Actions, in.Action) {
@@ -288,7 +278,7 @@ type HomeSummary struct {
 // GetSummary counts the caller's devices, open alerts and unread notifications.
 func (s *Service) GetSummary(ctx context.Context) (HomeSummary, error) {
 	var out HomeSummary
-	if err := user(ctx, "devices:read"); err != nil {
+	if err := user(ctx, access.DevicesRead); err != nil {
 		return out, err
 	}
 	var a store.Args
@@ -300,7 +290,7 @@ func (s *Service) GetSummary(ctx context.Context) (HomeSummary, error) {
 		return out, err
 	}
 	out.Alerts.BySeverity = map[string]int{"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}
-	if access.PrincipalFrom(ctx).Can("alerts:read") {
+	if access.PrincipalFrom(ctx).Can(access.AlertsRead) {
 		sum, err := s.alerts.Summarize(ctx, "")
 		if err != nil {
 			return out, err

@@ -42,29 +42,6 @@ type alertData struct {
 	Message  string `json:"message"`
 }
 
-// recipientsQuery selects the users who may see an alert of organization $2 of partner $1:
-// active, with a scope reaching the organization (system; the partner's users with access to
-// all its organizations or to this one; the organization's users) and a role granting
-// alerts:read (literally or through a wildcard; grants are JSON strings in roles.permissions).
-var recipientsQuery = `SELECT u.id FROM users u JOIN roles r ON r.id = u.role_id
-	WHERE u.status = '` + identity.StatusActive + `'
-	AND (u.scope = '` + string(access.LevelSystem) + `'
-		OR (u.scope = '` + string(access.LevelPartner) + `' AND u.partner_id = $1 AND (u.org_access = '` + identity.OrgAccessAll + `'
-			OR (u.org_access = '` + identity.OrgAccessSelected + `' AND EXISTS (SELECT 1 FROM user_org_access x WHERE x.user_id = u.id AND x.org_id = $2))))
-		OR (u.scope = '` + string(access.LevelOrganization) + `' AND u.org_id = $2))
-	AND (` + grantCond("r.permissions", "alerts:read") + `)`
-
-// grantCond renders the condition that a JSON array column of grants holds perm, directly or
-// through a wildcard.
-func grantCond(col, perm string) string {
-	res, act, _ := strings.Cut(perm, ":")
-	var conds []string
-	for _, g := range []string{res + ":" + act, res + ":*", "*:" + act, "*:*"} {
-		conds = append(conds, "CAST("+col+" AS TEXT) LIKE '%\""+g+"\"%'")
-	}
-	return strings.Join(conds, " OR ")
-}
-
 func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error {
 	var x alertData
 	if err := json.Unmarshal(e.Data, &x); err != nil {
@@ -73,7 +50,7 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	if e.PartnerID == "" || e.OrgID == "" {
 		return nil
 	}
-	users, err := recipients(ctx, tx, e.PartnerID, e.OrgID)
+	users, err := identity.UsersSeeingOrg(ctx, tx, e.PartnerID, e.OrgID, access.AlertsRead)
 	if err != nil || len(users) == 0 {
 		return err
 	}
@@ -101,24 +78,6 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 		}
 	}
 	return s.queuePush(ctx, tx, e)
-}
-
-// recipients runs recipientsQuery.
-func recipients(ctx context.Context, q store.Querier, partnerID, orgID string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, recipientsQuery, partnerID, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("select notification recipients: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
 
 // queuePush queues one push message per registered token of the event's recipients, for the

@@ -97,7 +97,7 @@ func visible(ctx context.Context, a *store.Args) ([]string, error) {
 		return nil, err
 	}
 	conds := []string{"n.user_id = " + a.Add(uid), access.ScopeFrom(ctx).OrgFilter(a, "n.org_id", "n.partner_id")}
-	if !access.PrincipalFrom(ctx).Can("alerts:read") {
+	if !access.PrincipalFrom(ctx).Can(access.AlertsRead) {
 		conds = append(conds, "n.resource_type <> 'alert'")
 	}
 	return conds, nil

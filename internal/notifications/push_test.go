@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"gale/internal/app"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -224,7 +225,7 @@ func TestPushDelivery(t *testing.T) {
 	})
 	admin := e.Admin()
 	x := &env{Env: e, admin: admin, ten: e.NewTenant(admin, "Alpha")}
-	if !e.App.Notifications.PushEnabled() {
+	if !app.Service[*notifications.Service](e.App).PushEnabled() {
 		t.Fatal("push not enabled")
 	}
 	reg := func(c apptest.Caller, token, platform string) {
@@ -261,7 +262,7 @@ func TestPushDelivery(t *testing.T) {
 	}
 	// A token that moved to another user after its push was queued is not sent to.
 	reg(x.admin, "moved", "android")
-	sent, _ := e.App.Notifications.SendDue(context.Background())
+	sent, _ := app.Service[*notifications.Service](e.App).SendDue(context.Background())
 	if sent != 1 {
 		t.Fatalf("sent %d, want 1", sent)
 	}
@@ -291,13 +292,13 @@ func TestPushDelivery(t *testing.T) {
 		t.Fatalf("pushed message: %v", msg)
 	}
 	// Not due yet: nothing is sent again.
-	if sent, _ := e.App.Notifications.SendDue(context.Background()); sent != 0 || len(f.sent) != 3 {
+	if sent, _ := app.Service[*notifications.Service](e.App).SendDue(context.Background()); sent != 0 || len(f.sent) != 3 {
 		t.Fatalf("resent before the backoff: %d, %d requests", sent, len(f.sent))
 	}
 	// Retries until the attempts run out, then failed.
 	for i := 0; i < 6; i++ {
 		x.exec(`UPDATE push_messages SET next_attempt_at = $1 WHERE token = 'busy'`, store.Now().Add(-time.Hour))
-		_, _ = e.App.Notifications.SendDue(context.Background())
+		_, _ = app.Service[*notifications.Service](e.App).SendDue(context.Background())
 	}
 	if count(`SELECT COUNT(*) FROM push_messages WHERE token = 'busy' AND status = 'failed' AND attempts = 5`) != 1 {
 		t.Fatal("push not failed after 5 attempts")

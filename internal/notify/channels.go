@@ -11,6 +11,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 func (s *Service) getChannel(ctx context.Context, q store.Querier, scope access.Scope, id string) (chRow, error) {
@@ -97,10 +98,12 @@ func (s *Service) CreateChannel(ctx context.Context, in NewChannel) (Notificatio
 	enabled := in.Enabled == nil || *in.Enabled
 	var out NotificationChannel
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := place(ctx, tx, scope, in.PartnerID, in.OrgID)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "notification channel", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWide})
 		if err != nil {
 			return err
 		}
+		partnerID, orgID := at.PartnerID, at.OrgID
 		id, now := store.NewID(), store.Now()
 		pub, _ := json.Marshal(maskConfig(cfg))
 		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_channels (id, partner_id, org_id, name, type, config, sealed, enabled,

@@ -3,6 +3,8 @@ package notify_test
 import (
 	"context"
 	"encoding/json"
+	"gale/internal/app"
+	"gale/internal/notify"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,7 +82,7 @@ func (x *env) pump() {
 	if err := x.App.Events.RunOnce(ctx); err != nil {
 		x.T.Fatal(err)
 	}
-	if _, err := x.App.Notify.RunDue(ctx); err != nil {
+	if _, err := app.Service[*notify.Service](x.App).RunDue(ctx); err != nil {
 		x.T.Fatal(err)
 	}
 }

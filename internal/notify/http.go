@@ -1,6 +1,8 @@
 package notify
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"net/http"
 
@@ -51,7 +53,7 @@ type deliveriesInput struct {
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Alert notifications"
 	httpapi.Register(api, httpapi.Route{ID: "list-alert-channels", Method: http.MethodGet, Path: "/alerts/channels", Tag: tag,
-		Permission: "alerts:read", Summary: "List notification channels", Description: "Channels in scope, newest first; secrets masked."},
+		Permission: access.AlertsRead, Summary: "List notification channels", Description: "Channels in scope, newest first; secrets masked."},
 		func(ctx context.Context, in *listChannelsInput) (*httpapi.ListBody[NotificationChannel], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -64,7 +66,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-alert-channel", Method: http.MethodPost, Path: "/alerts/channels", Tag: tag,
-		Permission: "alerts:write", Status: http.StatusCreated, Summary: "Create a notification channel",
+		Permission: access.AlertsWrite, Status: http.StatusCreated, Summary: "Create a notification channel",
 		Description: "Without orgId the channel is partner-wide. Secrets are stored encrypted and answered masked. URLs reaching " +
 			"private, loopback or link-local addresses are refused unless WEBHOOK_ALLOW_PRIVATE_TARGETS is set."},
 		func(ctx context.Context, in *createChannelInput) (*channelOutput, error) {
@@ -72,32 +74,32 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &channelOutput{c}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-alert-channel", Method: http.MethodGet, Path: "/alerts/channels/{id}", Tag: tag,
-		Permission: "alerts:read", Summary: "Get a notification channel", Errors: []int{http.StatusNotFound}},
+		Permission: access.AlertsRead, Summary: "Get a notification channel", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*channelOutput, error) {
 			c, err := s.GetChannel(ctx, in.ID)
 			return &channelOutput{c}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "update-alert-channel", Method: http.MethodPatch, Path: "/alerts/channels/{id}", Tag: tag,
-		Permission: "alerts:write", Summary: "Change a notification channel", Errors: []int{http.StatusNotFound},
+		Permission: access.AlertsWrite, Summary: "Change a notification channel", Errors: []int{http.StatusNotFound},
 		Description: "config replaces the configuration; secrets left out or sent back masked keep their stored value. The type cannot change."},
 		func(ctx context.Context, in *updateChannelInput) (*channelOutput, error) {
 			c, err := s.UpdateChannel(ctx, in.ID, in.Body)
 			return &channelOutput{c}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "delete-alert-channel", Method: http.MethodDelete, Path: "/alerts/channels/{id}", Tag: tag,
-		Permission: "alerts:write", Status: http.StatusNoContent, Summary: "Delete a notification channel", Errors: []int{http.StatusNotFound}},
+		Permission: access.AlertsWrite, Status: http.StatusNoContent, Summary: "Delete a notification channel", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.DeleteChannel(ctx, in.ID)
 		})
 	httpapi.Register(api, httpapi.Route{ID: "test-alert-channel", Method: http.MethodPost, Path: "/alerts/channels/{id}/test", Tag: tag,
-		Permission: "alerts:write", Summary: "Send a test notification", Errors: []int{http.StatusNotFound},
+		Permission: access.AlertsWrite, Summary: "Send a test notification", Errors: []int{http.StatusNotFound},
 		Description: "Sends a test notification now (also through a disabled channel) and returns the delivery after its one attempt."},
 		func(ctx context.Context, in *idPath) (*deliveryOutput, error) {
 			d, err := s.Test(ctx, in.ID)
 			return &deliveryOutput{d}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-alert-channel-deliveries", Method: http.MethodGet, Path: "/alerts/channels/{id}/deliveries",
-		Tag: tag, Permission: "alerts:read", Summary: "A channel's delivery log", Errors: []int{http.StatusNotFound}},
+		Tag: tag, Permission: access.AlertsRead, Summary: "A channel's delivery log", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *deliveriesInput) (*httpapi.ListBody[NotificationDelivery], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -110,7 +112,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-alert-policies", Method: http.MethodGet, Path: "/alerts/policies", Tag: tag,
-		Permission: "alerts:read", Summary: "List alert routing and escalation policies"},
+		Permission: access.AlertsRead, Summary: "List alert routing and escalation policies"},
 		func(ctx context.Context, in *listPoliciesInput) (*httpapi.ListBody[AlertPolicy], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -123,7 +125,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-alert-policy", Method: http.MethodPost, Path: "/alerts/policies", Tag: tag,
-		Permission: "alerts:write", Status: http.StatusCreated, Summary: "Create an alert policy",
+		Permission: access.AlertsWrite, Status: http.StatusCreated, Summary: "Create an alert policy",
 		Description: "An alert whose rule names no channels goes to the first enabled matching policy by priority (lower first): " +
 			"step 0 at once, later steps after delayMinutes while the alert is still active."},
 		func(ctx context.Context, in *createPolicyInput) (*policyOutput, error) {
@@ -131,19 +133,19 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &policyOutput{p}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-alert-policy", Method: http.MethodGet, Path: "/alerts/policies/{id}", Tag: tag,
-		Permission: "alerts:read", Summary: "Get an alert policy", Errors: []int{http.StatusNotFound}},
+		Permission: access.AlertsRead, Summary: "Get an alert policy", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*policyOutput, error) {
 			p, err := s.GetPolicy(ctx, in.ID)
 			return &policyOutput{p}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "update-alert-policy", Method: http.MethodPatch, Path: "/alerts/policies/{id}", Tag: tag,
-		Permission: "alerts:write", Summary: "Change an alert policy", Errors: []int{http.StatusNotFound}},
+		Permission: access.AlertsWrite, Summary: "Change an alert policy", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *updatePolicyInput) (*policyOutput, error) {
 			p, err := s.UpdatePolicy(ctx, in.ID, in.Body)
 			return &policyOutput{p}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "delete-alert-policy", Method: http.MethodDelete, Path: "/alerts/policies/{id}", Tag: tag,
-		Permission: "alerts:write", Status: http.StatusNoContent, Summary: "Delete an alert policy",
+		Permission: access.AlertsWrite, Status: http.StatusNoContent, Summary: "Delete an alert policy",
 		Description: "Pending escalation steps of the policy are cancelled.", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.DeletePolicy(ctx, in.ID)

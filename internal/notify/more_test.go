@@ -2,6 +2,10 @@ package notify_test
 
 import (
 	"context"
+	"gale/internal/app"
+	"gale/internal/apptest"
+	"gale/internal/clock"
+	"gale/internal/notify"
 	"sync"
 	"testing"
 	"time"
@@ -65,7 +69,8 @@ func TestDisabledChannelAndTest(t *testing.T) {
 // TestEscalationOneWinnerAcrossNodes: two nodes running the escalation job at once send a
 // due step once.
 func TestEscalationOneWinnerAcrossNodes(t *testing.T) {
-	x := newEnv(t)
+	clk := clock.NewFake(time.Now())
+	x := newEnv(t, apptest.WithClock(clk))
 	first, _ := x.slackChannel("first")
 	second, r2 := x.slackChannel("second")
 	x.Must(201, x.ten.Partner, "POST", api+"/alerts/policies", map[string]any{"name": "esc", "steps": []any{
@@ -76,20 +81,18 @@ func TestEscalationOneWinnerAcrossNodes(t *testing.T) {
 	x.beat(dev, 90)
 	x.pump()
 	other := x.SecondNode()
-	later := func() time.Time { return time.Now().Add(6 * time.Minute) }
-	x.App.Notify.SetClock(later)
-	other.App.Notify.SetClock(later)
+	clk.Advance(6 * time.Minute) // both nodes run on clk
 	var wg sync.WaitGroup
 	for _, e := range []*env{x, {Env: other}} {
 		wg.Go(func() {
-			if err := e.App.Notify.Escalate(context.Background()); err != nil {
+			if err := app.Service[*notify.Service](e.App).Escalate(context.Background()); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Wait()
 	x.pump()
-	if _, err := other.App.Notify.RunDue(context.Background()); err != nil {
+	if _, err := app.Service[*notify.Service](other.App).RunDue(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(r2.requests()); n != 1 {

@@ -21,12 +21,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
 	"gale/internal/access"
 	"gale/internal/apperr"
+	"gale/internal/clock"
 	"gale/internal/secrets"
 	"gale/internal/senders"
 	"gale/internal/store"
@@ -74,6 +74,8 @@ type Options struct {
 	// AllowPrivateTargets is WEBHOOK_ALLOW_PRIVATE_TARGETS: channels may reach loopback,
 	// private and link-local addresses.
 	AllowPrivateTargets bool
+	// Clock is the time of time windows and escalations (nil: the system clock).
+	Clock clock.Clock
 	// PublicURL makes the alert links of messages.
 	PublicURL string
 	// Workers is how many deliveries a node sends at once; 0 means 2.
@@ -90,10 +92,7 @@ type Service struct {
 	client *http.Client
 	// senders send the due deliveries.
 	senders *senders.Pool
-	clock   struct {
-		sync.Mutex
-		now func() time.Time
-	}
+	clock   clock.Clock
 }
 
 // New returns the service; box seals channel secrets, mailer (nil: mail not configured)
@@ -103,24 +102,13 @@ func New(db *store.DB, logger *slog.Logger, box *secrets.Box, mailer galemail.Se
 		opts.Workers = 2
 	}
 	s := &Service{db: db, logger: logger, box: box, mailer: mailer, opts: opts,
-		client: webhooks.NewClient(opts.AllowPrivateTargets)}
-	s.clock.now = store.Now
+		client: webhooks.NewClient(opts.AllowPrivateTargets), clock: clock.Or(opts.Clock)}
 	s.senders = senders.New("notification deliveries", logger, opts.Workers, time.Second, s.RunDue)
 	return s
 }
 
-// SetClock replaces the clock (tests of time windows and escalation).
-func (s *Service) SetClock(now func() time.Time) {
-	s.clock.Lock()
-	defer s.clock.Unlock()
-	s.clock.now = now
-}
-
-func (s *Service) now() time.Time {
-	s.clock.Lock()
-	defer s.clock.Unlock()
-	return s.clock.now().UTC()
-}
+// now is the time of time windows and escalations.
+func (s *Service) now() time.Time { return s.clock.Now() }
 
 // SMSProvider is a Twilio-compatible API account.
 type SMSProvider struct {
@@ -418,37 +406,7 @@ func filter(scope access.Scope, a *store.Args, alias string) string {
 	return scope.OrgFilter(a, alias+".org_id", alias+".partner_id")
 }
 
-// place decides the partner and organization of a new channel or policy from the scope,
-// as webhooks do.
-func place(ctx context.Context, q store.Querier, scope access.Scope, partner, org string) (partnerID, orgID string, err error) {
-	orgID = org
-	if orgID == "" && scope.Level == access.LevelOrganization {
-		orgID = scope.OrgID
-	}
-	if orgID != "" {
-		var a store.Args
-		err := q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE o.id = `+a.Add(orgID)+
-			` AND o.deleted_at IS NULL AND `+scope.OrgFilter(&a, "o.id", "o.partner_id"), a.Values()...).Scan(&partnerID)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && partner != "" && partner != partnerID) {
-			return "", "", apperr.Invalid("orgId", "no such organization")
-		}
-		return partnerID, orgID, err
-	}
-	switch {
-	case scope.IsSystem():
-		if partner == "" {
-			return "", "", apperr.Invalid("partnerId", "system callers name the partner (or orgId) it belongs to")
-		}
-		var one int
-		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, partner).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", "", apperr.Invalid("partnerId", "no such partner")
-		}
-		return partner, "", err
-	case partner != "" && partner != scope.PartnerID:
-		return "", "", apperr.Invalid("partnerId", "it belongs to the caller's partner")
-	case scope.OrgLimited():
-		return "", "", apperr.Forbidden("callers limited to some organizations create it for one organization (orgId)")
-	}
-	return scope.PartnerID, "", nil
-}
+// errPartnerWide refuses a partner-wide channel or policy to a caller that does not reach
+// every organization of its partner.
+var errPartnerWide = apperr.Forbidden("a partner-wide channel or policy serves every organization's alerts; " +
+	"callers limited to some organizations create one for an organization (orgId)")

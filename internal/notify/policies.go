@@ -13,6 +13,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Match selects the alerts a policy applies to; an empty list matches everything.
@@ -95,7 +96,7 @@ func validMatch(m PolicyMatch) error {
 	return nil
 }
 
-func clock(s string) (int, bool) {
+func minuteOfDay(s string) (int, bool) {
 	t, err := time.Parse("15:04", s)
 	if err != nil {
 		return 0, false
@@ -109,8 +110,8 @@ func validWindow(w *PolicyTimeWindow) (*PolicyTimeWindow, error) {
 		return nil, nil
 	}
 	out := *w
-	_, ok1 := clock(w.Start)
-	_, ok2 := clock(w.End)
+	_, ok1 := minuteOfDay(w.Start)
+	_, ok2 := minuteOfDay(w.End)
 	if !ok1 || !ok2 || w.Start == w.End {
 		return nil, apperr.Invalid("timeWindow", "start and end are different HH:MM times")
 	}
@@ -138,8 +139,8 @@ func inWindow(w *PolicyTimeWindow, t time.Time) bool {
 		return false
 	}
 	t = t.In(loc)
-	start, _ := clock(w.Start)
-	end, _ := clock(w.End)
+	start, _ := minuteOfDay(w.Start)
+	end, _ := minuteOfDay(w.End)
 	m := t.Hour()*60 + t.Minute()
 	day := t.Weekday()
 	if start > end && m < end {
@@ -190,6 +191,40 @@ func checkChannels(ctx context.Context, q store.Querier, field string, ids []str
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// matchTargets are the lists of a match that name organizations, sites and groups, and how
+// to read the organization and partner of each.
+var matchTargets = []struct {
+	field, noun, query string
+	ids                func(PolicyMatch) []string
+}{
+	{"match.orgIds", "organization", `SELECT id, partner_id FROM organizations WHERE id = $1 AND deleted_at IS NULL`,
+		func(m PolicyMatch) []string { return m.OrgIDs }},
+	{"match.siteIds", "site", `SELECT s.org_id, s.partner_id FROM sites s JOIN organizations o ON o.id = s.org_id
+		WHERE s.id = $1 AND o.deleted_at IS NULL`, func(m PolicyMatch) []string { return m.SiteIDs }},
+	{"match.groupIds", "group", `SELECT g.org_id, g.partner_id FROM device_groups g JOIN organizations o ON o.id = g.org_id
+		WHERE g.id = $1 AND o.deleted_at IS NULL`, func(m PolicyMatch) []string { return m.GroupIDs }},
+}
+
+// checkMatchTargets refuses, as checkChannels does, organization, site and group IDs of a
+// match that do not exist, are not of the policy's partner (and organization, for an
+// organization's policy) or are out of the caller's scope.
+func checkMatchTargets(ctx context.Context, q store.Querier, scope access.Scope, m PolicyMatch, partnerID, orgID string) error {
+	for _, t := range matchTargets {
+		for _, id := range t.ids(m) {
+			var refOrg, refPartner string
+			err := q.QueryRowContext(ctx, t.query, id).Scan(&refOrg, &refPartner)
+			if errors.Is(err, sql.ErrNoRows) || (err == nil && (refPartner != partnerID || (orgID != "" && refOrg != orgID) ||
+				!scope.CanSeeOrg(refOrg, refPartner))) {
+				return apperr.Invalid(t.field, "no such "+t.noun+": "+id)
+			}
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -280,8 +315,13 @@ func (s *Service) CreatePolicy(ctx context.Context, in NewAlertPolicy) (AlertPol
 	enabled := in.Enabled == nil || *in.Enabled
 	var out AlertPolicy
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := place(ctx, tx, scope, in.PartnerID, in.OrgID)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "alert policy", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWide})
 		if err != nil {
+			return err
+		}
+		partnerID, orgID := at.PartnerID, at.OrgID
+		if err := checkMatchTargets(ctx, tx, scope, in.Match, partnerID, orgID); err != nil {
 			return err
 		}
 		steps, err := validSteps(ctx, tx, in.Steps, partnerID, orgID)
@@ -330,6 +370,9 @@ func (s *Service) UpdatePolicy(ctx context.Context, id string, in AlertPolicyUpd
 		}
 		if in.Match != nil {
 			if err := validMatch(*in.Match); err != nil {
+				return err
+			}
+			if err := checkMatchTargets(ctx, tx, scope, *in.Match, before.PartnerID, store.Deref(before.OrgID)); err != nil {
 				return err
 			}
 			ch.Set("match", jsonText(*in.Match))

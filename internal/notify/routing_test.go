@@ -2,6 +2,10 @@ package notify_test
 
 import (
 	"context"
+	"gale/internal/app"
+	"gale/internal/apptest"
+	"gale/internal/clock"
+	"gale/internal/notify"
 	"testing"
 	"time"
 )
@@ -93,7 +97,8 @@ func (x *env) openAlert() alertRow {
 // TestEscalation: step 0 fires at trigger, step 1 after its delay while the alert is still
 // active; acknowledging cancels the pending steps.
 func TestEscalation(t *testing.T) {
-	x := newEnv(t)
+	clk := clock.NewFake(time.Now())
+	x := newEnv(t, apptest.WithClock(clk))
 	first, r1 := x.slackChannel("first")
 	second, r2 := x.slackChannel("second")
 	third, r3 := x.slackChannel("third")
@@ -111,8 +116,8 @@ func TestEscalation(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now()
 	escalate := func(after time.Duration) {
-		x.App.Notify.SetClock(func() time.Time { return start.Add(after) })
-		if err := x.App.Notify.Escalate(ctx); err != nil {
+		clk.Set(start.Add(after))
+		if err := app.Service[*notify.Service](x.App).Escalate(ctx); err != nil {
 			t.Fatal(err)
 		}
 		x.pump()
@@ -148,7 +153,8 @@ func TestEscalation(t *testing.T) {
 
 // TestTimeWindow: a policy outside its window does not match; the next one routes.
 func TestTimeWindow(t *testing.T) {
-	x := newEnv(t)
+	clk := clock.NewFake(time.Now())
+	x := newEnv(t, apptest.WithClock(clk))
 	office, ro := x.slackChannel("office")
 	night, rn := x.slackChannel("night")
 	x.Must(201, x.ten.Partner, "POST", api+"/alerts/policies", map[string]any{"name": "office hours", "priority": 1,
@@ -162,7 +168,7 @@ func TestTimeWindow(t *testing.T) {
 	rule := x.cpuRule(x.ten.Partner, 50, map[string]any{"cooldownMinutes": 0})
 	_ = rule
 	// Saturday 10:00 in Berlin: outside the window.
-	x.App.Notify.SetClock(func() time.Time { return time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC) })
+	clk.Set(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	x.beat(dev, 90)
 	x.pump()
 	if len(ro.requests()) != 0 || len(rn.requests()) != 1 {
@@ -171,7 +177,7 @@ func TestTimeWindow(t *testing.T) {
 	x.beat(dev, 10)
 	x.pump()
 	// Monday 10:00 in Berlin: inside.
-	x.App.Notify.SetClock(func() time.Time { return time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) })
+	clk.Set(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
 	x.beat(dev, 90)
 	x.pump()
 	if len(ro.requests()) != 1 || len(rn.requests()) != 2 {

@@ -15,6 +15,7 @@ import (
 	"gale/internal/httpapi"
 	"gale/internal/secrets"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // lastUsedEvery is how often, at most, a key's last_used_at is written.
@@ -46,7 +47,7 @@ func (s *Service) loadCredential(ctx context.Context, q store.Querier, cond stri
 	var rate sql.NullInt64
 	p, err := s.scanPrincipal(withExtra{q.QueryRowContext(ctx, `SELECT `+principalColumns+`, k.id, k.expires_at, k.revoked_at,
 		k.rate_limit, k.last_used_at FROM service_principal_keys k JOIN service_principals p ON p.id = k.principal_id
-		JOIN partners pa ON pa.id = p.partner_id AND pa.deleted_at IS NULL WHERE `+cond, arg),
+		WHERE `+tenancy.LivePartner("p.partner_id")+` AND `+cond, arg),
 		[]any{&c.KeyID, &expires, &revoked, &rate, &lastUsed}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil

@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"time"
 
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/httpapi"
+	"gale/internal/partnerexport"
 	"gale/internal/store"
 )
 
@@ -22,28 +24,7 @@ const (
 )
 
 // ExportQuery is the query of every export route.
-type ExportQuery struct {
-	Limit        int    `query:"limit" minimum:"1" doc:"Page size; default 100. A value above 500 is clamped to 500."`
-	Cursor       string `query:"cursor" maxLength:"2048" doc:"pagination.cursor of the previous page, unchanged. It is signed: an altered cursor, or one of another export, is 400."`
-	UpdatedSince string `query:"updatedSince" maxLength:"64" doc:"RFC 3339 time: only rows changed at or after it, in order of change (see docs/partner-api.md). The cursor carries it, so later pages may omit it."`
-}
-
-// exportPage is the answer of an export route.
-type exportPage[T any] struct {
-	RateLimitHeaders
-	Body httpapi.List[T]
-}
-
-// export describes one export route.
-type export[T any] struct {
-	name, scope, summary, description string
-	// fetch reads a page; nil for exports whose domain does not exist yet (always empty).
-	fetch func(context.Context, store.Seek) ([]T, bool, error)
-	// key is a row's sort key: its change time (the updatedSince order) and its IDs.
-	key func(T) (time.Time, []string)
-	// byID keeps ID order with updatedSince too: the rows are never updated, only replaced.
-	byID bool
-}
+type ExportQuery = partnerexport.Query
 
 // cursor is a position in an export traversal: the export, the updatedSince the traversal
 // runs with, and the sort key of the last row read. Tokens are base64url(JSON) "."
@@ -133,38 +114,38 @@ func (s *Service) seek(partnerID, name string, byID bool, in *ExportQuery) (stor
 	return sk, nil
 }
 
-// runExport answers one page of an export.
-func runExport[T any](ctx context.Context, s *Service, e export[T], in *ExportQuery) (*exportPage[T], error) {
-	partnerID := access.ScopeFrom(ctx).PartnerID
-	sk, err := s.seek(partnerID, e.name, e.byID, in)
-	if err != nil {
-		return nil, err
-	}
-	rows, more := []T{}, false
-	if e.fetch != nil {
-		if rows, more, err = e.fetch(ctx, sk); err != nil {
-			return nil, err
-		}
-	}
+// Route is the route of an export.
+func (s *Service) Route(name string, scope access.Perm, summary, description string) httpapi.Route {
+	return httpapi.Route{ID: "partner-export-" + name, Method: http.MethodGet, Path: "/partner-api/" + name,
+		Tag: partnerTag, ServicePrincipal: true, Permission: scope, Summary: summary,
+		Description: description + " Cursor-paged: follow pagination.cursor while hasMore; limit up to 500. " +
+			"Without updatedSince rows come in ID order; with it, in order of change."}
+}
+
+// Seek turns an export query into the page to read, for the caller's partner.
+func (s *Service) Seek(ctx context.Context, name string, byID bool, q *ExportQuery) (store.Seek, error) {
+	return s.seek(access.ScopeFrom(ctx).PartnerID, name, byID, q)
+}
+
+// Finish signs the cursor of a page whose last row has the given key (when more follow) and
+// reads the caller's budget headers.
+func (s *Service) Finish(ctx context.Context, name string, byID bool, sk store.Seek, more bool, last time.Time,
+	lastIDs []string) (RateLimitHeaders, httpapi.Pagination, error) {
 	page := httpapi.Pagination{HasMore: more}
 	if more {
-		t, ids := e.key(rows[len(rows)-1])
-		c := cursor{Export: e.name, IDs: ids}
+		c := cursor{Export: name, IDs: lastIDs}
 		if !sk.Since.IsZero() {
 			c.Since = sk.Since.Format(cursorTime)
-			if !e.byID {
-				c.Time = t.UTC().Format(cursorTime)
+			if !byID {
+				c.Time = last.UTC().Format(cursorTime)
 			}
 		}
-		page.Cursor = s.signCursor(partnerID, c)
+		page.Cursor = s.signCursor(access.ScopeFrom(ctx).PartnerID, c)
 	}
 	c, err := s.credentialOf(ctx, s.db)
 	if err != nil {
-		return nil, err
+		return RateLimitHeaders{}, page, err
 	}
 	rl, err := s.peek(ctx, writeBudgets(c))
-	if err != nil {
-		return nil, err
-	}
-	return &exportPage[T]{RateLimitHeaders: rl, Body: httpapi.List[T]{Data: rows, Pagination: page}}, nil
+	return rl, page, err
 }

@@ -2,6 +2,7 @@ package partnerapi_test
 
 import (
 	"fmt"
+	"gale/internal/app"
 	"net/http"
 	"net/url"
 	"slices"
@@ -32,7 +33,7 @@ func (e *env) report(ten apptest.Tenant, deviceID string, software ...string) {
 	for _, name := range software {
 		inv.Software = append(inv.Software, agentproto.Software{Name: name, Version: "1.0", Source: "dpkg"})
 	}
-	err := e.App.Devices.StoreInventory(e.t.Context(), devices.Agent{DeviceID: deviceID, PartnerID: ten.PartnerID, OrgID: ten.OrgID}, inv)
+	err := app.Service[*devices.Service](e.App).StoreInventory(e.t.Context(), devices.Agent{DeviceID: deviceID, PartnerID: ten.PartnerID, OrgID: ten.OrgID}, inv)
 	if err != nil {
 		e.t.Fatal(err)
 	}

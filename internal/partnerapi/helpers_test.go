@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"gale/internal/apptest"
+	"gale/internal/clock"
 	"gale/internal/partnerapi"
 )
 
@@ -23,21 +23,21 @@ type env struct {
 	t     *testing.T
 	admin apptest.Caller
 	ten   apptest.Tenant
-	// offset moves the partner API's clock forward (see advance).
-	offset atomic.Int64
+	// clock is the server's clock (see advance).
+	clock *clock.Fake
 }
 
 func newEnv(t *testing.T, opts ...apptest.Option) *env {
 	t.Helper()
-	e := &env{Env: apptest.New(t, opts...), t: t}
-	e.App.PartnerAPI.SetClock(func() time.Time { return time.Now().Add(time.Duration(e.offset.Load())) })
+	clk := clock.NewFake(time.Now())
+	e := &env{Env: apptest.New(t, append(opts, apptest.WithClock(clk))...), t: t, clock: clk}
 	e.admin = e.Admin()
 	e.ten = e.NewTenant(e.admin, "Alpha")
 	return e
 }
 
-// advance moves the partner API's clock (expiries, rate-limit windows, idempotency) forward.
-func (e *env) advance(d time.Duration) { e.offset.Add(int64(d)) }
+// advance moves the server's clock (expiries, rate-limit windows, idempotency) forward.
+func (e *env) advance(d time.Duration) { e.clock.Advance(d) }
 
 // principal is a service principal with one key.
 type principal struct {

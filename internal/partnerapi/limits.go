@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gale/internal/apperr"
+	"gale/internal/partnerexport"
 	"gale/internal/ratelimit"
 	"gale/internal/store"
 )
@@ -56,13 +57,9 @@ func mintBudgets(c *credential) []budget {
 
 // RateLimitHeaders are the X-RateLimit-* headers of partner-API answers: the tightest
 // budget the request draws from (for reads, which are not limited, the write budget).
-type RateLimitHeaders struct {
-	Limit     string `header:"X-RateLimit-Limit" doc:"Requests the budget allows per window."`
-	Remaining string `header:"X-RateLimit-Remaining" doc:"Requests left in the current window."`
-	Reset     string `header:"X-RateLimit-Reset" doc:"When the window ends, in Unix seconds."`
-}
+type RateLimitHeaders = partnerexport.RateLimitHeaders
 
-func (h *RateLimitHeaders) tighten(r ratelimit.Rule, res ratelimit.Result) {
+func tighten(h *RateLimitHeaders, r ratelimit.Rule, res ratelimit.Result) {
 	if h.Limit != "" {
 		if rem, _ := strconv.Atoi(h.Remaining); rem < res.Remaining {
 			return
@@ -72,7 +69,7 @@ func (h *RateLimitHeaders) tighten(r ratelimit.Rule, res ratelimit.Result) {
 	h.Reset = strconv.FormatInt(res.Reset.Unix(), 10)
 }
 
-func (h RateLimitHeaders) header() http.Header {
+func rateHeader(h RateLimitHeaders) http.Header {
 	out := http.Header{}
 	out.Set("X-RateLimit-Limit", h.Limit)
 	out.Set("X-RateLimit-Remaining", h.Remaining)
@@ -88,15 +85,15 @@ func (s *Service) spend(ctx context.Context, q store.Querier, budgets []budget) 
 		res, err := s.limiter.HitIn(ctx, q, b.key, b.rule)
 		if e, ok := apperr.As(err); ok && e.Code == apperr.CodeRateLimited {
 			var spent RateLimitHeaders
-			spent.tighten(b.rule, ratelimit.Result{Reset: res.Reset})
+			tighten(&spent, b.rule, ratelimit.Result{Reset: res.Reset})
 			e.Message = "rate limit reached: " + b.what + "; retry after the Retry-After seconds"
-			e.Header = spent.header()
+			e.Header = rateHeader(spent)
 			return spent, e
 		}
 		if err != nil {
 			return h, err
 		}
-		h.tighten(b.rule, res)
+		tighten(&h, b.rule, res)
 	}
 	return h, nil
 }
@@ -109,7 +106,7 @@ func (s *Service) peek(ctx context.Context, budgets []budget) (RateLimitHeaders,
 		if err != nil {
 			return h, err
 		}
-		h.tighten(b.rule, res)
+		tighten(&h, b.rule, res)
 	}
 	return h, nil
 }

@@ -13,12 +13,10 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"gale/internal/audit"
-	"gale/internal/customfields"
-	"gale/internal/devices"
+	"gale/internal/clock"
 	"gale/internal/enrollment"
 	"gale/internal/ratelimit"
 	"gale/internal/secrets"
@@ -31,26 +29,11 @@ type Organizations interface {
 	CreateOrganizationIn(ctx context.Context, tx *sql.Tx, in tenancy.NewOrganization) (tenancy.Organization, error)
 	GetOrganizationIn(ctx context.Context, q store.Querier, id string) (tenancy.Organization, error)
 	CreateSiteIn(ctx context.Context, tx *sql.Tx, org tenancy.Organization, in tenancy.SiteInput) (tenancy.Site, error)
-	ExportOrganizations(ctx context.Context, sk store.Seek) ([]*tenancy.Organization, bool, error)
-	ExportSites(ctx context.Context, sk store.Seek) ([]tenancy.Site, bool, error)
 }
 
 // EnrollmentKeys mints enrollment keys.
 type EnrollmentKeys interface {
 	CreateIn(ctx context.Context, tx *sql.Tx, in enrollment.NewEnrollmentKey, p enrollment.Policy) (enrollment.IssuedKey, error)
-}
-
-// Devices exports devices and what their agents reported.
-type Devices interface {
-	ExportDevices(ctx context.Context, sk store.Seek) ([]devices.Device, bool, error)
-	ExportInventory(ctx context.Context, sk store.Seek) ([]devices.InventoryRow, bool, error)
-	ExportSoftware(ctx context.Context, sk store.Seek) ([]devices.SoftwareRow, bool, error)
-}
-
-// CustomFields exports custom field definitions and device values.
-type CustomFields interface {
-	ExportFields(ctx context.Context, sk store.Seek) ([]customfields.Field, bool, error)
-	ExportValues(ctx context.Context, sk store.Seek) ([]customfields.ExportedValue, bool, error)
 }
 
 // Options configure the service.
@@ -75,52 +58,33 @@ type Service struct {
 	limiter *ratelimit.Limiter
 	orgs    Organizations
 	keys    EnrollmentKeys
-	devices Devices
-	fields  CustomFields
 	opts    Options
 	// cursorKey signs export cursors.
 	cursorKey []byte
-	// clock, when set, replaces store.Now (tests move time forward).
-	clock atomic.Pointer[func() time.Time]
+	clock     clock.Clock
 }
 
 // Deps are the services the partner API acts through.
 type Deps struct {
-	Audit        *audit.Log
-	Box          *secrets.Box
-	Limiter      *ratelimit.Limiter
-	Orgs         Organizations
-	Keys         EnrollmentKeys
-	Devices      Devices
-	CustomFields CustomFields
+	Audit   *audit.Log
+	Box     *secrets.Box
+	Limiter *ratelimit.Limiter
+	// Clock is the time of expiry checks and the idempotency window (nil: the system clock).
+	Clock clock.Clock
+	Orgs  Organizations
+	Keys  EnrollmentKeys
 }
 
 // New returns the partner API service.
 func New(db *store.DB, logger *slog.Logger, d Deps, opts Options) *Service {
 	mac := hmac.New(sha256.New, opts.CursorSecret)
 	mac.Write([]byte("gale partner-api export cursor v1"))
-	s := &Service{db: db, logger: logger, audit: d.Audit, box: d.Box, orgs: d.Orgs, keys: d.Keys, devices: d.Devices,
-		fields: d.CustomFields, opts: opts, cursorKey: mac.Sum(nil)}
-	s.limiter = d.Limiter.WithClock(s.now)
-	return s
+	return &Service{db: db, logger: logger, audit: d.Audit, box: d.Box, limiter: d.Limiter, orgs: d.Orgs, keys: d.Keys,
+		clock: clock.Or(d.Clock), opts: opts, cursorKey: mac.Sum(nil)}
 }
 
-// SetClock makes the service tell time by now: expiry checks, the idempotency window and the
-// rate-limit windows. Tests move time forward with it; nil restores the real clock.
-func (s *Service) SetClock(now func() time.Time) {
-	if now == nil {
-		s.clock.Store(nil)
-		return
-	}
-	s.clock.Store(&now)
-}
-
-func (s *Service) now() time.Time {
-	if c := s.clock.Load(); c != nil {
-		return (*c)().UTC().Truncate(time.Microsecond)
-	}
-	return store.Now()
-}
+// now is the time of expiry checks and the idempotency window.
+func (s *Service) now() time.Time { return s.clock.Now() }
 
 // Purge deletes idempotency records past their window; the periodic cleanup job calls it.
 func (s *Service) Purge(ctx context.Context) (int64, error) {

@@ -60,7 +60,7 @@ type ServicePrincipal struct {
 // NewServicePrincipal is the body of a create.
 type NewServicePrincipal struct {
 	Name        string     `json:"name" minLength:"1" maxLength:"200" doc:"Unique within the partner."`
-	Description string     `json:"description,omitempty" maxLength:"2000"`
+	Description string     `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Scopes      []string   `json:"scopes" minItems:"1" maxItems:"20" doc:"Scope names of the partner API; each must be held by the creator."`
 	ExpiresAt   *time.Time `json:"expiresAt,omitempty" doc:"In the future. Needed (with sourceCidrs) to mint enrollment keys."`
 	SourceCIDRs []string   `json:"sourceCidrs,omitempty" maxItems:"50" doc:"CIDRs or single addresses, IPv4 or IPv6. Needed (with expiresAt) to mint enrollment keys."`
@@ -70,7 +70,7 @@ type NewServicePrincipal struct {
 // ServicePrincipalUpdate holds the writable fields; absent fields are left as they are.
 type ServicePrincipalUpdate struct {
 	Name        *string    `json:"name,omitempty" minLength:"1" maxLength:"200"`
-	Description *string    `json:"description,omitempty" maxLength:"2000"`
+	Description *string    `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Scopes      []string   `json:"scopes,omitempty" minItems:"1" maxItems:"20" doc:"Replaces the scopes."`
 	Status      *string    `json:"status,omitempty" enum:"active,disabled" doc:"disabled: every key of the principal stops working at once."`
 	ExpiresAt   *time.Time `json:"expiresAt,omitempty" doc:"A new expiry, in the future."`

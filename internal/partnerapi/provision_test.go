@@ -2,6 +2,8 @@ package partnerapi_test
 
 import (
 	"fmt"
+	"gale/internal/app"
+	"gale/internal/partnerapi"
 	"maps"
 	"net/http"
 	"slices"
@@ -315,7 +317,7 @@ func TestIdempotentKeyCreation(t *testing.T) {
 	if late.Header.Get("Idempotent-Replayed") != "" || decode(t, late.Body)["id"] == decode(t, first.Body)["id"] {
 		t.Fatal("an idempotency key replayed after its window")
 	}
-	if n, err := e.App.PartnerAPI.Purge(t.Context()); err != nil || n == 0 {
+	if n, err := app.Service[*partnerapi.Service](e.App).Purge(t.Context()); err != nil || n == 0 {
 		t.Errorf("Purge = %d, %v; want the expired records gone", n, err)
 	}
 }

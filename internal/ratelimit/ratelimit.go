@@ -10,22 +10,19 @@ import (
 	"time"
 
 	"gale/internal/apperr"
+	"gale/internal/clock"
 	"gale/internal/store"
 )
 
 // Limiter counts hits per key.
 type Limiter struct {
 	db *store.DB
-	// now is the clock windows start and end by.
-	now func() time.Time
+	// clock is what windows start and end by.
+	clock clock.Clock
 }
 
-// New returns a limiter over db.
-func New(db *store.DB) *Limiter { return &Limiter{db: db, now: store.Now} }
-
-// WithClock returns a limiter over the same counters that tells time by now (tests move it
-// forward to end a window).
-func (l *Limiter) WithClock(now func() time.Time) *Limiter { return &Limiter{db: l.db, now: now} }
+// New returns a limiter over db whose windows follow clk (nil: the system clock).
+func New(db *store.DB, clk clock.Clock) *Limiter { return &Limiter{db: db, clock: clock.Or(clk)} }
 
 // Rule is a budget: at most Limit hits per Window.
 type Rule struct {
@@ -54,7 +51,7 @@ func (l *Limiter) HitIn(ctx context.Context, q store.Querier, key string, r Rule
 		return res, err
 	}
 	if res.Count > r.Limit {
-		return res, apperr.RateLimited(res.Reset.Sub(l.now()))
+		return res, apperr.RateLimited(res.Reset.Sub(l.clock.Now()))
 	}
 	return res, nil
 }
@@ -62,7 +59,7 @@ func (l *Limiter) HitIn(ctx context.Context, q store.Querier, key string, r Rule
 // Peek returns the state of key's window without counting a hit: an unused or ended window
 // has the whole budget, resetting a Window from now.
 func (l *Limiter) Peek(ctx context.Context, key string, r Rule) (Result, error) {
-	now := l.now()
+	now := l.clock.Now()
 	res := Result{Remaining: r.Limit, Reset: now.Add(r.Window)}
 	err := l.db.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
 		key, now).Scan(&res.Count, &res.Reset)
@@ -83,7 +80,7 @@ func (l *Limiter) Count(ctx context.Context, q store.Querier, key string, r Rule
 func (l *Limiter) Blocked(ctx context.Context, key string, r Rule) (time.Duration, error) {
 	var count int
 	var until time.Time
-	now := l.now()
+	now := l.clock.Now()
 	err := l.db.QueryRowContext(ctx, `SELECT count, expires_at FROM rate_limits WHERE key = $1 AND expires_at > $2`,
 		key, now).Scan(&count, &until)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && count < r.Limit) {
@@ -103,7 +100,7 @@ func (l *Limiter) Clear(ctx context.Context, q store.Querier, key string) error 
 
 // Purge deletes expired windows; the periodic cleanup job calls it.
 func (l *Limiter) Purge(ctx context.Context) (int64, error) {
-	res, err := l.db.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, l.now())
+	res, err := l.db.ExecContext(ctx, `DELETE FROM rate_limits WHERE expires_at < $1`, l.clock.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -111,7 +108,7 @@ func (l *Limiter) Purge(ctx context.Context) (int64, error) {
 }
 
 func (l *Limiter) add(ctx context.Context, q store.Querier, key string, r Rule) (Result, error) {
-	now := l.now()
+	now := l.clock.Now()
 	var res Result
 	err := q.QueryRowContext(ctx, `INSERT INTO rate_limits (key, window_start, count, expires_at) VALUES ($1, $2, 1, $3)
 		ON CONFLICT (key) DO UPDATE SET

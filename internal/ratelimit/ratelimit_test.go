@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"gale/internal/apperr"
+	"gale/internal/clock"
 	"gale/internal/ratelimit"
-	"gale/internal/store"
 	"gale/internal/store/storetest"
 )
 
 func TestConcurrentHitsAllowExactlyTheLimit(t *testing.T) {
-	l := ratelimit.New(storetest.Open(t))
+	l := ratelimit.New(storetest.Open(t), nil)
 	rule := ratelimit.Rule{Limit: 10, Window: time.Minute}
 	var allowed, refused atomic.Int32
 	var wg sync.WaitGroup
@@ -46,10 +46,10 @@ func TestConcurrentHitsAllowExactlyTheLimit(t *testing.T) {
 }
 
 func TestWindowResetsAndKeysAreSeparate(t *testing.T) {
-	// The clock moves only when the test says so: a slow database cannot end a window early.
-	now := store.Now()
-	l := ratelimit.New(storetest.Open(t)).WithClock(func() time.Time { return now })
-	rule := ratelimit.Rule{Limit: 1, Window: 50 * time.Millisecond}
+	// Windows of an hour, ended by moving the clock: a slow database cannot end one early.
+	clk := clock.NewFake(time.Now())
+	l := ratelimit.New(storetest.Open(t), clk)
+	rule := ratelimit.Rule{Limit: 1, Window: time.Hour}
 	ctx := context.Background()
 	if _, err := l.Hit(ctx, "a", rule); err != nil {
 		t.Fatal(err)
@@ -63,11 +63,11 @@ func TestWindowResetsAndKeysAreSeparate(t *testing.T) {
 	if wait, err := l.Blocked(ctx, "a", rule); err != nil || wait <= 0 {
 		t.Fatalf("Blocked = %s, %v; want a wait", wait, err)
 	}
-	now = now.Add(60 * time.Millisecond)
+	clk.Advance(61 * time.Minute)
 	if _, err := l.Hit(ctx, "a", rule); err != nil {
 		t.Fatalf("hit after the window: %v", err)
 	}
-	now = now.Add(60 * time.Millisecond)
+	clk.Advance(61 * time.Minute)
 	n, err := l.Purge(ctx)
 	if err != nil || n != 2 {
 		t.Fatalf("Purge = %d, %v; want 2 expired windows removed", n, err)
@@ -77,7 +77,7 @@ func TestWindowResetsAndKeysAreSeparate(t *testing.T) {
 // A hit inside a transaction that rolls back is not counted; Peek reads without counting.
 func TestHitInRollsBackWithItsTransaction(t *testing.T) {
 	db := storetest.Open(t)
-	l := ratelimit.New(db)
+	l := ratelimit.New(db, nil)
 	rule := ratelimit.Rule{Limit: 2, Window: time.Hour}
 	ctx := context.Background()
 	failed := errors.New("the work failed")
@@ -109,11 +109,10 @@ func TestHitInRollsBackWithItsTransaction(t *testing.T) {
 	}
 }
 
-// A limiter with its own clock ends windows by that clock.
-func TestWithClock(t *testing.T) {
-	base := ratelimit.New(storetest.Open(t))
-	var offset atomic.Int64
-	l := base.WithClock(func() time.Time { return store.Now().Add(time.Duration(offset.Load())) })
+// A limiter ends windows by its clock.
+func TestWindowsFollowTheClock(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	l := ratelimit.New(storetest.Open(t), clk)
 	rule := ratelimit.Rule{Limit: 1, Window: time.Hour}
 	ctx := context.Background()
 	if _, err := l.Hit(ctx, "k", rule); err != nil {
@@ -123,7 +122,7 @@ func TestWithClock(t *testing.T) {
 	if e, ok := apperr.As(err); !ok || e.RetryAfter < 59*time.Minute || e.RetryAfter > time.Hour {
 		t.Fatalf("second hit = %v, want 429 with about an hour to wait", err)
 	}
-	offset.Store(int64(time.Hour + time.Second))
+	clk.Advance(time.Hour + time.Second)
 	if _, err := l.Hit(ctx, "k", rule); err != nil {
 		t.Fatalf("hit an hour later: %v", err)
 	}

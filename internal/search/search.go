@@ -13,6 +13,7 @@ import (
 	"gale/internal/httpapi"
 	"gale/internal/identity"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Searchable types, and the permission each needs beyond devices:read (the route's own).
@@ -22,10 +23,10 @@ const (
 	TypeOrganizations = "organizations"
 )
 
-var typePermission = map[string]string{
-	TypeDevices:       "devices:read",
-	TypeUsers:         "users:read",
-	TypeOrganizations: "organizations:read",
+var typePermission = map[string]access.Perm{
+	TypeDevices:       access.DevicesRead,
+	TypeUsers:         access.UsersRead,
+	TypeOrganizations: access.OrganizationsRead,
 }
 
 var allTypes = []string{TypeDevices, TypeUsers, TypeOrganizations}
@@ -193,7 +194,7 @@ func (s *Service) devices(ctx context.Context, scope access.Scope, q Query) ([]R
 func (s *Service) users(ctx context.Context, scope access.Scope, q Query) ([]Result, error) {
 	var a store.Args
 	cond, first := match(&a, q.Text, "u.name", "u.email")
-	rows, err := s.db.QueryContext(ctx, `SELECT u.id, u.name, u.email, u.org_id FROM users u WHERE `+identity.UserFilter(scope, &a)+
+	rows, err := s.db.QueryContext(ctx, `SELECT u.id, u.name, u.email, u.org_id`+identity.UsersInScope(scope, &a)+
 		` AND `+cond+` ORDER BY `+first+`, u.email, u.id LIMIT `+a.Add(q.Limit), a.Values()...)
 	return collect(rows, err, func(r *sql.Rows) (Result, error) {
 		var res Result
@@ -208,8 +209,8 @@ func (s *Service) users(ctx context.Context, scope access.Scope, q Query) ([]Res
 func (s *Service) organizations(ctx context.Context, scope access.Scope, q Query) ([]Result, error) {
 	var a store.Args
 	cond, first := match(&a, q.Text, "o.name", "o.slug")
-	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.name, o.slug FROM organizations o WHERE o.deleted_at IS NULL AND `+
-		scope.OrgFilter(&a, "o.id", "o.partner_id")+` AND `+cond+` ORDER BY `+first+`, o.name, o.id LIMIT `+a.Add(q.Limit), a.Values()...)
+	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.name, o.slug`+tenancy.OrgsInScope(scope, &a)+
+		` AND `+cond+` ORDER BY `+first+`, o.name, o.id LIMIT `+a.Add(q.Limit), a.Values()...)
 	return collect(rows, err, func(r *sql.Rows) (Result, error) {
 		var res Result
 		err := r.Scan(&res.ID, &res.Title, &res.Subtitle)
@@ -229,7 +230,7 @@ type searchOutput struct{ Body Answer }
 
 func (s *Service) registerSearch(api *httpapi.Server) {
 	httpapi.Register(api, httpapi.Route{ID: "global-search", Method: http.MethodGet, Path: "/search", Tag: "Search",
-		Permission: "devices:read", Summary: "Search devices, users and organizations",
+		Permission: access.DevicesRead, Summary: "Search devices, users and organizations",
 		Description: "Users are searched only with users:read, organizations only with organizations:read; a type not searched is absent " +
 			"from results. Scripts and alerts are not searchable yet."},
 		func(ctx context.Context, in *searchInput) (*searchOutput, error) {

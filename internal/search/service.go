@@ -9,6 +9,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/httpapi"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Service answers tag and search queries.
@@ -31,6 +32,5 @@ func (s *Service) Register(api *httpapi.Server) {
 // liveDevice keeps devices (alias d) in scope that are not decommissioned and whose
 // organization is not deleted.
 func liveDevice(scope access.Scope, a *store.Args) string {
-	return "(d.decommissioned_at IS NULL AND " + scope.OrgFilter(a, "d.org_id", "d.partner_id") +
-		" AND NOT EXISTS (SELECT 1 FROM organizations od WHERE od.id = d.org_id AND od.deleted_at IS NOT NULL))"
+	return "(d.decommissioned_at IS NULL AND " + scope.OrgFilter(a, "d.org_id", "d.partner_id") + " AND " + tenancy.LiveOrg("d.org_id") + ")"
 }

@@ -159,14 +159,14 @@ type taggedInput struct {
 func (s *Service) registerTags(api *httpapi.Server) {
 	const tag = "Device groups and tags"
 	httpapi.Register(api, httpapi.Route{ID: "list-tags", Method: http.MethodGet, Path: "/tags", Tag: tag,
-		Permission: "devices:read", Summary: "List device tags",
+		Permission: access.DevicesRead, Summary: "List device tags",
 		Description: "Distinct tags of devices in scope (decommissioned devices excluded), by tag, with deviceCount. Not paged: at most limit tags, hasMore says whether more match."},
 		func(ctx context.Context, in *tagsInput) (*tagsOutput, error) {
 			l, err := s.Tags(ctx, in.Search, in.Limit)
 			return &tagsOutput{l}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-tagged-devices", Method: http.MethodGet, Path: "/tags/devices", Tag: tag,
-		Permission: "devices:read", Summary: "Devices carrying tags",
+		Permission: access.DevicesRead, Summary: "Devices carrying tags",
 		Description: "Devices in scope carrying tag (or every one of tags), by hostname. Cursor paging."},
 		func(ctx context.Context, in *taggedInput) (*httpapi.ListBody[TaggedDevice], error) {
 			tags, err := parseTags(in.Tag, in.Tags)

@@ -1,6 +1,8 @@
 package systemtools
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"encoding/base64"
 	"net/http"
@@ -129,10 +131,10 @@ func (s *Service) Register(api *httpapi.Server) {
 	const offline = " The device's agent must be connected: 503 AGENT_OFFLINE otherwise, 504 AGENT_TIMEOUT when it does not answer in time."
 
 	read := func(id, path, summary, desc string) httpapi.Route {
-		return httpapi.Route{ID: id, Method: http.MethodGet, Path: base + path, Tag: tag, Permission: "devices:read", Summary: summary, Description: desc + offline}
+		return httpapi.Route{ID: id, Method: http.MethodGet, Path: base + path, Tag: tag, Permission: access.DevicesRead, Summary: summary, Description: desc + offline}
 	}
 	exec := func(id, method, path, summary, desc string) httpapi.Route {
-		return httpapi.Route{ID: id, Method: method, Path: base + path, Tag: tag, Permission: "devices:execute", Summary: summary, Description: desc + offline}
+		return httpapi.Route{ID: id, Method: method, Path: base + path, Tag: tag, Permission: access.DevicesExecute, Summary: summary, Description: desc + offline}
 	}
 
 	httpapi.Register(api, read("list-device-processes", "/processes", "List processes", "Every running process with CPU and memory use."),
@@ -303,7 +305,7 @@ func (s *Service) Register(api *httpapi.Server) {
 // registerRegistry adds the Windows registry routes. On other systems they answer 400
 // NOT_SUPPORTED_ON_OS without asking the agent.
 func (s *Service) registerRegistry(api *httpapi.Server, base, tag, offline string) {
-	reg := func(id, method, path, summary, perm string) httpapi.Route {
+	reg := func(id, method, path, summary string, perm access.Perm) httpapi.Route {
 		return httpapi.Route{ID: id, Method: method, Path: base + path, Tag: tag, Permission: perm, Summary: summary,
 			Description: "Windows only: other systems answer 400 NOT_SUPPORTED_ON_OS." + offline}
 	}

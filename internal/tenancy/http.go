@@ -1,6 +1,8 @@
 package tenancy
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"net/http"
 
@@ -76,7 +78,7 @@ func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Partners, organizations, sites"
 
 	httpapi.Register(api, httpapi.Route{ID: "list-partners", Method: http.MethodGet, Path: "/orgs/partners", Tag: tag,
-		Permission: "partners:read", Summary: "List partners", Description: "System scope only."},
+		Permission: access.PartnersRead, Summary: "List partners", Description: "System scope only."},
 		func(ctx context.Context, in *listPartnersInput) (*httpapi.ListBody[Partner], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -88,20 +90,20 @@ func (s *Service) Register(api *httpapi.Server) {
 			}
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
-	httpapi.Register(api, httpapi.Route{ID: "create-partner", Method: http.MethodPost, Path: "/orgs/partners", Tag: tag,
-		Permission: "partners:write", Status: http.StatusCreated, Summary: "Create a partner", Description: "System scope only."},
+	httpapi.Register(api, httpapi.Route{ID: "create-partner", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/orgs/partners", Tag: tag,
+		Permission: access.PartnersWrite, Status: http.StatusCreated, Summary: "Create a partner", Description: "System scope only."},
 		func(ctx context.Context, in *partnerCreateInput) (*partnerOutput, error) {
 			p, err := s.CreatePartner(ctx, in.Body)
 			return &partnerOutput{p}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-my-partner", Method: http.MethodGet, Path: "/orgs/partners/me", Tag: tag,
-		Permission: "partners:read", Summary: "The caller's partner and its settings"},
+		Permission: access.PartnersRead, Summary: "The caller's partner and its settings"},
 		func(ctx context.Context, _ *struct{}) (*partnerOutput, error) {
 			p, err := s.MyPartner(ctx)
 			return &partnerOutput{p}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "update-my-partner", Method: http.MethodPatch, Path: "/orgs/partners/me", Tag: tag,
-		Permission: "partners:write", Summary: "Change the caller's partner settings"},
+	httpapi.Register(api, httpapi.Route{ID: "update-my-partner", MFA: true, ChangesAccess: true, Method: http.MethodPatch, Path: "/orgs/partners/me", Tag: tag,
+		Permission: access.PartnersWrite, Summary: "Change the caller's partner settings"},
 		func(ctx context.Context, in *partnerMeInput) (*partnerOutput, error) {
 			me, err := s.MyPartner(ctx)
 			if err != nil {
@@ -111,19 +113,19 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &partnerOutput{p}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-partner", Method: http.MethodGet, Path: "/orgs/partners/{id}", Tag: tag,
-		Permission: "partners:read", Summary: "Get a partner"},
+		Permission: access.PartnersRead, Summary: "Get a partner"},
 		func(ctx context.Context, in *idPath) (*partnerOutput, error) {
 			p, err := s.GetPartner(ctx, in.ID)
 			return &partnerOutput{p}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "update-partner", Method: http.MethodPatch, Path: "/orgs/partners/{id}", Tag: tag,
-		Permission: "partners:write", Summary: "Change a partner", Description: "status, slug and maxOrganizations are system-only fields."},
+	httpapi.Register(api, httpapi.Route{ID: "update-partner", MFA: true, ChangesAccess: true, Method: http.MethodPatch, Path: "/orgs/partners/{id}", Tag: tag,
+		Permission: access.PartnersWrite, Summary: "Change a partner", Description: "status, slug and maxOrganizations are system-only fields."},
 		func(ctx context.Context, in *partnerUpdateInput) (*partnerOutput, error) {
 			p, err := s.UpdatePartner(ctx, in.ID, in.Body)
 			return &partnerOutput{p}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "delete-partner", Method: http.MethodDelete, Path: "/orgs/partners/{id}", Tag: tag,
-		Permission: "partners:write", Status: http.StatusNoContent, Summary: "Delete a partner",
+	httpapi.Register(api, httpapi.Route{ID: "delete-partner", MFA: true, ChangesAccess: true, Method: http.MethodDelete, Path: "/orgs/partners/{id}", Tag: tag,
+		Permission: access.PartnersWrite, Status: http.StatusNoContent, Summary: "Delete a partner",
 		Description: "System scope only. Soft delete; refused (409) while the partner has organizations."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.DeletePartner(ctx, in.ID)
@@ -141,13 +143,17 @@ func (s *Service) Register(api *httpapi.Server) {
 		}
 		return httpapi.ListPage(rows, next, page, total), nil
 	}
-	httpapi.Register(api, httpapi.Route{ID: "list-orgs", Method: http.MethodGet, Path: "/orgs/", Tag: tag,
-		Permission: "organizations:read", Summary: "Organizations in scope", Description: "Same as GET /orgs/organizations."}, listOrgs)
+	httpapi.Register(api, httpapi.Route{ID: "list-orgs", Method: http.MethodGet, Path: "/orgs", Tag: tag,
+		Permission: access.OrganizationsRead, Summary: "Organizations in scope", Description: "Same as GET /orgs/organizations."}, listOrgs)
+	// The API has always listed organizations at /orgs/ too; OpenAPI paths take no trailing
+	// slash, so that one is served but not documented.
+	httpapi.Register(api, httpapi.Route{ID: "list-orgs-slash", Method: http.MethodGet, Path: "/orgs/", Tag: tag, Hidden: true,
+		Permission: access.OrganizationsRead, Summary: "Organizations in scope"}, listOrgs)
 	httpapi.Register(api, httpapi.Route{ID: "list-organizations", Method: http.MethodGet, Path: "/orgs/organizations", Tag: tag,
-		Permission: "organizations:read", Summary: "List organizations",
+		Permission: access.OrganizationsRead, Summary: "List organizations",
 		Description: "Organizations in the caller's scope, by name. Cursor paging, or legacy page and limit (with total)."}, listOrgs)
-	httpapi.Register(api, httpapi.Route{ID: "create-organization", Method: http.MethodPost, Path: "/orgs/organizations", Tag: tag,
-		Permission: "organizations:write", Status: http.StatusCreated, Summary: "Create an organization",
+	httpapi.Register(api, httpapi.Route{ID: "create-organization", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/orgs/organizations", Tag: tag,
+		Permission: access.OrganizationsWrite, Status: http.StatusCreated, Summary: "Create an organization",
 		Description: "Counts against the partner's maxOrganizations (409 ORG_LIMIT_REACHED). A first site named \"Main Site\" is created unless createDefaultSite is false."},
 		func(ctx context.Context, in *orgCreateInput) (*orgOutput, error) {
 			req := NewOrganization{OrganizationInput: in.Body.OrganizationInput, PartnerID: in.Body.PartnerID, Timezone: in.Body.Timezone}
@@ -161,32 +167,32 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &orgOutput{o}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-organization", Method: http.MethodGet, Path: "/orgs/organizations/{id}", Tag: tag,
-		Permission: "organizations:read", Summary: "Get an organization"},
+		Permission: access.OrganizationsRead, Summary: "Get an organization"},
 		func(ctx context.Context, in *idPath) (*orgOutput, error) {
 			o, err := s.GetOrganization(ctx, in.ID)
 			return &orgOutput{o}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "update-organization", Method: http.MethodPatch, Path: "/orgs/organizations/{id}", Tag: tag,
-		Permission: "organizations:write", Summary: "Change an organization"},
+	httpapi.Register(api, httpapi.Route{ID: "update-organization", MFA: true, ChangesAccess: true, Method: http.MethodPatch, Path: "/orgs/organizations/{id}", Tag: tag,
+		Permission: access.OrganizationsWrite, Summary: "Change an organization"},
 		func(ctx context.Context, in *orgUpdateInput) (*orgOutput, error) {
 			o, err := s.UpdateOrganization(ctx, in.ID, in.Body)
 			return &orgOutput{o}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "delete-organization", Method: http.MethodDelete, Path: "/orgs/organizations/{id}", Tag: tag,
-		Permission: "organizations:delete", Status: http.StatusNoContent, Summary: "Delete an organization",
+	httpapi.Register(api, httpapi.Route{ID: "delete-organization", MFA: true, ChangesAccess: true, Method: http.MethodDelete, Path: "/orgs/organizations/{id}", Tag: tag,
+		Permission: access.OrganizationsDelete, Status: http.StatusNoContent, Summary: "Delete an organization",
 		Description: "Soft delete: hidden from lists and lookups, its slot under maxOrganizations freed; POST .../restore brings it back."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.DeleteOrganization(ctx, in.ID)
 		})
-	httpapi.Register(api, httpapi.Route{ID: "restore-organization", Method: http.MethodPost, Path: "/orgs/organizations/{id}/restore", Tag: tag,
-		Permission: "organizations:delete", Summary: "Restore a deleted organization", Description: "Counts against maxOrganizations again."},
+	httpapi.Register(api, httpapi.Route{ID: "restore-organization", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/orgs/organizations/{id}/restore", Tag: tag,
+		Permission: access.OrganizationsDelete, Summary: "Restore a deleted organization", Description: "Counts against maxOrganizations again."},
 		func(ctx context.Context, in *idPath) (*orgOutput, error) {
 			o, err := s.RestoreOrganization(ctx, in.ID)
 			return &orgOutput{o}, err
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "list-sites", Method: http.MethodGet, Path: "/orgs/sites", Tag: tag,
-		Permission: "sites:read", Summary: "List sites", Description: "Sites of organizations in scope, by name."},
+		Permission: access.SitesRead, Summary: "List sites", Description: "Sites of organizations in scope, by name."},
 		func(ctx context.Context, in *listSitesInput) (*httpapi.ListBody[Site], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
@@ -198,26 +204,26 @@ func (s *Service) Register(api *httpapi.Server) {
 			}
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
-	httpapi.Register(api, httpapi.Route{ID: "create-site", Method: http.MethodPost, Path: "/orgs/sites", Tag: tag,
-		Permission: "sites:write", Status: http.StatusCreated, Summary: "Create a site"},
+	httpapi.Register(api, httpapi.Route{ID: "create-site", MFA: true, ChangesAccess: true, Method: http.MethodPost, Path: "/orgs/sites", Tag: tag,
+		Permission: access.SitesWrite, Status: http.StatusCreated, Summary: "Create a site"},
 		func(ctx context.Context, in *siteCreateInput) (*siteOutput, error) {
 			st, err := s.CreateSite(ctx, in.Body.OrgID, in.Body.SiteInput)
 			return &siteOutput{st}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-site", Method: http.MethodGet, Path: "/orgs/sites/{id}", Tag: tag,
-		Permission: "sites:read", Summary: "Get a site"},
+		Permission: access.SitesRead, Summary: "Get a site"},
 		func(ctx context.Context, in *idPath) (*siteOutput, error) {
 			st, err := s.GetSite(ctx, in.ID)
 			return &siteOutput{st}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "update-site", Method: http.MethodPatch, Path: "/orgs/sites/{id}", Tag: tag,
-		Permission: "sites:write", Summary: "Change a site"},
+	httpapi.Register(api, httpapi.Route{ID: "update-site", MFA: true, ChangesAccess: true, Method: http.MethodPatch, Path: "/orgs/sites/{id}", Tag: tag,
+		Permission: access.SitesWrite, Summary: "Change a site"},
 		func(ctx context.Context, in *siteUpdateInput) (*siteOutput, error) {
 			st, err := s.UpdateSite(ctx, in.ID, in.Body)
 			return &siteOutput{st}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "delete-site", Method: http.MethodDelete, Path: "/orgs/sites/{id}", Tag: tag,
-		Permission: "sites:delete", Status: http.StatusNoContent, Summary: "Delete a site"},
+	httpapi.Register(api, httpapi.Route{ID: "delete-site", MFA: true, ChangesAccess: true, Method: http.MethodDelete, Path: "/orgs/sites/{id}", Tag: tag,
+		Permission: access.SitesDelete, Status: http.StatusNoContent, Summary: "Delete a site"},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.DeleteSite(ctx, in.ID)
 		})

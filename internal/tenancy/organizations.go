@@ -185,14 +185,6 @@ func (s *Service) GetOrganizationIn(ctx context.Context, q store.Querier, id str
 	return s.getOrg(ctx, q, access.ScopeFrom(ctx), id, false)
 }
 
-// LiveOrg is the condition that the organization in column orgCol is not deleted, written
-// for the keyset pages of exports: a filter over the (few) deleted organizations, so rows
-// still come straight from an index in key order. (As EXISTS, PostgreSQL may plan a join and
-// a sort of every remaining row when it misjudges how many rows follow the cursor.)
-func LiveOrg(orgCol string) string {
-	return orgCol + " NOT IN (SELECT id FROM organizations WHERE deleted_at IS NOT NULL)"
-}
-
 // ExportOrganizations returns a page of the live organizations in scope in ID order, or with
 // s.Since those changed since then in (updatedAt, ID) order.
 func (s *Service) ExportOrganizations(ctx context.Context, sk store.Seek) ([]*Organization, bool, error) {

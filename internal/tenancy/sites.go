@@ -95,8 +95,7 @@ type SiteListFilter struct {
 // ListSites lists sites of organizations in scope, by name.
 func (s *Service) ListSites(ctx context.Context, f SiteListFilter, page store.Page) ([]Site, string, *int, error) {
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "s.org_id", "s.partner_id"),
-		"EXISTS (SELECT 1 FROM organizations o WHERE o.id = s.org_id AND o.deleted_at IS NULL)"}
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "s.org_id", "s.partner_id"), LiveOrg("s.org_id")}
 	if f.OrgID != "" {
 		conds = append(conds, "s.org_id = "+a.Add(f.OrgID))
 	}
@@ -124,8 +123,7 @@ func (s *Service) GetSite(ctx context.Context, id string) (Site, error) {
 
 func (s *Service) getSite(ctx context.Context, q store.Querier, scope access.Scope, id string) (Site, error) {
 	var a store.Args
-	conds := []string{"s.id = " + a.Add(id), scope.OrgFilter(&a, "s.org_id", "s.partner_id"),
-		"EXISTS (SELECT 1 FROM organizations o WHERE o.id = s.org_id AND o.deleted_at IS NULL)"}
+	conds := []string{"s.id = " + a.Add(id), scope.OrgFilter(&a, "s.org_id", "s.partner_id"), LiveOrg("s.org_id")}
 	st, err := scanSite(q.QueryRowContext(ctx, `SELECT `+siteColumns+` FROM sites s WHERE `+store.Where(conds), a.Values()...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, apperr.NotFound("site")
@@ -150,7 +148,7 @@ func (s *Service) CreateSite(ctx context.Context, orgID string, in SiteInput) (S
 		org, err := s.getOrg(ctx, tx, scope, orgID, false)
 		if err != nil {
 			if apperr.IsCode(err, apperr.CodeNotFound) {
-				return apperr.Invalid("orgId", "no such organization")
+				return errNoSuchOrg
 			}
 			return err
 		}

@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"context"
 	"database/sql"
+	"gale/internal/app"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -49,7 +50,7 @@ func BenchmarkDeliveries(b *testing.B) {
 	sent := 0
 	for range 4 {
 		wg.Go(func() {
-			n, err := e.App.Webhooks.RunDue(ctx)
+			n, err := app.Service[*webhooks.Service](e.App).RunDue(ctx)
 			if err != nil {
 				b.Error(err)
 			}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -48,7 +50,7 @@ func (s *Service) checkTarget(ctx context.Context, u *url.URL) error {
 	host := u.Hostname()
 	refuse := apperr.Invalid("url", "the target "+host+" is a private, loopback or link-local address; webhooks reach public "+
 		"addresses only unless the operator sets WEBHOOK_ALLOW_PRIVATE_TARGETS=true")
-	if ip, err := netip.ParseAddr(host); err == nil {
+	if ip, ok := parseHostAddr(host); ok {
 		if Blocked(ip) {
 			return refuse
 		}
@@ -66,6 +68,54 @@ func (s *Service) checkTarget(ctx context.Context, u *url.URL) error {
 		}
 	}
 	return nil
+}
+
+// parseHostAddr reads host as an IP address: an IPv6 or dotted-quad address, or any other
+// IPv4 form that inet_aton accepts and so some resolvers and clients connect to (127.1,
+// 0x7f000001, 2130706433, 017700000001, 0177.0.0.1).
+func parseHostAddr(host string) (netip.Addr, bool) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, true
+	}
+	parts := strings.Split(strings.TrimSuffix(host, "."), ".")
+	if len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var addr uint64
+	for i, p := range parts {
+		n, ok := parseInetNumber(p)
+		// Every part but the last is one byte; the last fills the bytes that remain.
+		limit := uint64(0xff)
+		if i == len(parts)-1 {
+			limit = 1<<(8*(5-len(parts))) - 1
+		}
+		if !ok || n > limit {
+			return netip.Addr{}, false
+		}
+		if i == len(parts)-1 {
+			addr = addr<<(8*(5-len(parts))) | n
+		} else {
+			addr = addr<<8 | n
+		}
+	}
+	return netip.AddrFrom4([4]byte{byte(addr >> 24), byte(addr >> 16), byte(addr >> 8), byte(addr)}), true
+}
+
+// parseInetNumber reads one part of an inet_aton address: hexadecimal after 0x, octal after
+// a leading 0, decimal otherwise.
+func parseInetNumber(s string) (uint64, bool) {
+	base := 10
+	switch {
+	case len(s) > 2 && (s[:2] == "0x" || s[:2] == "0X"):
+		s, base = s[2:], 16
+	case len(s) > 1 && s[0] == '0':
+		s, base = s[1:], 8
+	}
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, base, 64)
+	return n, err == nil
 }
 
 // dialControl runs after name resolution, on the very address about to be connected to.

@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"gale/internal/access"
+
 	"context"
 	"net/http"
 
@@ -42,7 +44,7 @@ type retryInput struct {
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Webhooks"
 	httpapi.Register(api, httpapi.Route{ID: "list-webhooks", Method: http.MethodGet, Path: "/webhooks", Tag: tag,
-		Permission: "webhooks:read", Summary: "List webhook subscriptions",
+		Permission: access.WebhooksRead, Summary: "List webhook subscriptions",
 		Description: "Subscriptions in scope, newest first. Partner-wide subscriptions are listed only to callers reaching the whole partner."},
 		func(ctx context.Context, in *listInput) (*httpapi.ListBody[Webhook], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
@@ -56,7 +58,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-webhook", Method: http.MethodPost, Path: "/webhooks", Tag: tag,
-		Permission: "webhooks:write", Status: http.StatusCreated, Summary: "Create a webhook subscription",
+		Permission: access.WebhooksWrite, Status: http.StatusCreated, Summary: "Create a webhook subscription",
 		Description: "Returns the signing secret (whsec_...) this once. Without orgId the subscription is partner-wide: it receives " +
 			"every organization's events. Private, loopback and link-local targets are refused (400) unless WEBHOOK_ALLOW_PRIVATE_TARGETS is set."},
 		func(ctx context.Context, in *createInput) (*webhookOutput, error) {
@@ -64,33 +66,33 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &webhookOutput{w}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "get-webhook", Method: http.MethodGet, Path: "/webhooks/{id}", Tag: tag,
-		Permission: "webhooks:read", Summary: "Get a webhook subscription", Errors: []int{http.StatusNotFound}},
+		Permission: access.WebhooksRead, Summary: "Get a webhook subscription", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*webhookOutput, error) {
 			w, err := s.Get(ctx, in.ID)
 			return &webhookOutput{w}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "update-webhook", Method: http.MethodPatch, Path: "/webhooks/{id}", Tag: tag,
-		Permission: "webhooks:write", Summary: "Change a webhook subscription", Errors: []int{http.StatusNotFound},
+		Permission: access.WebhooksWrite, Summary: "Change a webhook subscription", Errors: []int{http.StatusNotFound},
 		Description: "Absent fields stay; headers, when given, replace all extra headers."},
 		func(ctx context.Context, in *updateInput) (*webhookOutput, error) {
 			w, err := s.Update(ctx, in.ID, in.Body)
 			return &webhookOutput{w}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "delete-webhook", Method: http.MethodDelete, Path: "/webhooks/{id}", Tag: tag,
-		Permission: "webhooks:write", Status: http.StatusNoContent, Summary: "Delete a webhook subscription",
+		Permission: access.WebhooksWrite, Status: http.StatusNoContent, Summary: "Delete a webhook subscription",
 		Description: "Removes its delivery log too.", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
 			return nil, s.Delete(ctx, in.ID)
 		})
 	httpapi.Register(api, httpapi.Route{ID: "rotate-webhook-secret", Method: http.MethodPost, Path: "/webhooks/{id}/rotate-secret", Tag: tag,
-		Permission: "webhooks:write", Summary: "Replace a webhook's signing secret",
+		Permission: access.WebhooksWrite, Summary: "Replace a webhook's signing secret",
 		Description: "Returns the new secret this once; every delivery from now on is signed with it.", Errors: []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*webhookOutput, error) {
 			w, err := s.RotateSecret(ctx, in.ID)
 			return &webhookOutput{w}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "list-webhook-deliveries", Method: http.MethodGet, Path: "/webhooks/{id}/deliveries", Tag: tag,
-		Permission: "webhooks:read", Summary: "A webhook's delivery log",
+		Permission: access.WebhooksRead, Summary: "A webhook's delivery log",
 		Description: "Deliveries newest first, each with its attempts (status code, first 1000 characters of the answer, duration, error).",
 		Errors:      []int{http.StatusNotFound}},
 		func(ctx context.Context, in *deliveriesInput) (*httpapi.ListBody[Delivery], error) {
@@ -105,7 +107,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "test-webhook", Method: http.MethodPost, Path: "/webhooks/{id}/test", Tag: tag,
-		Permission: "webhooks:write", Summary: "Send a test event",
+		Permission: access.WebhooksWrite, Summary: "Send a test event",
 		Description: "Sends a webhook.test event now (also to a disabled subscription) and returns the delivery after its one attempt.",
 		Errors:      []int{http.StatusNotFound}},
 		func(ctx context.Context, in *idPath) (*deliveryOutput, error) {
@@ -113,7 +115,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &deliveryOutput{d}, err
 		})
 	httpapi.Register(api, httpapi.Route{ID: "retry-webhook-delivery", Method: http.MethodPost, Path: "/webhooks/{id}/retry/{deliveryId}",
-		Tag: tag, Permission: "webhooks:write", Summary: "Retry a delivery",
+		Tag: tag, Permission: access.WebhooksWrite, Summary: "Retry a delivery",
 		Description: "Re-queues a dead or retrying delivery for an attempt now, with 5 more attempts. Any other status: 409.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict}},
 		func(ctx context.Context, in *retryInput) (*deliveryOutput, error) {

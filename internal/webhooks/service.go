@@ -16,6 +16,7 @@ import (
 	"gale/internal/secrets"
 	"gale/internal/senders"
 	"gale/internal/store"
+	"gale/internal/tenancy"
 )
 
 // Options are the webhook settings of the server configuration.
@@ -92,45 +93,15 @@ func (s *Service) List(ctx context.Context, orgID string, page store.Page) ([]We
 	return out, next, total, err
 }
 
-// place decides the partner and organization of a new subscription from the caller's scope.
-func place(ctx context.Context, q store.Querier, scope access.Scope, in NewWebhook) (partnerID, orgID string, err error) {
-	orgID = in.OrgID
-	if orgID == "" && scope.Level == access.LevelOrganization {
-		orgID = scope.OrgID
-	}
-	if orgID != "" {
-		var a store.Args
-		err := q.QueryRowContext(ctx, `SELECT o.partner_id FROM organizations o WHERE o.id = `+a.Add(orgID)+
-			` AND o.deleted_at IS NULL AND `+scope.OrgFilter(&a, "o.id", "o.partner_id"), a.Values()...).Scan(&partnerID)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && in.PartnerID != "" && in.PartnerID != partnerID) {
-			return "", "", apperr.Invalid("orgId", "no such organization")
-		}
-		return partnerID, orgID, err
-	}
-	switch {
-	case scope.IsSystem():
-		if in.PartnerID == "" {
-			return "", "", apperr.Invalid("partnerId", "system callers name the partner (or orgId) the subscription belongs to")
-		}
-		var one int
-		err := q.QueryRowContext(ctx, `SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL`, in.PartnerID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", "", apperr.Invalid("partnerId", "no such partner")
-		}
-		return in.PartnerID, "", err
-	case in.PartnerID != "" && in.PartnerID != scope.PartnerID:
-		return "", "", apperr.Invalid("partnerId", "subscriptions belong to the caller's partner")
-	case scope.OrgLimited():
-		return "", "", apperr.Forbidden("a partner-wide subscription receives every organization's events; " +
-			"callers limited to some organizations create subscriptions of one organization (orgId)")
-	}
-	return scope.PartnerID, "", nil
-}
+// errPartnerWide refuses a partner-wide subscription to a caller that does not reach every
+// organization of its partner.
+var errPartnerWide = apperr.Forbidden("a partner-wide subscription receives every organization's events; " +
+	"callers limited to some organizations create subscriptions of one organization (orgId)")
 
 // mayReceive refuses (403) events whose data the caller may not read itself.
 func mayReceive(ctx context.Context, events []string) error {
 	if perm := missingPermission(access.PrincipalFrom(ctx), events); perm != "" {
-		return apperr.Forbidden("subscribing to these events hands their data to the receiver; it needs " + perm)
+		return apperr.Forbidden("subscribing to these events hands their data to the receiver; it needs " + string(perm))
 	}
 	return nil
 }
@@ -164,10 +135,12 @@ func (s *Service) Create(ctx context.Context, in NewWebhook) (Webhook, error) {
 	secret := secrets.Token(SecretPrefix, 32)
 	var out Webhook
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		partnerID, orgID, err := place(ctx, tx, scope, in)
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "subscription", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWide})
 		if err != nil {
 			return err
 		}
+		partnerID, orgID := at.PartnerID, at.OrgID
 		id, now := store.NewID(), store.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, partner_id, org_id, name, url, events, headers, header_names,
 			secret, secret_hint, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,

@@ -181,15 +181,15 @@ func validEvents(in []string) ([]string, error) {
 // type before the first dot): a subscription hands its receiver that data, so whoever sets it
 // up must be allowed to read it. A family missing here (webhook.test) needs nothing beyond
 // webhooks:write; a domain that starts emitting events adds its family.
-var readPermission = map[string]string{
-	"device": "devices:read",
-	"alert":  "alerts:read",
-	"audit":  "audit:read",
+var readPermission = map[string]access.Perm{
+	"device": access.DevicesRead,
+	"alert":  access.AlertsRead,
+	"audit":  access.AuditRead,
 }
 
 // missingPermission returns a permission the caller lacks to read what the patterns select,
 // or "" when it holds them all.
-func missingPermission(p *access.Principal, patterns []string) string {
+func missingPermission(p *access.Principal, patterns []string) access.Perm {
 	for _, pat := range patterns {
 		family, _, _ := strings.Cut(pat, ".")
 		for fam, perm := range readPermission {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"gale/internal/app"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -102,7 +103,7 @@ func (w *world) pump() {
 	if err := w.e.App.Events.RunOnce(ctx); err != nil {
 		w.e.T.Fatal(err)
 	}
-	if _, err := w.e.App.Webhooks.RunDue(ctx); err != nil {
+	if _, err := app.Service[*webhooks.Service](w.e.App).RunDue(ctx); err != nil {
 		w.e.T.Fatal(err)
 	}
 }
@@ -300,7 +301,7 @@ func TestSignedDeliveryOfADeviceGoingOffline(t *testing.T) {
 		"headers": map[string]string{"Authorization": "Bearer abc"}})
 	dev := w.e.InsertDevice(apptest.DeviceRow{PartnerID: w.a.PartnerID, OrgID: w.a.OrgID, SiteID: w.a.SiteID, Hostname: "srv-01",
 		LastSeen: time.Now().Add(-time.Hour)})
-	if err := w.e.App.Devices.Sweep(t.Context()); err != nil {
+	if err := app.Service[*devices.Service](w.e.App).Sweep(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	w.pump()
@@ -422,7 +423,7 @@ func TestRetriesWithBackoffThenSuccess(t *testing.T) {
 			t.Fatalf("after attempt %d the next one waits %s, want about %s", i+1, wait, wantWait)
 		}
 		// Not due yet: nothing is sent.
-		if n, _ := w.e.App.Webhooks.RunDue(t.Context()); n != 0 {
+		if n, _ := app.Service[*webhooks.Service](w.e.App).RunDue(t.Context()); n != 0 {
 			t.Fatalf("sent %d deliveries before their backoff passed", n)
 		}
 		w.makeDue()
@@ -593,7 +594,7 @@ func TestDeviceEventsOnTransitionsOnly(t *testing.T) {
 	ctx := t.Context()
 	dev := w.e.InsertDevice(apptest.DeviceRow{PartnerID: w.a.PartnerID, OrgID: w.a.OrgID, SiteID: w.a.SiteID, Hostname: "d1",
 		LastSeen: time.Now().Add(-time.Hour)})
-	svc := w.e.App.Devices
+	svc := app.Service[*devices.Service](w.e.App)
 	for range 2 {
 		if err := svc.Sweep(ctx); err != nil {
 			t.Fatal(err)
@@ -694,7 +695,7 @@ func TestTwoNodesSendEachDeliveryOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for _, svc := range []*webhooks.Service{w.e.App.Webhooks, second.App.Webhooks, w.e.App.Webhooks, second.App.Webhooks} {
+	for _, svc := range []*webhooks.Service{app.Service[*webhooks.Service](w.e.App), app.Service[*webhooks.Service](second.App), app.Service[*webhooks.Service](w.e.App), app.Service[*webhooks.Service](second.App)} {
 		wg.Go(func() {
 			if _, err := svc.RunDue(t.Context()); err != nil {
 				t.Error(err)
@@ -828,7 +829,7 @@ func TestPurgeKeepsRecentAndUnfinishedDeliveries(t *testing.T) {
 		webhooks.StatusRetrying, ds[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.e.App.Webhooks.Purge(t.Context()); err != nil {
+	if err := app.Service[*webhooks.Service](w.e.App).Purge(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	left := map[string]bool{}

@@ -26,7 +26,7 @@ var (
 )
 
 // build compiles cmd/gale and cmd/gale-agent once per test process.
-func build(t *testing.T) string {
+func build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "gale-e2e-"); buildErr != nil {
@@ -48,10 +48,10 @@ func build(t *testing.T) string {
 }
 
 // galeBinary is the built server.
-func galeBinary(t *testing.T) string { return filepath.Join(build(t), "gale") }
+func galeBinary(t testing.TB) string { return filepath.Join(build(t), "gale") }
 
 // agentBinary is the built agent.
-func agentBinary(t *testing.T) string { return filepath.Join(build(t), "gale-agent") }
+func agentBinary(t testing.TB) string { return filepath.Join(build(t), "gale-agent") }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()

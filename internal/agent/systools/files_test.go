@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -224,7 +225,7 @@ func TestFileSizeLimits(t *testing.T) {
 	// Called directly: the same content through JSON would cost three copies.
 	over := strings.Repeat("A", base64.StdEncoding.EncodedLen(agentproto.MaxFileUploadBytes)+4)
 	_, err = tools.uploadFile(agentproto.FileUploadArgs{Path: filepath.Join(dir, "up"), Content: over})
-	if ce := toCallError(err); ce.Code != agentproto.ErrInvalid {
+	if ce := (*agentproto.CallError)(nil); !errors.As(err, &ce) || ce.Code != agentproto.ErrInvalid {
 		t.Errorf("oversize upload: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "up")); !os.IsNotExist(err) {

@@ -1,8 +1,8 @@
 // Package systools answers the system-tool calls the server sends to gale-agent: processes,
 // services, event logs, scheduled tasks, files and the Windows registry.
 //
-// A Tools value, made by New, holds the options (denied paths, cron locations) and answers
-// every agentproto.Call through Handle. Processes and files work on every OS. On Linux,
+// A Tools value, made by New, holds the options (denied paths, cron locations); Register
+// registers its methods with the agent's capability registry. Processes and files work on every OS. On Linux,
 // services are systemd units, event logs come from journald and scheduled tasks are cron
 // lines and systemd timers; on other systems those three families answer NOT_SUPPORTED_ON_OS
 // for now. The registry answers NOT_SUPPORTED_ON_OS everywhere outside Windows.
@@ -11,11 +11,11 @@ package systools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"gale/internal/agent/capability"
 	"gale/internal/agentproto"
 )
 
@@ -93,83 +93,86 @@ func New(opts Options) *Tools {
 	return &Tools{denied: denied, selfPID: int32(os.Getpid()), sys: newSystem(cron)}
 }
 
-// Handle answers one call. It never panics: a failure becomes a CallError.
-func (t *Tools) Handle(ctx context.Context, call agentproto.Call) (res agentproto.CallResult) {
-	res.CallID = call.ID
-	defer func() {
-		if r := recover(); r != nil {
-			res.Result = nil
-			res.Error = &agentproto.CallError{Code: agentproto.ErrFailed, Message: fmt.Sprintf("internal error: %v", r)}
-		}
-	}()
-	out, err := t.dispatch(ctx, call.Method, call.Args)
-	if err == nil {
-		res.Result, err = json.Marshal(out)
+// Register registers every system-tool method with reg.
+func (t *Tools) Register(reg *capability.Registry) {
+	for method, h := range t.methods() {
+		reg.Call(method, h)
 	}
-	if err != nil {
-		res.Result = nil
-		res.Error = toCallError(err)
-	}
-	return res
 }
 
-func (t *Tools) dispatch(ctx context.Context, method string, raw json.RawMessage) (any, error) {
-	switch method {
-	case agentproto.MethodProcessList:
-		return listProcesses(ctx)
-	case agentproto.MethodProcessGet:
-		return withArgs(raw, func(a agentproto.PIDArgs) (agentproto.Process, error) { return getProcess(ctx, a.PID) })
-	case agentproto.MethodProcessKill:
-		return withArgs(raw, func(a agentproto.KillArgs) (agentproto.Done, error) { return t.killProcess(ctx, a) })
-
-	case agentproto.MethodServiceList:
-		return t.sys.services(ctx)
-	case agentproto.MethodServiceGet:
-		return withArgs(raw, func(a agentproto.NameArgs) (agentproto.Service, error) { return t.sys.service(ctx, a.Name) })
-	case agentproto.MethodServiceStart, agentproto.MethodServiceStop, agentproto.MethodServiceRestart:
-		verb := method[len("services."):]
-		return withArgs(raw, func(a agentproto.NameArgs) (agentproto.Service, error) {
-			return t.sys.controlService(ctx, verb, a.Name)
-		})
-
-	case agentproto.MethodEventLogList:
-		return t.sys.logs(ctx)
-	case agentproto.MethodEventLogGet:
-		return withArgs(raw, func(a agentproto.NameArgs) (agentproto.EventLog, error) { return t.sys.log(ctx, a.Name) })
-	case agentproto.MethodEventLogEvents:
-		return withArgs(raw, func(a agentproto.EventQuery) (agentproto.EventPage, error) { return t.sys.events(ctx, a) })
-	case agentproto.MethodEventLogEvent:
-		return withArgs(raw, func(a agentproto.EventArgs) (agentproto.Event, error) { return t.sys.event(ctx, a) })
-
-	case agentproto.MethodTaskList:
-		return t.sys.tasks(ctx)
-	case agentproto.MethodTaskGet:
-		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Task, error) { return t.sys.task(ctx, a.Path) })
-	case agentproto.MethodTaskHistory:
-		return withArgs(raw, func(a agentproto.PathArgs) ([]agentproto.TaskRun, error) { return t.sys.taskHistory(ctx, a.Path) })
-	case agentproto.MethodTaskRun:
-		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Done, error) { return t.sys.runTask(ctx, a.Path) })
-	case agentproto.MethodTaskEnable, agentproto.MethodTaskDisable:
-		enable := method == agentproto.MethodTaskEnable
-		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Task, error) {
-			return t.sys.setTaskEnabled(ctx, a.Path, enable)
-		})
-
-	case agentproto.MethodFileList:
-		return withArgs(raw, func(a agentproto.PathArgs) ([]agentproto.FileEntry, error) { return t.listDir(a.Path) })
-	case agentproto.MethodFileRead:
-		return withArgs(raw, t.readFile)
-	case agentproto.MethodFileDownload:
-		return withArgs(raw, func(a agentproto.PathArgs) (agentproto.FileContent, error) { return t.downloadFile(a.Path) })
-	case agentproto.MethodFileUpload:
-		return withArgs(raw, t.uploadFile)
-
-	case agentproto.MethodRegistryKeys, agentproto.MethodRegistryValues, agentproto.MethodRegistryValueGet,
-		agentproto.MethodRegistryValueSet, agentproto.MethodRegistryValueDelete,
-		agentproto.MethodRegistryKeyCreate, agentproto.MethodRegistryKeyDelete:
-		return nil, registryUnsupported()
+// methods maps each method to its handler.
+func (t *Tools) methods() map[string]capability.CallHandler {
+	serviceControl := func(verb string) capability.CallHandler {
+		return func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.NameArgs) (agentproto.Service, error) {
+				return t.sys.controlService(ctx, verb, a.Name)
+			})
+		}
 	}
-	return nil, &agentproto.CallError{Code: agentproto.ErrUnknownMethod, Message: fmt.Sprintf("unknown method %q", method)}
+	taskEnabled := func(enable bool) capability.CallHandler {
+		return func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Task, error) { return t.sys.setTaskEnabled(ctx, a.Path, enable) })
+		}
+	}
+	registry := func(context.Context, json.RawMessage) (any, error) { return nil, registryUnsupported() }
+	return map[string]capability.CallHandler{
+		agentproto.MethodProcessList: func(ctx context.Context, _ json.RawMessage) (any, error) { return listProcesses(ctx) },
+		agentproto.MethodProcessGet: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PIDArgs) (agentproto.Process, error) { return getProcess(ctx, a.PID) })
+		},
+		agentproto.MethodProcessKill: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.KillArgs) (agentproto.Done, error) { return t.killProcess(ctx, a) })
+		},
+
+		agentproto.MethodServiceList: func(ctx context.Context, _ json.RawMessage) (any, error) { return t.sys.services(ctx) },
+		agentproto.MethodServiceGet: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.NameArgs) (agentproto.Service, error) { return t.sys.service(ctx, a.Name) })
+		},
+		agentproto.MethodServiceStart:   serviceControl("start"),
+		agentproto.MethodServiceStop:    serviceControl("stop"),
+		agentproto.MethodServiceRestart: serviceControl("restart"),
+
+		agentproto.MethodEventLogList: func(ctx context.Context, _ json.RawMessage) (any, error) { return t.sys.logs(ctx) },
+		agentproto.MethodEventLogGet: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.NameArgs) (agentproto.EventLog, error) { return t.sys.log(ctx, a.Name) })
+		},
+		agentproto.MethodEventLogEvents: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.EventQuery) (agentproto.EventPage, error) { return t.sys.events(ctx, a) })
+		},
+		agentproto.MethodEventLogEvent: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.EventArgs) (agentproto.Event, error) { return t.sys.event(ctx, a) })
+		},
+
+		agentproto.MethodTaskList: func(ctx context.Context, _ json.RawMessage) (any, error) { return t.sys.tasks(ctx) },
+		agentproto.MethodTaskGet: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Task, error) { return t.sys.task(ctx, a.Path) })
+		},
+		agentproto.MethodTaskHistory: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PathArgs) ([]agentproto.TaskRun, error) { return t.sys.taskHistory(ctx, a.Path) })
+		},
+		agentproto.MethodTaskRun: func(ctx context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PathArgs) (agentproto.Done, error) { return t.sys.runTask(ctx, a.Path) })
+		},
+		agentproto.MethodTaskEnable:  taskEnabled(true),
+		agentproto.MethodTaskDisable: taskEnabled(false),
+
+		agentproto.MethodFileList: func(_ context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PathArgs) ([]agentproto.FileEntry, error) { return t.listDir(a.Path) })
+		},
+		agentproto.MethodFileRead: func(_ context.Context, raw json.RawMessage) (any, error) { return withArgs(raw, t.readFile) },
+		agentproto.MethodFileDownload: func(_ context.Context, raw json.RawMessage) (any, error) {
+			return withArgs(raw, func(a agentproto.PathArgs) (agentproto.FileContent, error) { return t.downloadFile(a.Path) })
+		},
+		agentproto.MethodFileUpload: func(_ context.Context, raw json.RawMessage) (any, error) { return withArgs(raw, t.uploadFile) },
+
+		agentproto.MethodRegistryKeys:        registry,
+		agentproto.MethodRegistryValues:      registry,
+		agentproto.MethodRegistryValueGet:    registry,
+		agentproto.MethodRegistryValueSet:    registry,
+		agentproto.MethodRegistryValueDelete: registry,
+		agentproto.MethodRegistryKeyCreate:   registry,
+		agentproto.MethodRegistryKeyDelete:   registry,
+	}
 }
 
 // withArgs decodes a call's arguments into A and runs fn. Unknown fields are ignored so a
@@ -183,14 +186,6 @@ func withArgs[A, R any](raw json.RawMessage, fn func(A) (R, error)) (any, error)
 		return nil, invalid("malformed arguments: %v", err)
 	}
 	return fn(args)
-}
-
-func toCallError(err error) *agentproto.CallError {
-	var ce *agentproto.CallError
-	if errors.As(err, &ce) {
-		return ce
-	}
-	return &agentproto.CallError{Code: agentproto.ErrFailed, Message: err.Error()}
 }
 
 func invalid(format string, a ...any) error {

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"gale/internal/agent/capability"
 	"gale/internal/agentproto"
 )
 
-// call runs one method through Handle, marshaling args unless they are already raw JSON.
+// call runs one method through the capability registry, marshaling args unless they are
+// already raw JSON.
 func call(t *testing.T, tools *Tools, method string, args any) agentproto.CallResult {
 	t.Helper()
 	var raw json.RawMessage
@@ -30,7 +32,9 @@ func call(t *testing.T, tools *Tools, method string, args any) agentproto.CallRe
 			t.Fatal(err)
 		}
 	}
-	res := tools.Handle(context.Background(), agentproto.Call{ID: "c1", Method: method, Args: raw})
+	reg := capability.New()
+	tools.Register(reg)
+	res := reg.Answer(context.Background(), agentproto.Call{ID: "c1", Method: method, Args: raw})
 	if res.CallID != "c1" {
 		t.Fatalf("callId = %q", res.CallID)
 	}

@@ -1,4 +1,6 @@
-package agent
+// Package script is the agent's run_script command: an inline script run by its language's
+// interpreter from a private temporary file, with the command's timeout and an output cap.
+package script
 
 import (
 	"bytes"
@@ -12,51 +14,24 @@ import (
 	"runtime"
 	"time"
 
+	"gale/internal/agent/capability"
+	"gale/internal/agent/proctree"
 	"gale/internal/agentproto"
 )
 
-// executor carries out commands.
-type executor struct {
-	r *runner
-}
-
-func (e *executor) run(ctx context.Context, c agentproto.Command) agentproto.CommandResult {
-	start := time.Now()
-	timeout := time.Duration(max(c.TimeoutSeconds, 1)) * time.Second
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var res agentproto.CommandResult
-	switch c.Type {
-	case agentproto.CommandRefreshInventory:
-		res = e.refreshInventory(ctx)
-	case agentproto.CommandRunScript:
+// Register registers the run_script command with reg.
+func Register(reg *capability.Registry) {
+	reg.Command(agentproto.CommandRunScript, func(ctx context.Context, c agentproto.Command) agentproto.CommandResult {
 		var rs agentproto.RunScript
 		if err := json.Unmarshal(c.Payload, &rs); err != nil {
-			res = failed("the script payload is unreadable: " + err.Error())
-			break
+			return failed("the script payload is unreadable: " + err.Error())
 		}
-		res = runScript(ctx, rs)
-	case agentproto.CommandReboot, agentproto.CommandShutdown:
-		var pd agentproto.PowerDelay
-		_ = json.Unmarshal(c.Payload, &pd)
-		res = power(c.Type, pd)
-	default:
-		res = failed("this agent does not know the command " + c.Type)
-	}
-	res.CommandID = c.ID
-	res.DurationMs = time.Since(start).Milliseconds()
-	return res
+		return run(ctx, rs)
+	})
 }
 
 func failed(msg string) agentproto.CommandResult {
 	return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: msg}
-}
-
-func (e *executor) refreshInventory(ctx context.Context) agentproto.CommandResult {
-	if err := e.r.sendInventory(ctx); err != nil {
-		return failed(err.Error())
-	}
-	return agentproto.CommandResult{Status: agentproto.ResultCompleted}
 }
 
 // cappedBuffer keeps the first max bytes written and notes whether more came.
@@ -113,9 +88,9 @@ func interpreter(lang, file string) (string, []string, string, error) {
 	return "", nil, "", fmt.Errorf("unknown script language %q", lang)
 }
 
-// runScript runs an inline script from a private temporary file, with the command's timeout
+// run runs an inline script from a private temporary file, with the command's timeout
 // and the output cap; on timeout the whole process tree is killed.
-func runScript(ctx context.Context, rs agentproto.RunScript) agentproto.CommandResult {
+func run(ctx context.Context, rs agentproto.RunScript) agentproto.CommandResult {
 	dir, err := os.MkdirTemp("", "gale-script-*")
 	if err != nil {
 		return failed("cannot create a temporary directory: " + err.Error())
@@ -142,7 +117,7 @@ func runScript(ctx context.Context, rs agentproto.RunScript) agentproto.CommandR
 	}
 	stdout, stderr := &cappedBuffer{max: limit}, &cappedBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	killTree(cmd)
+	proctree.KillOnCancel(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
 	res := agentproto.CommandResult{Status: agentproto.ResultCompleted, Stdout: stdout.buf.String(), Stderr: stderr.buf.String(),

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"path/filepath"
+
+	"gale/internal/agent/capability"
+	"gale/internal/agent/echo"
+	"gale/internal/agent/power"
+	"gale/internal/agent/script"
+	"gale/internal/agent/systools"
+)
+
+// capabilities returns what this agent binary can do, one capability package a line. The
+// system tools never touch the agent's own configuration (its tokens).
+func capabilities(configPath string) *capability.Registry {
+	reg := capability.New()
+	echo.Register(reg)
+	power.Register(reg)
+	script.Register(reg)
+	systools.New(systools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
+	return reg
+}

@@ -1,0 +1,106 @@
+// Package capability is the agent's registry of what it can do: each capability package
+// (scripts, power, system tools, echo, ...) registers the command kinds, call methods and
+// stream kinds it serves, and the agent's channel dispatches by name through it. Which
+// capabilities an agent binary carries is decided by cmd/gale-agent, one line each.
+package capability
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"gale/internal/agentproto"
+	"gale/internal/streams"
+)
+
+// CommandHandler carries out a command within ctx (the command's timeout) and reports its
+// outcome; the agent fills in the command ID and duration.
+type CommandHandler func(ctx context.Context, c agentproto.Command) agentproto.CommandResult
+
+// CallHandler answers a call: a result marshalled to JSON, or an error, which becomes the
+// CallResult's error (an *agentproto.CallError keeps its code; others are OPERATION_FAILED).
+type CallHandler func(ctx context.Context, args json.RawMessage) (any, error)
+
+// Registry maps names to handlers. Registration happens before the agent runs; lookups are
+// then safe from any goroutine.
+type Registry struct {
+	commands map[string]CommandHandler
+	calls    map[string]CallHandler
+	streams  map[string]streams.Handler
+}
+
+// New returns an empty registry.
+func New() *Registry {
+	return &Registry{commands: map[string]CommandHandler{}, calls: map[string]CallHandler{}, streams: map[string]streams.Handler{}}
+}
+
+// Command registers the handler of a command kind. Registering a kind twice panics: two
+// packages claiming one name is a mistake of the binary's composition.
+func (r *Registry) Command(kind string, h CommandHandler) { add(r.commands, "command", kind, h) }
+
+// Call registers the handler of a call method; twice panics.
+func (r *Registry) Call(method string, h CallHandler) { add(r.calls, "call method", method, h) }
+
+// Stream registers the handler of a stream kind; twice panics. The handler owns the stream
+// until it returns, and then the stream is closed.
+func (r *Registry) Stream(kind string, h streams.Handler) { add(r.streams, "stream kind", kind, h) }
+
+func add[H any](m map[string]H, what, name string, h H) {
+	if _, dup := m[name]; dup {
+		panic(fmt.Sprintf("capability: %s %q registered twice", what, name))
+	}
+	m[name] = h
+}
+
+// RunCommand carries out c with the handler of its kind, or fails it when there is none.
+func (r *Registry) RunCommand(ctx context.Context, c agentproto.Command) agentproto.CommandResult {
+	h, ok := r.commands[c.Type]
+	if !ok {
+		return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: "this agent does not know the command " + c.Type}
+	}
+	return h(ctx, c)
+}
+
+// Answer answers a call with the handler of its method; UNKNOWN_METHOD when there is none.
+// A panicking handler becomes OPERATION_FAILED, so one bad call cannot end the agent.
+func (r *Registry) Answer(ctx context.Context, c agentproto.Call) (res agentproto.CallResult) {
+	res.CallID = c.ID
+	h, ok := r.calls[c.Method]
+	if !ok {
+		res.Error = &agentproto.CallError{Code: agentproto.ErrUnknownMethod, Message: fmt.Sprintf("unknown method %q", c.Method)}
+		return res
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			res.Result = nil
+			res.Error = &agentproto.CallError{Code: agentproto.ErrFailed, Message: fmt.Sprintf("internal error: %v", v)}
+		}
+	}()
+	out, err := h(ctx, c.Args)
+	if err == nil {
+		res.Result, err = json.Marshal(out)
+	}
+	if err != nil {
+		res.Result = nil
+		res.Error = callError(err)
+	}
+	return res
+}
+
+func callError(err error) *agentproto.CallError {
+	var ce *agentproto.CallError
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return &agentproto.CallError{Code: agentproto.ErrFailed, Message: err.Error()}
+}
+
+// AcceptStream is streams.Options.Accept: it serves the stream kinds registered and refuses
+// the others, naming the kind.
+func (r *Registry) AcceptStream(kind string, _ json.RawMessage) (streams.Handler, error) {
+	if h, ok := r.streams[kind]; ok {
+		return h, nil
+	}
+	return nil, fmt.Errorf("this agent has no stream kind %q", kind)
+}

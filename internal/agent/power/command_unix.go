@@ -1,0 +1,13 @@
+//go:build !windows
+
+package power
+
+import "os/exec"
+
+// command is the system command for reboot or shutdown.
+func command(reboot bool) *exec.Cmd {
+	if reboot {
+		return exec.Command("shutdown", "-r", "now")
+	}
+	return exec.Command("shutdown", "-h", "now")
+}

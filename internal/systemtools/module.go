@@ -1,0 +1,14 @@
+package systemtools
+
+import (
+	"gale/internal/audit"
+	"gale/internal/devices"
+	"gale/internal/module"
+)
+
+// Module serves the system tools (processes, services, files, registry, event logs) that run
+// as calls to a device's agent.
+var Module = module.Module{Name: "systemtools", Build: func(k *module.Kernel) error {
+	New(module.Get[*devices.Service](k), module.Get[Caller](k), module.Get[*audit.Log](k)).Register(k.HTTP)
+	return nil
+}}
