@@ -239,6 +239,12 @@ func (c *conn) handle(msg agentproto.Message) error {
 		}
 		return err
 	default:
-		return fmt.Errorf("unknown message type %q", msg.Type)
+		fn, ok := c.hub.handlers[msg.Type]
+		if !ok {
+			return fmt.Errorf("unknown message type %q", msg.Type)
+		}
+		err := context.Canceled
+		c.hub.run(c.ctx, func() { err = fn(c.ctx, c.agent, msg.Payload) })
+		return err
 	}
 }

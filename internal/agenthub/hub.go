@@ -57,9 +57,6 @@ const (
 	chanCallDone = "gale_agent_call_done"
 )
 
-// Channels are the bus channels the hub publishes and listens on.
-var Channels = []string{chanWork, chanStop, chanCallDone}
-
 // Hub tracks this node's agent connections.
 type Hub struct {
 	devices *devices.Service
@@ -79,8 +76,29 @@ type Hub struct {
 
 	relays atomic.Int64 // node-to-node stream connections open, both directions
 
+	// handlers are the message types other domains handle (OnMessage), beyond the hub's own.
+	handlers map[string]MessageHandler
+
 	heartbeatSeconds prometheus.Histogram
 	connections      prometheus.Gauge
+}
+
+// MessageHandler handles one type of message agents send over their live channel; it runs on
+// the hub's database workers, with the sending agent.
+type MessageHandler func(ctx context.Context, agent devices.Agent, payload json.RawMessage) error
+
+// OnMessage makes fn handle agents' messages of type typ: a domain's own reports (check
+// results, scan findings) ride the channel without a change to the hub. Call it while wiring,
+// before serving; a type the hub or another domain handles panics.
+func (h *Hub) OnMessage(typ string, fn MessageHandler) {
+	switch typ {
+	case agentproto.TypeHeartbeat, agentproto.TypeCommandResult, agentproto.TypeCallResult:
+		panic("agenthub: message type " + typ + " is the hub's own")
+	}
+	if _, ok := h.handlers[typ]; ok {
+		panic("agenthub: message type " + typ + " handled twice")
+	}
+	h.handlers[typ] = fn
 }
 
 // New returns a hub over the device service and bus, registering its metrics.
@@ -94,7 +112,7 @@ func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Re
 	if opts.Workers <= 0 {
 		opts.Workers = 8
 	}
-	h := &Hub{devices: dev, bus: b, logger: logger, opts: opts, conns: map[string]*conn{},
+	h := &Hub{devices: dev, bus: b, logger: logger, opts: opts, conns: map[string]*conn{}, handlers: map[string]MessageHandler{},
 		work: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),

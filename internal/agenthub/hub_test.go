@@ -2,6 +2,7 @@ package agenthub
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
@@ -58,5 +59,38 @@ func TestCommandsAConnectionDidNotSendAreQueuedAgain(t *testing.T) {
 	taken, err := svc.TakeQueued(t.Context(), device)
 	if err != nil || len(taken) != 1 || taken[0].ID != cmd {
 		t.Fatalf("took %+v, %v; want the command queued again", taken, err)
+	}
+}
+
+// A domain's message type reaches its handler with the sending agent; unknown types are
+// errors, and the hub's own types cannot be taken over.
+func TestOnMessage(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	h := New(devices.New(storetest.Open(t), logger, nil, nil, devices.Options{}), bus.NewLocal(), logger, nil, Options{Workers: 1})
+	t.Cleanup(h.Close)
+	var got []string
+	h.OnMessage("check_result", func(_ context.Context, a devices.Agent, payload json.RawMessage) error {
+		got = append(got, a.DeviceID+" "+string(payload))
+		return nil
+	})
+	c := &conn{hub: h, agent: devices.Agent{DeviceID: "d1"}, ctx: t.Context(), wakeup: make(chan struct{}, 1)}
+	if err := c.handle(agentproto.Message{Type: "check_result", Payload: json.RawMessage(`{"ok":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != `d1 {"ok":true}` {
+		t.Fatalf("handler saw %v", got)
+	}
+	if err := c.handle(agentproto.Message{Type: "nonsense"}); err == nil {
+		t.Fatal("an unknown message type was accepted")
+	}
+	for _, typ := range []string{"check_result", agentproto.TypeHeartbeat} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("OnMessage(%s) a second time did not panic", typ)
+				}
+			}()
+			h.OnMessage(typ, nil)
+		}()
 	}
 }
