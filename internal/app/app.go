@@ -82,6 +82,8 @@ type App struct {
 	// Events feeds domain events to the modules' consumers.
 	Events *events.Dispatcher
 	kernel *module.Kernel
+	// instance tells this process's own notices on the bus from other nodes'.
+	instance string
 	jobs   *jobs.Runner
 	// stopWork ends the event loop and the modules' workers, and waits for them.
 	stopWork func()
@@ -128,7 +130,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Config: cfg, DB: db, Logger: logger}
+	a := &App{Config: cfg, DB: db, Logger: logger, instance: store.NewID()}
 	clk := clock.Or(cfg.Clock)
 	k := &module.Kernel{Config: cfg, DB: db, Logger: logger, Bus: bus.New(db, logger), Events: events.NewDispatcher(db, logger),
 		Clock: clk, Limiter: ratelimit.New(db, clk), Box: box, Mail: sender, Blobs: blobs, Version: Version, AccessChanged: a.Wrote}
@@ -141,7 +143,13 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": Version})
 	}))
 	a.HTTP.Handle("GET /ready", http.HandlerFunc(a.ready))
-	k.Bus.Subscribe(chanWrote, func(string) { k.ForgetCaches() })
+	k.Bus.Subscribe(chanWrote, func(from string) {
+		// This node forgot its caches when it published; forgetting again when its own notice
+		// comes back would drop pages cached since.
+		if from != a.instance {
+			k.ForgetCaches()
+		}
+	})
 	built := false
 	defer func() {
 		// The modules and the bus hold connections; New can only close the database after
@@ -172,7 +180,7 @@ const chanWrote = "gale_api_write"
 // this node caches nothing, as they may).
 func (a *App) Wrote(ctx context.Context) {
 	a.kernel.ForgetCaches()
-	a.kernel.Bus.Publish(context.WithoutCancel(ctx), chanWrote, "")
+	a.kernel.Bus.Publish(context.WithoutCancel(ctx), chanWrote, a.instance)
 }
 
 func (a *App) ready(w http.ResponseWriter, r *http.Request) {

@@ -297,18 +297,5 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 }
 
 func deviceIDsWithValue(ctx context.Context, tx *sql.Tx, fieldID string) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT device_id FROM device_custom_values WHERE field_id = $1 ORDER BY device_id`, fieldID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return store.QueryStrings(ctx, tx, `SELECT device_id FROM device_custom_values WHERE field_id = $1 ORDER BY device_id`, fieldID)
 }

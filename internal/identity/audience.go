@@ -22,20 +22,11 @@ func UsersSeeingOrg(ctx context.Context, q store.Querier, partnerID, orgID strin
 			OR (u.org_access = '` + OrgAccessSelected + `' AND EXISTS (SELECT 1 FROM user_org_access x WHERE x.user_id = u.id AND x.org_id = $2))))
 		OR (u.scope = '` + string(access.LevelOrganization) + `' AND u.org_id = $2))
 	AND (` + grantCond("r.permissions", perm) + `)`
-	rows, err := q.QueryContext(ctx, query, partnerID, orgID)
+	ids, err := store.QueryStrings(ctx, q, query, partnerID, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("select users seeing organization %s with %s: %w", orgID, perm, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return ids, nil
 }
 
 // grantCond renders the condition that a JSON array column of grants holds perm, directly or

@@ -1,6 +1,9 @@
 package store
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+)
 
 // EncodeStrings renders a list of strings for a JSON column; nil is an empty list.
 func EncodeStrings(l []string) string {
@@ -21,4 +24,22 @@ func DecodeStrings(raw string) ([]string, error) {
 		out = []string{}
 	}
 	return out, nil
+}
+
+// QueryStrings runs a query of one text column and returns its values in row order.
+func QueryStrings(ctx context.Context, q Querier, query string, args ...any) ([]string, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
