@@ -84,7 +84,7 @@ type App struct {
 	kernel *module.Kernel
 	// instance tells this process's own notices on the bus from other nodes'.
 	instance string
-	jobs   *jobs.Runner
+	jobs     *jobs.Runner
 	// stopWork ends the event loop and the modules' workers, and waits for them.
 	stopWork func()
 }
