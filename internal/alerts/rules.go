@@ -14,6 +14,8 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/audit"
+	"gale/internal/devices"
+	"gale/internal/groups"
 	"gale/internal/store"
 	"gale/internal/tenancy"
 )
@@ -152,38 +154,22 @@ func checkTargetsExist(ctx context.Context, q store.Querier, t Targets, partnerI
 	if t.Type == "all" || len(t.IDs) == 0 {
 		return nil
 	}
-	table, orgCol := map[string]string{"org": "organizations", "site": "sites", "group": "device_groups", "device": "devices"}[t.Type], "org_id"
-	if t.Type == "org" {
-		orgCol = "id"
-	}
-	var a store.Args
-	query := `SELECT id FROM ` + table + ` WHERE id IN ` + a.In(t.IDs) + ` AND partner_id = ` + a.Add(partnerID)
-	if orgID != "" {
-		query += ` AND ` + orgCol + ` = ` + a.Add(orgID)
-	}
-	rows, err := q.QueryContext(ctx, query, a.Values()...)
+	owners, err := targetOwners[t.Type](ctx, q, t.IDs)
 	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	found := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return err
-		}
-		found[id] = true
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	var p problems
 	for i, id := range t.IDs {
-		if !found[id] {
+		if o, ok := owners[id]; !ok || o.PartnerID != partnerID || (orgID != "" && o.OrgID != orgID) {
 			p.add("targets.ids["+itoa(i)+"]", "no such %s in the rule's tenant", t.Type)
 		}
 	}
 	return p.err()
+}
+
+// targetOwners find, by target type, whose each named row is: its owning package answers.
+var targetOwners = map[string]func(context.Context, store.Querier, []string) (map[string]tenancy.Owner, error){
+	"org": tenancy.OrgOwners, "site": tenancy.SiteOwners, "group": groups.Owners, "device": devices.Owners,
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

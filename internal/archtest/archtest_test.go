@@ -138,11 +138,8 @@ var crossDomainSQL = map[string]map[string]string{
 		"device_commands":       "remediation commands",
 		"notification_channels": "channels of a rule",
 	},
-	// Policy matches name organizations, sites and groups (being reworked beside this list).
+	// Routing reads the alert, its rule and its device's groups.
 	"internal/notify": {
-		"organizations":        "policy match targets",
-		"sites":                "policy match targets",
-		"device_groups":        "policy match targets",
 		"devices":              "alert routing",
 		"device_group_members": "alert routing",
 		"alerts":               "alert routing and escalation",

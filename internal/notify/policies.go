@@ -12,6 +12,7 @@ import (
 	"gale/internal/access"
 	"gale/internal/apperr"
 	"gale/internal/audit"
+	"gale/internal/groups"
 	"gale/internal/store"
 	"gale/internal/tenancy"
 )
@@ -196,18 +197,16 @@ func checkChannels(ctx context.Context, q store.Querier, field string, ids []str
 	return nil
 }
 
-// matchTargets are the lists of a match that name organizations, sites and groups, and how
-// to read the organization and partner of each.
+// matchTargets are the lists of a match that name organizations, sites and groups, and whose
+// package tells the owner of each.
 var matchTargets = []struct {
-	field, noun, query string
-	ids                func(PolicyMatch) []string
+	field, noun string
+	ids         func(PolicyMatch) []string
+	owners      func(context.Context, store.Querier, []string) (map[string]tenancy.Owner, error)
 }{
-	{"match.orgIds", "organization", `SELECT id, partner_id FROM organizations WHERE id = $1 AND deleted_at IS NULL`,
-		func(m PolicyMatch) []string { return m.OrgIDs }},
-	{"match.siteIds", "site", `SELECT s.org_id, s.partner_id FROM sites s JOIN organizations o ON o.id = s.org_id
-		WHERE s.id = $1 AND o.deleted_at IS NULL`, func(m PolicyMatch) []string { return m.SiteIDs }},
-	{"match.groupIds", "group", `SELECT g.org_id, g.partner_id FROM device_groups g JOIN organizations o ON o.id = g.org_id
-		WHERE g.id = $1 AND o.deleted_at IS NULL`, func(m PolicyMatch) []string { return m.GroupIDs }},
+	{"match.orgIds", "organization", func(m PolicyMatch) []string { return m.OrgIDs }, tenancy.OrgOwners},
+	{"match.siteIds", "site", func(m PolicyMatch) []string { return m.SiteIDs }, tenancy.SiteOwners},
+	{"match.groupIds", "group", func(m PolicyMatch) []string { return m.GroupIDs }, groups.Owners},
 }
 
 // checkMatchTargets refuses, as checkChannels does, organization, site and group IDs of a
@@ -215,15 +214,14 @@ var matchTargets = []struct {
 // organization's policy) or are out of the caller's scope.
 func checkMatchTargets(ctx context.Context, q store.Querier, scope access.Scope, m PolicyMatch, partnerID, orgID string) error {
 	for _, t := range matchTargets {
+		owners, err := t.owners(ctx, q, t.ids(m))
+		if err != nil {
+			return err
+		}
 		for _, id := range t.ids(m) {
-			var refOrg, refPartner string
-			err := q.QueryRowContext(ctx, t.query, id).Scan(&refOrg, &refPartner)
-			if errors.Is(err, sql.ErrNoRows) || (err == nil && (refPartner != partnerID || (orgID != "" && refOrg != orgID) ||
-				!scope.CanSeeOrg(refOrg, refPartner))) {
+			o, ok := owners[id]
+			if !ok || o.PartnerID != partnerID || (orgID != "" && o.OrgID != orgID) || !scope.CanSeeOrg(o.OrgID, o.PartnerID) {
 				return apperr.Invalid(t.field, "no such "+t.noun+": "+id)
-			}
-			if err != nil {
-				return err
 			}
 		}
 	}

@@ -34,9 +34,9 @@ type Placement struct {
 	OrgID string
 }
 
-// errNoSuchOrg answers an orgId that does not exist, is deleted or is out of the caller's
+// errNoSuchOrg is the answer to an orgId that does not exist, is deleted or is out of the caller's
 // reach alike, so the answer tells nothing of other tenants.
-var errNoSuchOrg = apperr.Invalid("orgId", "no such organization")
+func errNoSuchOrg() *apperr.Error { return apperr.Invalid("orgId", "no such organization") }
 
 // Place decides the partner and organization of a new tenant row from the caller's scope,
 // the orgId of the request (empty when absent) and the domain's options. Every domain that
@@ -63,7 +63,7 @@ func Place(ctx context.Context, q store.Querier, scope access.Scope, orgID strin
 		return Placement{}, err
 	}
 	if !ok || (partnerID != "" && partnerID != orgPartner) {
-		return Placement{}, errNoSuchOrg
+		return Placement{}, errNoSuchOrg()
 	}
 	return Placement{PartnerID: orgPartner, OrgID: orgID}, nil
 }

@@ -165,3 +165,42 @@ func SharedRowsFilter(scope access.Scope, a *store.Args, orgCol, partnerCol stri
 func OrgsInScope(scope access.Scope, a *store.Args) string {
 	return " FROM organizations o WHERE o.deleted_at IS NULL AND " + scope.OrgFilter(a, "o.id", "o.partner_id")
 }
+
+// Owner is the partner and organization a row belongs to.
+type Owner struct{ PartnerID, OrgID string }
+
+// Owners runs query, which selects id, partner_id and org_id of the rows of one table whose
+// IDs are in the list it ends with (an "IN " clause is appended), and returns each found row's
+// owner by ID. Domains whose rows other domains reference (sites, groups, devices) answer
+// "whose is this ID" with it, keeping the SQL in the owning package.
+func Owners(ctx context.Context, q store.Querier, query string, ids []string) (map[string]Owner, error) {
+	out := make(map[string]Owner, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var a store.Args
+	rows, err := q.QueryContext(ctx, query+" IN "+a.In(ids), a.Values()...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var o Owner
+		if err := rows.Scan(&id, &o.PartnerID, &o.OrgID); err != nil {
+			return nil, err
+		}
+		out[id] = o
+	}
+	return out, rows.Err()
+}
+
+// OrgOwners returns the owner of each live organization among ids (its OrgID is itself).
+func OrgOwners(ctx context.Context, q store.Querier, ids []string) (map[string]Owner, error) {
+	return Owners(ctx, q, `SELECT id, partner_id, id FROM organizations WHERE deleted_at IS NULL AND id`, ids)
+}
+
+// SiteOwners returns the owner of each site of a live organization among ids.
+func SiteOwners(ctx context.Context, q store.Querier, ids []string) (map[string]Owner, error) {
+	return Owners(ctx, q, `SELECT id, partner_id, org_id FROM sites WHERE `+LiveOrg("org_id")+` AND id`, ids)
+}

@@ -148,7 +148,7 @@ func (s *Service) CreateSite(ctx context.Context, orgID string, in SiteInput) (S
 		org, err := s.getOrg(ctx, tx, scope, orgID, false)
 		if err != nil {
 			if apperr.IsCode(err, apperr.CodeNotFound) {
-				return errNoSuchOrg
+				return errNoSuchOrg()
 			}
 			return err
 		}
