@@ -40,10 +40,13 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 	key func(T) (string, string)) ([]T, string, *int, error) {
 	p, total, err := planList(ctx, db, q, page)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list%s: %w", q.From, err)
 	}
 	out, next, err := fullPage(ctx, db, p, q.Columns, scan, key)
-	return out, next, total, err
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("list%s: %w", q.From, err)
+	}
+	return out, next, total, nil
 }
 
 // fullPage reads the rows of a planned page in full.
@@ -69,11 +72,11 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 	}
 	p, total, err := planList(ctx, db, q, page)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list%s: %w", q.From, err)
 	}
 	refs, err := pageRefs(ctx, db, q, p, page, time.Now())
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list%s: %w", q.From, err)
 	}
 	// The row past the page only tells that another page follows; its content is not needed.
 	shown := refs[:min(len(refs), page.Limit)]

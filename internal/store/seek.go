@@ -53,7 +53,7 @@ func SeekPage[T any](ctx context.Context, db Querier, q SeekQuery, s Seek, scan 
 		` LIMIT ` + strconv.Itoa(s.Limit+1)
 	rows, err := db.QueryContext(ctx, query, a.Values()...)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("seek%s: %w", q.From, err)
 	}
 	defer rows.Close()
 	out := make([]T, 0, s.Limit)
