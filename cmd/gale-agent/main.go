@@ -50,13 +50,17 @@ func enrollCmd(configPath *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "enroll <enrollment key> --server <base address> --enrollment-secret <secret>",
 		Short: "Enroll this machine with a Gale server",
-		Long: "Enroll registers this machine and writes the configuration file. If the file already exists the machine is " +
-			"enrolled: enroll does nothing and exits 0, so install scripts can run it again safely.",
+		Long: "Enroll registers this machine and writes the configuration file. If a valid configuration exists the machine is " +
+			"enrolled: enroll does nothing and exits 0, so install scripts can run it again safely. A configuration that cannot " +
+			"be read, or of a decommissioned device, is replaced; --force replaces a valid one too.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Key, o.ConfigPath, o.Version = args[0], *configPath, version
 			if o.Server == "" {
 				return errors.New("--server is required (the Gale server's address, like https://rmm.example.com)")
+			}
+			o.Replaced = func(reason string) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "enrolling anew: %s\n", reason)
 			}
 			cfg, err := agent.Enroll(cmd.Context(), o)
 			if errors.Is(err, agent.ErrAlreadyEnrolled) {
@@ -79,6 +83,7 @@ func enrollCmd(configPath *string) *cobra.Command {
 	cmd.Flags().StringVar(&o.Secret, "enrollment-secret", "", "the enrollment secret (the key's own, or the server's global one)")
 	cmd.Flags().StringVar(&o.SiteID, "site-id", "", "site to join (ignored when the key is pinned to a site)")
 	cmd.Flags().BoolVar(&quiet, "quiet", false, "print nothing on success")
+	cmd.Flags().BoolVar(&o.Force, "force", false, "enroll anew even when a valid configuration exists")
 	return cmd
 }
 
@@ -88,7 +93,8 @@ func runCmd(configPath *string) *cobra.Command {
 		Use:   "run",
 		Short: "Run the agent in the foreground",
 		Long: "Run starts the watchdog, which runs the main agent as a child process and restarts it when it exits or " +
-			"hangs. --no-watchdog runs the main agent alone.",
+			"hangs. --no-watchdog runs the main agent alone. Once the server decommissioned the device, run exits with status " +
+			strconv.Itoa(agent.ExitDecommissioned) + ", which the system service counts as a success and does not restart.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !agent.Enrolled(*configPath) {
@@ -96,8 +102,10 @@ func runCmd(configPath *string) *cobra.Command {
 			}
 			if noWatchdog {
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				return agent.Run(ctx, runOptions(*configPath))
+				err := agent.Run(ctx, runOptions(*configPath))
+				stop()
+				exitIfDecommissioned(err)
+				return err
 			}
 			prg := &program{configPath: *configPath}
 			s, err := service.New(prg, serviceConfig(*configPath))
@@ -109,6 +117,15 @@ func runCmd(configPath *string) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&noWatchdog, "no-watchdog", false, "run the main agent without its watchdog")
 	return cmd
+}
+
+// exitIfDecommissioned ends the process with ExitDecommissioned when the server
+// decommissioned the device: nothing is left to do, and the service must not restart it.
+func exitIfDecommissioned(err error) {
+	if errors.Is(err, agent.ErrDecommissioned) {
+		fmt.Fprintln(os.Stderr, "gale-agent:", err)
+		os.Exit(agent.ExitDecommissioned)
+	}
 }
 
 func runOptions(configPath string) agent.RunOptions {
@@ -132,8 +149,9 @@ func (p *program) Start(service.Service) error {
 	p.cancel, p.done = cancel, make(chan struct{})
 	go func() {
 		defer close(p.done)
-		_ = agent.Watchdog(ctx, agent.WatchdogOptions{ConfigPath: p.configPath, Executable: exe,
+		err := agent.Watchdog(ctx, agent.WatchdogOptions{ConfigPath: p.configPath, Executable: exe,
 			Args: []string{"run", "--no-watchdog", "--config", p.configPath}, Logger: logger(), Unresponsive: unresponsiveAfter()})
+		exitIfDecommissioned(err)
 	}()
 	return nil
 }
@@ -161,7 +179,9 @@ func serviceConfig(configPath string) *service.Config {
 	}
 	return &service.Config{Name: "gale-agent", DisplayName: "Gale Agent",
 		Description: "Gale remote monitoring and management agent", Arguments: []string{"run", "--config", abs},
-		Option: service.KeyValue{"Restart": "always"}}
+		// Restarted on failure only, and ExitDecommissioned counts as success (systemd), so a
+		// decommissioned agent stays stopped.
+		Option: service.KeyValue{"Restart": "on-failure", "SuccessExitStatus": strconv.Itoa(agent.ExitDecommissioned)}}
 }
 
 func serviceCmd(configPath *string) *cobra.Command {

@@ -36,16 +36,36 @@ func TestSaveConfigIsPrivateAndLoads(t *testing.T) {
 
 func TestEnrollDoesNothingWhenAlreadyEnrolled(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "agent.json")
-	if err := os.WriteFile(path, []byte("{}"), 0o600); err != nil {
+	valid := Config{Server: "http://127.0.0.1:1", DeviceID: "d1", AuthToken: "gale_at_x"}
+	if err := SaveConfig(path, valid); err != nil {
 		t.Fatal(err)
 	}
+	before, _ := os.ReadFile(path)
 	// The server address is unreachable: enroll must not even try it.
 	_, err := Enroll(context.Background(), EnrollOptions{Key: "k", Server: "http://127.0.0.1:1", ConfigPath: path})
 	if !errors.Is(err, ErrAlreadyEnrolled) {
 		t.Fatalf("enroll over an existing config = %v, want ErrAlreadyEnrolled", err)
 	}
-	if b, _ := os.ReadFile(path); string(b) != "{}" {
+	if b, _ := os.ReadFile(path); string(b) != string(before) {
 		t.Fatalf("the config was rewritten: %s", b)
+	}
+	// A damaged configuration and a decommissioned device's are enrolled anew (here the
+	// unreachable server answers the attempt).
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	_, err = Enroll(context.Background(), EnrollOptions{Key: "k", Server: "http://127.0.0.1:1", ConfigPath: path,
+		Replaced: func(r string) { reason = r }})
+	if err == nil || errors.Is(err, ErrAlreadyEnrolled) || !strings.Contains(reason, "cannot be used") {
+		t.Fatalf("enroll over a damaged config = %v (%q); want an attempt to enroll", err, reason)
+	}
+	valid.Decommissioned = true
+	if err := SaveConfig(path, valid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = Enroll(context.Background(), EnrollOptions{Key: "k", Server: "http://127.0.0.1:1", ConfigPath: path}); errors.Is(err, ErrAlreadyEnrolled) {
+		t.Fatal("enroll over a decommissioned device's config did nothing")
 	}
 	_, err = Enroll(context.Background(), EnrollOptions{Key: "k", Server: "rmm.example", ConfigPath: filepath.Join(t.TempDir(), "a.json")})
 	if err == nil || !strings.Contains(err.Error(), "--server") {

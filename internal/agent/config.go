@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"gale/internal/agentproto"
@@ -25,8 +26,24 @@ type Config struct {
 	SiteID        string            `json:"siteId"`
 	Settings      agentproto.Config `json:"settings"`
 	EnrolledAt    time.Time         `json:"enrolledAt"`
-	// Decommissioned is set when the server retires the device; the agent then stays idle.
+	// Decommissioned is set when the server, authenticated, said it retired the device (see
+	// agentproto.TypeStop); the agent then exits at once with ExitDecommissioned. A refused
+	// token never sets it.
 	Decommissioned bool `json:"decommissioned,omitempty"`
+}
+
+// ExitDecommissioned is the exit status of gale-agent run once the device was decommissioned.
+// The system service counts it as a success, so the service manager does not restart the agent.
+const ExitDecommissioned = 3
+
+// ErrDecommissioned is returned by Run and Watchdog when the device was decommissioned.
+var ErrDecommissioned = errors.New("the server decommissioned this device; enroll again to manage this machine")
+
+// OutboxDir is where the agent of the configuration at configPath keeps what it could not
+// deliver yet: next to the configuration, named after it, so several agents on one machine
+// keep theirs apart.
+func OutboxDir(configPath string) string {
+	return strings.TrimSuffix(configPath, filepath.Ext(configPath)) + ".outbox"
 }
 
 // DefaultConfigPath is the system location of the configuration file on this platform.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gale/internal/agent/inventory"
+	"gale/internal/agent/outbox"
 	"gale/internal/agentproto"
 )
 
@@ -23,17 +24,38 @@ type EnrollOptions struct {
 	SiteID     string
 	ConfigPath string
 	Version    string
+	// Force enrolls anew even over a valid configuration.
+	Force bool
+	// Replaced is called with the reason when enroll replaces an existing configuration.
+	Replaced func(reason string)
 }
 
-// ErrAlreadyEnrolled means a configuration file exists: enroll did nothing.
+// ErrAlreadyEnrolled means a valid configuration file exists: enroll did nothing.
 var ErrAlreadyEnrolled = errors.New("already enrolled")
 
-// Enroll registers this machine with the server and writes the configuration file. When the
-// file already exists it does nothing and returns ErrAlreadyEnrolled, so repeated runs of an
-// install script are safe.
+// Enroll registers this machine with the server and writes the configuration file. When a
+// valid configuration exists it does nothing and returns ErrAlreadyEnrolled, so repeated runs
+// of an install script are safe. A configuration that cannot be read (damaged, incomplete)
+// or of a decommissioned device is replaced, as is any with Force: enrolling is how such a
+// machine is repaired. The outbox of the earlier enrollment is cleared; it belongs to
+// another device.
 func Enroll(ctx context.Context, o EnrollOptions) (Config, error) {
 	if Enrolled(o.ConfigPath) {
-		return Config{}, ErrAlreadyEnrolled
+		old, err := LoadConfig(o.ConfigPath)
+		reason := ""
+		switch {
+		case err != nil:
+			reason = fmt.Sprintf("the configuration cannot be used (%v)", err)
+		case old.Decommissioned:
+			reason = "the device " + old.DeviceID + " was decommissioned"
+		case o.Force:
+			reason = "--force: replacing the enrollment of device " + old.DeviceID
+		default:
+			return Config{}, ErrAlreadyEnrolled
+		}
+		if o.Replaced != nil {
+			o.Replaced(reason)
+		}
 	}
 	u, err := url.Parse(o.Server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -56,6 +78,9 @@ func Enroll(ctx context.Context, o EnrollOptions) (Config, error) {
 		OrgID: resp.OrgID, SiteID: resp.SiteID, Settings: resp.Config, EnrolledAt: time.Now().UTC()}
 	if err := SaveConfig(o.ConfigPath, cfg); err != nil {
 		return cfg, fmt.Errorf("enrolled as device %s but could not write %s: %w", resp.DeviceID, o.ConfigPath, err)
+	}
+	if err := outbox.Clear(OutboxDir(o.ConfigPath)); err != nil {
+		return cfg, fmt.Errorf("enrolled as device %s: %w", resp.DeviceID, err)
 	}
 	return cfg, nil
 }

@@ -6,18 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 
 	"gale/internal/agent/capability"
 	"gale/internal/agent/inventory"
+	"gale/internal/agent/outbox"
 	"gale/internal/agentproto"
 	"gale/internal/streams"
 )
@@ -30,8 +31,6 @@ type RunOptions struct {
 	// Capabilities serve the commands, calls and streams the server sends; Run adds the
 	// agent's own refresh_inventory command to them. Nil serves that command only.
 	Capabilities *capability.Registry
-	// InventoryEvery is the period of full inventories (default 24 h).
-	InventoryEvery time.Duration
 }
 
 // LivenessFDEnv names the environment variable through which the watchdog passes the
@@ -40,91 +39,166 @@ const LivenessFDEnv = "GALE_AGENT_LIVENESS_FD"
 
 const (
 	livenessEvery = 2 * time.Second
-	maxBackoff    = 60 * time.Second
+	// Reconnecting starts within a second, so a server restart costs seconds, and backs off
+	// to 30 s; a handshake that succeeds starts over.
+	reconnectMin = 500 * time.Millisecond
+	reconnectMax = 30 * time.Second
+	// A refused token (rotated, a proxy in the way) is retried more slowly, up to 5 minutes.
+	refusedMin = 5 * time.Second
+	refusedMax = 5 * time.Minute
+	// A failed inventory is tried again within minutes, not at the next period.
+	inventoryRetryMin = 30 * time.Second
+	inventoryRetryMax = 5 * time.Minute
+	// flushEvery is how often kept messages are offered to the server besides at each connection.
+	flushEvery = 30 * time.Second
+	// ackTimeout is how long a heartbeat on the socket waits for the server's acknowledgement
+	// before the socket is taken for dead and the heartbeat kept for later.
+	ackTimeout = 15 * time.Second
+	// requestTimeout bounds the agent's small HTTP requests, so an unreachable server does not
+	// hold a heartbeat for the client's whole timeout.
+	requestTimeout = 20 * time.Second
 )
 
-var errDecommissioned = errors.New("the server decommissioned this device")
+// Kinds of kept messages in the outbox.
+const (
+	keptResult    = "command_result"
+	keptHeartbeat = "heartbeat"
+)
+
+// errStopped is the server's stop message on the live channel.
+var errStopped = errors.New("the server sent stop: the device was decommissioned")
 
 // runner is the main agent.
 type runner struct {
-	opts     RunOptions
-	cfg      Config
-	log      *slog.Logger
-	http     *client
-	caps     *capability.Registry
+	opts RunOptions
+	cfg  Config
+	log  *slog.Logger
+	http *client
+	caps *capability.Registry
+	box  *outbox.Outbox
+	// ctx lives as long as the agent, not a connection: commands run under it.
+	ctx  context.Context
+	stop context.CancelCauseFunc
+
 	mu       sync.Mutex
-	interval time.Duration
+	settings agentproto.Config
+	live     *session // the connected session, once the server welcomed it
+
+	beatNow  chan struct{}
+	flushNow chan struct{}
+	retired  sync.Once
 }
 
-// Run runs the main agent until ctx ends: it keeps a live channel to the server (falling back
-// to HTTP heartbeats while the channel cannot be opened), reports inventory, and serves the
-// commands, calls and streams of its capabilities.
+// Run runs the main agent until ctx ends or the server decommissions the device (then it
+// returns ErrDecommissioned). It keeps a live channel to the server (falling back to HTTP
+// heartbeats while the channel cannot be opened), reports health and inventory at the
+// server's intervals, and serves the commands, calls and streams of its capabilities.
+// Commands run on whether or not the channel holds; what cannot be delivered is kept in the
+// outbox on disk and delivered when the server is back.
 func Run(ctx context.Context, o RunOptions) error {
 	cfg, err := LoadConfig(o.ConfigPath)
 	if err != nil {
 		return err
 	}
-	if o.InventoryEvery <= 0 {
-		o.InventoryEvery = 24 * time.Hour
+	if cfg.Decommissioned {
+		return ErrDecommissioned
 	}
-	r := &runner{opts: o, cfg: cfg, log: o.Logger.With("deviceId", cfg.DeviceID), http: newClient(cfg.Server, cfg.AuthToken)}
-	r.interval = time.Duration(max(cfg.Settings.HeartbeatIntervalSeconds, 1)) * time.Second
+	box, err := outbox.Open(OutboxDir(o.ConfigPath), outbox.Limits{})
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r := &runner{opts: o, cfg: cfg, log: o.Logger.With("deviceId", cfg.DeviceID), http: newClient(cfg.Server, cfg.AuthToken),
+		box: box, ctx: ctx, stop: stop, settings: cfg.Settings, beatNow: make(chan struct{}, 1), flushNow: make(chan struct{}, 1)}
 	if o.Capabilities == nil {
 		o.Capabilities = capability.New()
 	}
 	r.caps = o.Capabilities
 	r.caps.Command(agentproto.CommandRefreshInventory, r.refreshInventory)
-	go r.liveness(ctx)
-	if cfg.Decommissioned {
-		r.idle(ctx)
-		return nil
+	if n := box.Len(); n > 0 {
+		r.log.Info("messages kept from an earlier run wait for the server", "count", n)
 	}
+	// The baseline of CPU use: the first sample reported measures the machine over a whole
+	// interval, not the agent's own start.
+	inventory.Sample(ctx)
+	go r.liveness(ctx, func() { stop(nil) })
 	go r.inventoryLoop(ctx)
-
-	backoff := time.Second
-	for ctx.Err() == nil {
-		started := time.Now()
-		err := r.session(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, errDecommissioned) || isUnauthorized(err) {
-			r.log.Warn("the server no longer accepts this agent; staying idle (enroll again to manage this machine)", "reason", err)
-			r.cfg.Decommissioned = true
-			if err := SaveConfig(o.ConfigPath, r.cfg); err != nil {
-				r.log.Error("could not record the decommissioning", "error", err)
-			}
-			r.idle(ctx)
-			return nil
-		}
-		if time.Since(started) > time.Minute {
-			backoff = time.Second
-		}
-		r.log.Warn("live channel down; reconnecting", "error", err, "in", backoff)
-		if err := r.httpHeartbeat(ctx); isUnauthorized(err) {
-			continue
-		}
-		// Full jitter spreads the reconnects of a fleet after a server restart.
-		wait := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		backoff = min(backoff*2, maxBackoff)
+	go r.reportLoop(ctx)
+	go r.flushLoop(ctx)
+	r.connectLoop(ctx)
+	if errors.Is(context.Cause(ctx), ErrDecommissioned) {
+		return ErrDecommissioned
 	}
 	return nil
 }
 
-func isUnauthorized(err error) bool {
-	var ae *apiError
-	return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized
+// connectLoop keeps the live channel open until the agent ends.
+func (r *runner) connectLoop(ctx context.Context) {
+	wait := newBackoff(reconnectMin, reconnectMax)
+	refusedWait := newBackoff(refusedMin, refusedMax)
+	for ctx.Err() == nil {
+		welcomed, err := r.session(ctx)
+		if ctx.Err() != nil || r.retiredBy(err) {
+			return
+		}
+		if welcomed {
+			wait.reset()
+			refusedWait.reset()
+		}
+		var d time.Duration
+		if refused(err) {
+			d = refusedWait.next()
+			r.log.Error("the server refuses this agent's token; still retrying (only the server's decommissioning stops the agent)",
+				"error", err, "in", d.Round(time.Millisecond))
+		} else {
+			d = wait.next()
+			r.log.Warn("live channel down; reconnecting", "error", err, "in", d.Round(time.Millisecond))
+		}
+		if !sleep(ctx, d) {
+			return
+		}
+	}
 }
 
-func (r *runner) idle(ctx context.Context) { <-ctx.Done() }
+// retiredBy stops the agent when err is the server's word that the device was decommissioned.
+func (r *runner) retiredBy(err error) bool {
+	if !errors.Is(err, errStopped) && !decommissions(err, r.cfg.DeviceID) {
+		return false
+	}
+	r.retired.Do(func() {
+		r.log.Error("the server decommissioned this device; the agent stops (enroll again to manage this machine)", "reason", err)
+		r.cfg.Decommissioned = true
+		if err := SaveConfig(r.opts.ConfigPath, r.cfg); err != nil {
+			r.log.Error("could not record the decommissioning", "error", err)
+		}
+		r.stop(ErrDecommissioned)
+	})
+	return true
+}
 
-// liveness beats to the watchdog, when there is one, so it can tell a hung agent.
-func (r *runner) liveness(ctx context.Context) {
+// sleep waits d, or less when ctx ends first; false when it did.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func nudge(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// liveness beats to the watchdog, when there is one, so it can tell a hung agent. When the
+// pipe breaks the watchdog died: the agent replaces it and stops (stop).
+func (r *runner) liveness(ctx context.Context, stop context.CancelFunc) {
 	fd, err := strconv.Atoi(os.Getenv(LivenessFDEnv))
 	if err != nil || fd < 3 {
 		return
@@ -135,6 +209,9 @@ func (r *runner) liveness(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if _, err := f.Write([]byte{'.'}); err != nil {
+			if ctx.Err() == nil {
+				r.replaceWatchdog(stop)
+			}
 			return
 		}
 		select {
@@ -145,10 +222,157 @@ func (r *runner) liveness(ctx context.Context) {
 	}
 }
 
-func (r *runner) heartbeat(ctx context.Context) agentproto.Heartbeat {
-	m := inventory.Sample(ctx)
-	return agentproto.Heartbeat{AgentVersion: r.opts.Version, Metrics: &m, UptimeSeconds: inventory.Uptime(),
-		LastUser: inventory.LastUser(ctx), PendingReboot: pendingReboot()}
+// intervals are the server's heartbeat, metrics and inventory periods, with defaults for what
+// it did not say.
+func (r *runner) intervals() (heartbeat, metrics, inv time.Duration) {
+	r.mu.Lock()
+	s := r.settings
+	r.mu.Unlock()
+	heartbeat = time.Duration(max(s.HeartbeatIntervalSeconds, 1)) * time.Second
+	metrics = heartbeat
+	if s.MetricsCollectionIntervalSeconds > 0 {
+		metrics = time.Duration(s.MetricsCollectionIntervalSeconds) * time.Second
+	}
+	inv = 24 * time.Hour
+	if s.InventoryIntervalMinutes > 0 {
+		inv = time.Duration(s.InventoryIntervalMinutes) * time.Minute
+	}
+	return heartbeat, metrics, inv
+}
+
+// reportLoop sends a heartbeat every heartbeat interval, whatever the state of the live
+// channel; one carries a health sample once per metrics interval. The first carries none: the
+// first sample covers a whole interval after the baseline Run took.
+func (r *runner) reportLoop(ctx context.Context) {
+	lastSample := time.Now()
+	for ctx.Err() == nil {
+		every, metricsEvery, _ := r.intervals()
+		hb := agentproto.Heartbeat{AgentVersion: r.opts.Version, UptimeSeconds: inventory.Uptime(),
+			LastUser: inventory.LastUser(ctx), PendingReboot: pendingReboot()}
+		// A little slack keeps a sample per interval although ticks drift by milliseconds.
+		if time.Since(lastSample) >= metricsEvery-metricsEvery/10 {
+			m := inventory.Sample(ctx)
+			lastSample = time.Now()
+			hb.Metrics = &m
+		}
+		r.deliverHeartbeat(ctx, hb, lastSample)
+		select {
+		case <-ctx.Done():
+		case <-time.After(every):
+		case <-r.beatNow:
+		}
+	}
+}
+
+// deliverHeartbeat sends hb on the live channel, else over HTTP; a sample neither takes is
+// kept, with its time, so the metrics history has no gap.
+func (r *runner) deliverHeartbeat(ctx context.Context, hb agentproto.Heartbeat, sampledAt time.Time) {
+	if s := r.liveSession(); s != nil {
+		if err := s.heartbeat(hb); err == nil {
+			return
+		}
+	}
+	err := r.httpHeartbeat(ctx, hb)
+	if err == nil || r.retiredBy(err) || ctx.Err() != nil || hb.Metrics == nil || permanent(err) {
+		return
+	}
+	at := sampledAt.UTC()
+	hb.SampledAt = &at
+	r.keep(keptHeartbeat, hb)
+}
+
+// keep puts a message in the outbox, for the next delivery.
+func (r *runner) keep(kind string, payload any) {
+	dropped, err := r.box.Put(kind, payload)
+	if err != nil {
+		r.log.Error("could not keep a message for later; it is lost", "kind", kind, "error", err)
+		return
+	}
+	if dropped > 0 {
+		r.log.Warn("the outbox is full; dropped its oldest messages", "dropped", dropped)
+	}
+}
+
+// flushLoop offers the kept messages to the server at each connection and every flushEvery.
+func (r *runner) flushLoop(ctx context.Context) {
+	t := time.NewTicker(flushEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.flushNow:
+		}
+		r.flush(ctx)
+	}
+}
+
+// flush delivers the kept messages, oldest first, over HTTP (whose answer confirms each), and
+// stops at the first the server cannot take now. One the server rejects for what it is is
+// dropped: sending it again cannot help.
+func (r *runner) flush(ctx context.Context) {
+	if r.box.Len() == 0 {
+		return
+	}
+	entries, err := r.box.Entries()
+	if err != nil {
+		r.log.Error("could not read the outbox", "error", err)
+	}
+	delivered := 0
+	for _, e := range entries {
+		err := r.deliverKept(ctx, e)
+		if err != nil && !permanent(err) {
+			r.retiredBy(err)
+			break
+		}
+		if err != nil {
+			r.log.Warn("the server rejected a kept message; dropped", "kind", e.Kind, "error", err)
+		}
+		if err := r.box.Remove(e.ID); err != nil {
+			r.log.Error("could not remove a delivered message from the outbox", "error", err)
+			break
+		}
+		delivered++
+	}
+	if delivered > 0 {
+		r.log.Info("delivered messages kept while the server was unreachable", "count", delivered, "left", r.box.Len())
+	}
+}
+
+func (r *runner) deliverKept(ctx context.Context, e outbox.Entry) error {
+	switch e.Kind {
+	case keptResult:
+		var res agentproto.CommandResult
+		if err := json.Unmarshal(e.Payload, &res); err != nil {
+			return nil
+		}
+		return r.postResult(ctx, res)
+	case keptHeartbeat:
+		var hb agentproto.Heartbeat
+		if err := json.Unmarshal(e.Payload, &hb); err != nil {
+			return nil
+		}
+		return r.httpHeartbeat(ctx, hb)
+	}
+	r.log.Warn("unknown kind of kept message; dropped", "kind", e.Kind)
+	return nil
+}
+
+func (r *runner) liveSession() *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live
+}
+
+func (r *runner) setLive(s *session, live bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if live {
+		r.live = s
+	} else if r.live == s {
+		r.live = nil
+	}
 }
 
 // pendingReboot reports the Debian/Ubuntu flag file that package upgrades leave behind.
@@ -165,39 +389,43 @@ func wsURL(server string) string {
 	return "ws://" + strings.TrimPrefix(u, "http://")
 }
 
-// session holds one live channel until it fails. Text messages carry the JSON protocol,
-// binary messages the frames of the streams the server opens.
-func (r *runner) session(ctx context.Context) error {
+// session holds one live channel until it fails, and reports whether the server welcomed it
+// (the handshake succeeded). Text messages carry the JSON protocol, binary messages the
+// frames of the streams the server opens.
+func (r *runner) session(ctx context.Context) (welcomed bool, err error) {
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	ws, resp, err := websocket.Dial(dialCtx, wsURL(r.cfg.Server), &websocket.DialOptions{
 		HTTPHeader: http.Header{"Authorization": {"Bearer " + r.cfg.AuthToken}, agentproto.HeaderStreams: {agentproto.StreamsVersion}}})
 	cancel()
 	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
-			return &apiError{Status: resp.StatusCode, Message: "agent token refused"}
+		if resp != nil && resp.StatusCode >= 300 {
+			return false, readAPIError(resp)
 		}
-		return err
+		return false, err
 	}
 	ws.SetReadLimit(64 << 20)
 	defer ws.CloseNow()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
-	s := &session{r: r, ws: ws, ctx: sctx}
+	s := &session{r: r, ws: ws, ctx: sctx, acks: map[string]chan struct{}{}}
 	s.streams = streams.NewSession(func(ctx context.Context, frame []byte) error {
 		return ws.Write(ctx, websocket.MessageBinary, frame)
 	}, streams.Options{Accept: r.caps.AcceptStream, Logger: r.log})
-	go s.heartbeats()
-	r.log.Info("connected to the server", "server", r.cfg.Server)
 	err = s.read()
+	r.setLive(s, false)
 	s.streams.Close(fmt.Errorf("connection to the server lost: %w", err))
-	return err
+	return s.welcomed.Load(), err
 }
 
 type session struct {
-	r       *runner
-	ws      *websocket.Conn
-	ctx     context.Context
-	streams *streams.Session
+	r        *runner
+	ws       *websocket.Conn
+	ctx      context.Context
+	streams  *streams.Session
+	welcomed atomic.Bool
+	seq      atomic.Uint64
+	mu       sync.Mutex
+	acks     map[string]chan struct{} // heartbeats awaiting the server's acknowledgement
 }
 
 // read handles what the server sends until the socket fails or the server stops the agent.
@@ -239,19 +467,34 @@ func (s *session) send(typ, id string, payload any) error {
 	return s.ws.Write(ctx, websocket.MessageText, b)
 }
 
-func (s *session) heartbeats() {
-	for {
-		if err := s.send(agentproto.TypeHeartbeat, "", s.r.heartbeat(s.ctx)); err != nil {
-			return
-		}
-		s.r.mu.Lock()
-		every := s.r.interval
-		s.r.mu.Unlock()
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-time.After(every):
-		}
+// heartbeat sends hb and waits for the server to acknowledge it recorded it. Without the
+// acknowledgement the socket is taken for dead (a write may succeed into a connection the
+// server no longer reads) and closed, and the caller keeps the heartbeat.
+func (s *session) heartbeat(hb agentproto.Heartbeat) error {
+	id := strconv.FormatUint(s.seq.Add(1), 10)
+	ack := make(chan struct{})
+	s.mu.Lock()
+	s.acks[id] = ack
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.acks, id)
+		s.mu.Unlock()
+	}()
+	if err := s.send(agentproto.TypeHeartbeat, id, hb); err != nil {
+		return fmt.Errorf("send a heartbeat: %w", err)
+	}
+	t := time.NewTimer(ackTimeout)
+	defer t.Stop()
+	select {
+	case <-ack:
+		return nil
+	case <-s.ctx.Done():
+		return fmt.Errorf("heartbeat not acknowledged: %w", s.ctx.Err())
+	case <-t.C:
+		s.r.log.Warn("the server did not acknowledge a heartbeat; reconnecting", "after", ackTimeout)
+		s.ws.CloseNow()
+		return errors.New("heartbeat not acknowledged")
 	}
 }
 
@@ -262,6 +505,18 @@ func (s *session) handle(msg agentproto.Message) error {
 		if err := json.Unmarshal(msg.Payload, &w); err == nil {
 			s.r.applyConfig(w.Config)
 		}
+		s.welcomed.Store(true)
+		s.r.setLive(s, true)
+		s.r.log.Info("connected to the server", "server", s.r.cfg.Server)
+		nudge(s.r.beatNow)
+		nudge(s.r.flushNow)
+	case agentproto.TypeHeartbeatAck:
+		s.mu.Lock()
+		if ack, ok := s.acks[msg.ID]; ok {
+			close(ack)
+			delete(s.acks, msg.ID)
+		}
+		s.mu.Unlock()
 	case agentproto.TypeConfig:
 		var c agentproto.Config
 		if err := json.Unmarshal(msg.Payload, &c); err == nil {
@@ -272,12 +527,7 @@ func (s *session) handle(msg agentproto.Message) error {
 		if err := json.Unmarshal(msg.Payload, &c); err != nil {
 			return nil
 		}
-		go func() {
-			res := s.r.runCommand(s.ctx, c)
-			if err := s.send(agentproto.TypeCommandResult, c.ID, res); err != nil {
-				s.r.postResult(context.WithoutCancel(s.ctx), res)
-			}
-		}()
+		go s.r.execute(c)
 	case agentproto.TypeCall:
 		var c agentproto.Call
 		if err := json.Unmarshal(msg.Payload, &c); err != nil {
@@ -285,7 +535,7 @@ func (s *session) handle(msg agentproto.Message) error {
 		}
 		go func() { _ = s.send(agentproto.TypeCallResult, c.ID, s.r.caps.Answer(s.ctx, c)) }()
 	case agentproto.TypeStop:
-		return errDecommissioned
+		return errStopped
 	}
 	return nil
 }
@@ -295,22 +545,32 @@ func (r *runner) applyConfig(c agentproto.Config) {
 		return
 	}
 	r.mu.Lock()
-	r.interval = time.Duration(c.HeartbeatIntervalSeconds) * time.Second
+	r.settings = c
 	r.cfg.Settings = c
 	r.mu.Unlock()
 }
 
-// httpHeartbeat reports over HTTP while the live channel is down and runs what comes back.
-func (r *runner) httpHeartbeat(ctx context.Context) error {
+// httpHeartbeat reports over HTTP and runs the commands that come back.
+func (r *runner) httpHeartbeat(ctx context.Context, hb agentproto.Heartbeat) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
 	var resp agentproto.HeartbeatResponse
-	err := r.http.do(ctx, http.MethodPost, apiPath(agentproto.PathHeartbeat, r.cfg.DeviceID), r.heartbeat(ctx), &resp, nil)
-	if err != nil {
-		return err
+	if err := r.http.do(ctx, http.MethodPost, apiPath(agentproto.PathHeartbeat, r.cfg.DeviceID), hb, &resp, nil); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	if resp.Config != nil {
+		r.applyConfig(*resp.Config)
 	}
 	for _, c := range resp.Commands {
-		go r.postResult(ctx, r.runCommand(ctx, c))
+		go r.execute(c)
 	}
 	return nil
+}
+
+// execute carries out a command under the agent's lifetime, not the connection's, so it runs
+// to its end when the connection drops, and reports its result.
+func (r *runner) execute(c agentproto.Command) {
+	r.report(r.runCommand(r.ctx, c))
 }
 
 // runCommand carries out a command with its capability, within the command's timeout.
@@ -324,6 +584,31 @@ func (r *runner) runCommand(ctx context.Context, c agentproto.Command) agentprot
 	return res
 }
 
+// report delivers a result over HTTP, whose answer confirms the server recorded it, and keeps
+// it in the outbox when the server cannot be reached. It is kept even when the agent is
+// ending: the result of a command interrupted by a stop still tells the server what happened.
+func (r *runner) report(res agentproto.CommandResult) {
+	err := r.postResult(context.WithoutCancel(r.ctx), res)
+	if err == nil || r.retiredBy(err) {
+		return
+	}
+	if permanent(err) {
+		r.log.Warn("the server rejected a command result", "commandId", res.CommandID, "error", err)
+		return
+	}
+	r.log.Warn("could not report a command result; keeping it until the server is back", "commandId", res.CommandID, "error", err)
+	r.keep(keptResult, res)
+}
+
+func (r *runner) postResult(ctx context.Context, res agentproto.CommandResult) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if err := r.http.do(ctx, http.MethodPost, apiPath(agentproto.PathCommandResult, r.cfg.DeviceID, res.CommandID), res, nil, nil); err != nil {
+		return fmt.Errorf("report the result of command %s: %w", res.CommandID, err)
+	}
+	return nil
+}
+
 func (r *runner) refreshInventory(ctx context.Context, _ agentproto.Command) agentproto.CommandResult {
 	if err := r.sendInventory(ctx); err != nil {
 		return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: err.Error()}
@@ -331,25 +616,23 @@ func (r *runner) refreshInventory(ctx context.Context, _ agentproto.Command) age
 	return agentproto.CommandResult{Status: agentproto.ResultCompleted}
 }
 
-func (r *runner) postResult(ctx context.Context, res agentproto.CommandResult) {
-	err := r.http.do(ctx, http.MethodPost, apiPath(agentproto.PathCommandResult, r.cfg.DeviceID, res.CommandID), res, nil, nil)
-	if err != nil {
-		r.log.Warn("could not report a command result", "commandId", res.CommandID, "error", err)
-	}
-}
-
-// inventoryLoop reports the full inventory at start and every InventoryEvery.
+// inventoryLoop reports the full inventory at start and every inventory interval of the
+// server; a failed report is tried again within minutes.
 func (r *runner) inventoryLoop(ctx context.Context) {
-	t := time.NewTicker(r.opts.InventoryEvery)
-	defer t.Stop()
-	for {
-		if err := r.sendInventory(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("inventory report failed; retrying at the next period", "error", err)
+	retry := newBackoff(inventoryRetryMin, inventoryRetryMax)
+	for ctx.Err() == nil {
+		_, _, wait := r.intervals()
+		if err := r.sendInventory(ctx); err != nil {
+			if r.retiredBy(err) || ctx.Err() != nil {
+				return
+			}
+			wait = retry.next()
+			r.log.Warn("inventory report failed; retrying", "error", err, "in", wait.Round(time.Second))
+		} else {
+			retry.reset()
 		}
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, wait) {
 			return
-		case <-t.C:
 		}
 	}
 }

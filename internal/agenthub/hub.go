@@ -12,6 +12,7 @@ package agenthub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -198,6 +199,28 @@ func (h *Hub) Stop(ctx context.Context, deviceID string) { h.bus.Publish(ctx, ch
 
 // Connected reports whether this node holds a socket of the device.
 func (h *Hub) Connected(deviceID string) bool { return h.conn(deviceID) != nil }
+
+// LiveChannel reports whether any node holds a live channel of the device's agent: this node,
+// or another one as the nodes registry records it (on PostgreSQL; SQLite serves one node).
+// A device that reports only over HTTP heartbeats has none, and calls cannot reach it.
+func (h *Hub) LiveChannel(ctx context.Context, deviceID string) (bool, error) {
+	if h.Connected(deviceID) {
+		return true, nil
+	}
+	reg := h.opts.Nodes
+	if reg == nil {
+		return false, nil
+	}
+	holder, err := reg.Holder(ctx, deviceID)
+	if errors.Is(err, nodes.ErrNoHolder) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	// A record naming this node without a socket here is one whose release has not landed yet.
+	return holder.ID != reg.Self().ID, nil
+}
 
 func (h *Hub) conn(deviceID string) *conn {
 	h.mu.Lock()

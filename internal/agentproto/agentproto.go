@@ -26,6 +26,15 @@ const (
 	PathCommandResult = "/agents/{agentId}/commands/{commandId}/result"
 )
 
+// ErrDeviceDecommissioned is the error code of the answer (403) to an agent whose token is
+// valid but whose device was decommissioned. The answer's details carry the field
+// DetailDeviceID with the device's ID, which only the server knows goes with the token, so a
+// proxy or captive portal answering in the server's place cannot stop an agent.
+const (
+	ErrDeviceDecommissioned = "DEVICE_DECOMMISSIONED"
+	DetailDeviceID          = "deviceId"
+)
+
 // HeaderEnrollmentSecret may carry the enrollment secret instead of the body.
 const HeaderEnrollmentSecret = "X-Enrollment-Secret"
 
@@ -97,7 +106,9 @@ const (
 	TypeCall = "call"
 	// TypeConfig carries a new Config.
 	TypeConfig = "config"
-	// TypeStop tells the agent its device was decommissioned: stop working and exit.
+	// TypeStop tells the agent its device was decommissioned: stop working and exit. Only
+	// this message, on the authenticated socket, and an ErrDeviceDecommissioned answer naming
+	// the agent's device make an agent stop; any other refusal is retried.
 	TypeStop = "stop"
 	// TypeHeartbeatAck confirms a heartbeat was recorded; it carries the heartbeat's ID.
 	TypeHeartbeatAck = "heartbeat_ack"
@@ -132,8 +143,16 @@ type Heartbeat struct {
 	// MainAgentAlive is reported by the watchdog: whether the main agent answers it.
 	MainAgentAlive *bool `json:"mainAgentAlive,omitempty"`
 	// WatchdogState is reported by the watchdog: "connected" while it merely watches,
-	// "failover" while it is restarting or standing in for the main agent.
+	// "failover" while it is restarting or standing in for the main agent, "gave_up" once the
+	// main agent failed at start so often that the watchdog stopped restarting it.
 	WatchdogState string `json:"watchdogState,omitempty"`
+	// WatchdogReason says why the watchdog gave up (the main agent's last exit and error).
+	WatchdogReason string `json:"watchdogReason,omitempty"`
+	// SampledAt is when Metrics were taken, set on a heartbeat delivered late (kept by the
+	// agent while the server was unreachable); absent means now. The server files the sample
+	// in the metrics history at that time, and refuses one from the future or older than the
+	// history keeps.
+	SampledAt *time.Time `json:"sampledAt,omitempty"`
 }
 
 // Metrics is one sample of the machine's health.
@@ -227,6 +246,9 @@ type Inventory struct {
 	Network     []NetworkInterface `json:"network"`
 	Software    []Software         `json:"software"`
 	Users       []LoggedInUser     `json:"users"`
+	// LastLogons are the most recent logons the system recorded, newest first, whether or
+	// not the session is still open (Linux: wtmp).
+	LastLogons []LoggedInUser `json:"lastLogons,omitempty"`
 	// Errors name the collectors that failed, so the rest still arrives.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -242,20 +264,52 @@ type OSInfo struct {
 	BootTime      time.Time `json:"bootTime"`
 	UptimeSeconds int64     `json:"uptimeSeconds"`
 	Timezone      string    `json:"timezone,omitempty"`
+	// PrettyName is the release as the OS names it for people ("Debian GNU/Linux 12 (bookworm)").
+	PrettyName string `json:"prettyName,omitempty"`
+	Codename   string `json:"codename,omitempty"`
+	// PointRelease is the update level under Version where the OS tracks one ("12.5" on Debian).
+	PointRelease string `json:"pointRelease,omitempty"`
+	// DNSServers are the name servers the system resolver asks.
+	DNSServers []string `json:"dnsServers,omitempty"`
 }
 
 // Hardware describes the machine; fields the platform does not expose stay empty.
 type Hardware struct {
-	Manufacturer   string `json:"manufacturer,omitempty"`
-	Model          string `json:"model,omitempty"`
-	SerialNumber   string `json:"serialNumber,omitempty"`
-	BIOSVersion    string `json:"biosVersion,omitempty"`
-	CPUModel       string `json:"cpuModel,omitempty"`
-	CPUCores       int    `json:"cpuCores,omitempty"`
-	CPUThreads     int    `json:"cpuThreads,omitempty"`
-	CPUMhz         int    `json:"cpuMhz,omitempty"`
-	MemoryBytes    uint64 `json:"memoryBytes,omitempty"`
+	Manufacturer string `json:"manufacturer,omitempty"`
+	Model        string `json:"model,omitempty"`
+	SerialNumber string `json:"serialNumber,omitempty"`
+	BIOSVersion  string `json:"biosVersion,omitempty"`
+	CPUModel     string `json:"cpuModel,omitempty"`
+	CPUCores     int    `json:"cpuCores,omitempty"`
+	CPUThreads   int    `json:"cpuThreads,omitempty"`
+	CPUMhz       int    `json:"cpuMhz,omitempty"`
+	MemoryBytes  uint64 `json:"memoryBytes,omitempty"`
+	// Virtualization names the hypervisor or container technology, in systemd-detect-virt's
+	// terms ("kvm", "vmware", "microsoft", "docker", "lxc"); empty on bare metal.
 	Virtualization string `json:"virtualization,omitempty"`
+	// VirtualizationType is "vm", "container" or "none"; empty when the platform does not tell.
+	VirtualizationType string `json:"virtualizationType,omitempty"`
+	CPUVendor          string `json:"cpuVendor,omitempty"`
+	CPUSockets         int    `json:"cpuSockets,omitempty"`
+	SwapBytes          uint64 `json:"swapBytes,omitempty"`
+	BoardVendor        string `json:"boardVendor,omitempty"`
+	BoardName          string `json:"boardName,omitempty"`
+	BoardSerial        string `json:"boardSerial,omitempty"`
+	// ChassisType is the SMBIOS chassis type by name ("Desktop", "Notebook", "Rack Mount Chassis").
+	ChassisType   string         `json:"chassisType,omitempty"`
+	SystemUUID    string         `json:"systemUuid,omitempty"`
+	PhysicalDisks []PhysicalDisk `json:"physicalDisks,omitempty"`
+}
+
+// PhysicalDisk is one storage device, whatever file systems it holds.
+type PhysicalDisk struct {
+	// Name is the kernel's name of the device ("sda", "nvme0n1").
+	Name       string `json:"name"`
+	Model      string `json:"model,omitempty"`
+	Serial     string `json:"serial,omitempty"`
+	SizeBytes  uint64 `json:"sizeBytes"`
+	Rotational bool   `json:"rotational"`
+	Removable  bool   `json:"removable"`
 }
 
 // Disk is one mounted file system.
@@ -277,6 +331,12 @@ type NetworkInterface struct {
 	MTU        int      `json:"mtu,omitempty"`
 	Up         bool     `json:"up"`
 	Loopback   bool     `json:"loopback,omitempty"`
+	// OperState is the link state the kernel reports ("up", "down", "dormant", "unknown").
+	OperState string `json:"operState,omitempty"`
+	// SpeedMbps is the negotiated link speed; absent when the link is down or does not say.
+	SpeedMbps int `json:"speedMbps,omitempty"`
+	// Gateways are the default routes' next hops through this interface (IPv4 and IPv6).
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // Software is one installed package.
@@ -287,11 +347,11 @@ type Software struct {
 	Architecture string `json:"architecture,omitempty"`
 	InstallDate  string `json:"installDate,omitempty"`
 	SizeBytes    int64  `json:"sizeBytes,omitempty"`
-	// Source is the package system: dpkg, rpm, msi, app, brew.
+	// Source is the package system: dpkg, rpm, snap, flatpak, msi, registry, app, brew.
 	Source string `json:"source"`
 }
 
-// LoggedInUser is one interactive session.
+// LoggedInUser is one interactive session, current (Inventory.Users) or past (LastLogons).
 type LoggedInUser struct {
 	Username  string    `json:"username"`
 	Terminal  string    `json:"terminal,omitempty"`

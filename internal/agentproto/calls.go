@@ -160,6 +160,8 @@ type EventQuery struct {
 	Level string `json:"level,omitempty"`
 	// Cursor continues after the last entry of a previous page.
 	Cursor string `json:"cursor,omitempty"`
+	// Contains keeps entries whose message contains this text, ignoring case.
+	Contains string `json:"contains,omitempty"`
 }
 
 // EventArgs names one entry of a log.

@@ -37,8 +37,9 @@ type Agent struct {
 
 var errBadAgentToken = apperr.Unauthorized("unknown or revoked agent token; the device may have been decommissioned: enroll again")
 
-// AuthenticateAgent resolves an agent token to its device. Tokens of decommissioned devices
-// were cleared, so they fail here.
+// AuthenticateAgent resolves an agent token to its device. The token of a decommissioned
+// device fails with ErrDeviceDecommissioned, naming the device: the one answer that makes an
+// agent stop for good, so it is given only to a caller holding the device's own token.
 func (s *Service) AuthenticateAgent(ctx context.Context, token string) (Agent, error) {
 	col, role := "agent_token_hash", agentproto.RoleAgent
 	switch {
@@ -49,12 +50,23 @@ func (s *Service) AuthenticateAgent(ctx context.Context, token string) (Agent, e
 		return Agent{}, errBadAgentToken
 	}
 	a := Agent{Role: role}
-	err := s.db.QueryRowContext(ctx, `SELECT id, partner_id, org_id FROM devices WHERE `+col+` = $1 AND decommissioned_at IS NULL`,
-		secrets.Hash(token)).Scan(&a.DeviceID, &a.PartnerID, &a.OrgID)
+	var decommissioned sql.NullTime
+	err := s.db.QueryRowContext(ctx, `SELECT id, partner_id, org_id, decommissioned_at FROM devices WHERE `+col+` = $1`,
+		secrets.Hash(token)).Scan(&a.DeviceID, &a.PartnerID, &a.OrgID, &decommissioned)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Agent{}, errBadAgentToken
 	}
+	if err == nil && decommissioned.Valid {
+		return Agent{}, errDecommissioned(a.DeviceID)
+	}
 	return a, err
+}
+
+// errDecommissioned tells an agent, authenticated by its token, that its device is retired.
+func errDecommissioned(deviceID string) error {
+	return &apperr.Error{Kind: apperr.KindForbidden, Code: agentproto.ErrDeviceDecommissioned,
+		Message: "this device was decommissioned; the agent stops (enroll again to manage this machine)",
+		Details: []apperr.Detail{{Field: agentproto.DetailDeviceID, Message: deviceID}}}
 }
 
 // AgentContext marks ctx as acting for the agent, for the audit log.
@@ -240,9 +252,14 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 // whether the device has commands or calls waiting: the channel that missed word of them (a
 // node that lost its bus connection for a moment) delivers them now, and a heartbeat with
 // nothing waiting costs no further query.
+//
+// A late heartbeat (SampledAt set, kept by the agent while the server was unreachable) files
+// its sample in the metrics history at its own time and leaves the device's current state
+// alone: only that the agent is alive now counts.
 func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) (waiting bool, err error) {
 	cleanHeartbeat(&hb)
 	now := store.Now()
+	sampledAt, late, keep := sampleTime(now, hb.SampledAt, s.opts.MetricsRetention)
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		if a.Role == agentproto.RoleWatchdog {
 			return s.watchdogBeat(ctx, tx, a, hb, now)
@@ -257,19 +274,27 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		if hb.Metrics != nil {
 			metrics = encodeJSON(hb.Metrics)
 		}
-		err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
-			uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL
-			WHERE id = $7
-			RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
-				OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
-			now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued).
-			Scan(&waiting)
+		if late {
+			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, main_agent_silent_since = NULL
+				WHERE id = $2
+				RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $2 AND status = $3)
+					OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $2 AND status = $4 AND expires_at > $1)`,
+				now, a.DeviceID, CommandQueued, callQueued).Scan(&waiting)
+		} else {
+			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
+				uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL
+				WHERE id = $7
+				RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
+					OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
+				now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued).
+				Scan(&waiting)
+		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if hb.Metrics != nil {
+		if hb.Metrics != nil && keep {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO device_metrics (device_id, recorded_at, cpu_percent, ram_percent,
-				disk_percent, sample) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, a.DeviceID, now, hb.Metrics.CPUPercent,
+				disk_percent, sample) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, a.DeviceID, sampledAt, hb.Metrics.CPUPercent,
 				hb.Metrics.RAMPercent, hb.Metrics.DiskPercent, metrics); err != nil {
 				return err
 			}
@@ -285,6 +310,34 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		return runHooks(ctx, tx, a.DeviceID, s.hooks.heartbeat)
 	})
 	return waiting && err == nil, err
+}
+
+// Bounds of a heartbeat's own sample time.
+const (
+	// sampleClockSkew is how far in the future a sample time may be (the agent's clock running
+	// ahead) before the sample is refused; within it the sample counts as now.
+	sampleClockSkew = time.Minute
+	// lateSampleAfter is the age from which a sample is late: it no longer says how the device
+	// is now, only how it was.
+	lateSampleAfter = time.Minute
+)
+
+// sampleTime is when a heartbeat's sample goes into the metrics history, whether it is late,
+// and whether it is kept at all: not when it is from the future or older than the history.
+func sampleTime(now time.Time, sampledAt *time.Time, retention time.Duration) (at time.Time, late, keep bool) {
+	if sampledAt == nil {
+		return now, false, true
+	}
+	at = sampledAt.UTC().Truncate(time.Microsecond)
+	switch {
+	case at.After(now.Add(sampleClockSkew)):
+		return now, false, false
+	case at.After(now):
+		return now, false, true
+	case retention > 0 && at.Before(now.Add(-retention)):
+		return at, true, false
+	}
+	return at, now.Sub(at) > lateSampleAfter, true
 }
 
 // watchdogBeat records the watchdog's state, and when the watchdog is alive while the main
@@ -345,7 +398,7 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_inventory (device_id, os, hardware, disks, network, users, errors,
 			software_count, collected_at, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, a.DeviceID,
-			encodeJSON(inv.OS), encodeJSON(inv.Hardware), encodeJSON(nonNil(inv.Disks)), encodeJSON(nonNil(inv.Network)),
+			encodeJSON(storedOS{inv.OS, inv.LastLogons}), encodeJSON(inv.Hardware), encodeJSON(nonNil(inv.Disks)), encodeJSON(nonNil(inv.Network)),
 			encodeJSON(nonNil(inv.Users)), encodeJSON(nonNil(inv.Errors)), len(inv.Software), inv.CollectedAt.UTC(), now); err != nil {
 			return err
 		}

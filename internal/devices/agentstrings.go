@@ -107,16 +107,27 @@ func cleanEnroll(req *agentproto.EnrollRequest) {
 }
 
 func cleanHardware(h *agentproto.Hardware) {
-	for _, f := range []*string{&h.Manufacturer, &h.Model, &h.SerialNumber, &h.BIOSVersion, &h.CPUModel, &h.Virtualization} {
+	for _, f := range []*string{&h.Manufacturer, &h.Model, &h.SerialNumber, &h.BIOSVersion, &h.CPUModel, &h.Virtualization,
+		&h.VirtualizationType, &h.CPUVendor, &h.BoardVendor, &h.BoardName, &h.BoardSerial, &h.ChassisType, &h.SystemUUID} {
 		*f = cleanLine(*f, maxAgentName)
+	}
+	for i := range h.PhysicalDisks {
+		d := &h.PhysicalDisks[i]
+		for _, f := range []*string{&d.Name, &d.Model, &d.Serial} {
+			*f = cleanLine(*f, maxAgentEntry)
+		}
 	}
 }
 
 func cleanInventory(inv *agentproto.Inventory) {
 	inv.Hostname = cleanLine(inv.Hostname, maxAgentName)
 	o := &inv.OS
-	for _, f := range []*string{&o.Type, &o.Name, &o.Version, &o.Build, &o.KernelVersion, &o.Architecture, &o.Timezone} {
+	for _, f := range []*string{&o.Type, &o.Name, &o.Version, &o.Build, &o.KernelVersion, &o.Architecture, &o.Timezone,
+		&o.PrettyName, &o.Codename, &o.PointRelease} {
 		*f = cleanLine(*f, maxAgentName)
+	}
+	for i := range o.DNSServers {
+		o.DNSServers[i] = cleanLine(o.DNSServers[i], maxAgentEntry)
 	}
 	cleanHardware(&inv.Hardware)
 	for i := range inv.Disks {
@@ -127,9 +138,12 @@ func cleanInventory(inv *agentproto.Inventory) {
 	}
 	for i := range inv.Network {
 		n := &inv.Network[i]
-		n.Name, n.MACAddress = cleanLine(n.Name, maxAgentEntry), cleanLine(n.MACAddress, maxAgentEntry)
+		n.Name, n.MACAddress, n.OperState = cleanLine(n.Name, maxAgentEntry), cleanLine(n.MACAddress, maxAgentEntry), cleanLine(n.OperState, maxAgentEntry)
 		for j := range n.Addresses {
 			n.Addresses[j] = cleanLine(n.Addresses[j], maxAgentEntry)
+		}
+		for j := range n.Gateways {
+			n.Gateways[j] = cleanLine(n.Gateways[j], maxAgentEntry)
 		}
 	}
 	for i := range inv.Software {
@@ -138,9 +152,11 @@ func cleanInventory(inv *agentproto.Inventory) {
 			*f = cleanLine(*f, maxAgentEntry)
 		}
 	}
-	for i := range inv.Users {
-		u := &inv.Users[i]
-		u.Username, u.Terminal, u.Host = cleanLine(u.Username, maxAgentName), cleanLine(u.Terminal, maxAgentName), cleanLine(u.Host, maxAgentEntry)
+	for _, users := range [][]agentproto.LoggedInUser{inv.Users, inv.LastLogons} {
+		for i := range users {
+			u := &users[i]
+			u.Username, u.Terminal, u.Host = cleanLine(u.Username, maxAgentName), cleanLine(u.Terminal, maxAgentName), cleanLine(u.Host, maxAgentEntry)
+		}
 	}
 	for i := range inv.Errors {
 		inv.Errors[i] = cleanLine(inv.Errors[i], maxAgentMessage)

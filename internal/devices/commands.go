@@ -32,8 +32,12 @@ const (
 const (
 	// QueueTTL is how long a command waits for its device to connect before it times out.
 	QueueTTL = time.Hour
-	// resultGrace is added to a sent command's timeout so the agent's own timeout report wins.
-	resultGrace        = 30 * time.Second
+	// ResultGrace is added to a sent command's timeout before the sweep marks it lost
+	// (timed_out). It outlasts the agent's retry horizon: an agent that lost the server while
+	// the command ran reconnects within 30 s and delivers the result it kept, retrying every
+	// 30 s at worst (5 minutes at worst while its token is refused), so a late result still
+	// lands on a command that is not final yet. A result for a final command is ignored.
+	ResultGrace        = 10 * time.Minute
 	DefaultOutputBytes = 1 << 20
 	maxBulkDevices     = 500
 	maxDeliverBatch    = 10
@@ -137,9 +141,9 @@ func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, p
 }
 
 // sentExpiry is when a command sent at the given time times out: its own timeout plus the
-// grace that lets the agent's own timeout report win.
+// grace that lets the agent's own report, even a late one, win.
 func sentExpiry(sentAt time.Time, timeoutSeconds int) time.Time {
-	return sentAt.Add(time.Duration(timeoutSeconds)*time.Second + resultGrace)
+	return sentAt.Add(time.Duration(timeoutSeconds)*time.Second + ResultGrace)
 }
 
 var errAlreadyPending = apperr.ConflictCode("ALREADY_PENDING", "a refresh_inventory command is already pending for this device")

@@ -19,10 +19,18 @@ type DeviceInventory struct {
 	Disks         []agentproto.Disk             `json:"disks"`
 	Network       []agentproto.NetworkInterface `json:"network"`
 	Users         []agentproto.LoggedInUser     `json:"users"`
+	LastLogons    []agentproto.LoggedInUser     `json:"lastLogons" doc:"The most recent logons the device recorded, newest first."`
 	Errors        []string                      `json:"errors" doc:"Collectors that failed on the device."`
 	SoftwareCount int                           `json:"softwareCount"`
 	CollectedAt   time.Time                     `json:"collectedAt"`
 	ReceivedAt    time.Time                     `json:"receivedAt"`
+}
+
+// storedOS is the os column of device_inventory: the OS document with the logon history,
+// which has no column of its own.
+type storedOS struct {
+	agentproto.OSInfo
+	LastLogons []agentproto.LoggedInUser `json:"lastLogons,omitempty"`
 }
 
 // MetricPoint is one sample of the metrics history.
@@ -72,6 +80,7 @@ func (s *Service) inventory(ctx context.Context, id string) (*DeviceInventory, e
 func scanInventory(row store.Scanner, extra ...any) (DeviceInventory, error) {
 	var inv DeviceInventory
 	var osJSON, hw, disks, network, users, errs string
+	var stored storedOS
 	dest := append(extra, &osJSON, &hw, &disks, &network, &users, &errs, &inv.SoftwareCount, &inv.CollectedAt, &inv.ReceivedAt)
 	if err := row.Scan(dest...); err != nil {
 		return inv, err
@@ -79,11 +88,12 @@ func scanInventory(row store.Scanner, extra ...any) (DeviceInventory, error) {
 	for _, p := range []struct {
 		src string
 		dst any
-	}{{osJSON, &inv.OS}, {hw, &inv.Hardware}, {disks, &inv.Disks}, {network, &inv.Network}, {users, &inv.Users}, {errs, &inv.Errors}} {
+	}{{osJSON, &stored}, {hw, &inv.Hardware}, {disks, &inv.Disks}, {network, &inv.Network}, {users, &inv.Users}, {errs, &inv.Errors}} {
 		if err := json.Unmarshal([]byte(p.src), p.dst); err != nil {
 			return inv, err
 		}
 	}
+	inv.OS, inv.LastLogons = stored.OSInfo, nonNil(stored.LastLogons)
 	inv.Disks, inv.Network, inv.Users, inv.Errors = nonNil(inv.Disks), nonNil(inv.Network), nonNil(inv.Users), nonNil(inv.Errors)
 	inv.CollectedAt, inv.ReceivedAt = inv.CollectedAt.UTC(), inv.ReceivedAt.UTC()
 	return inv, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"gale/internal/app"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -602,8 +603,9 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 	if m := a.next(agentproto.TypeStop); m.Type != agentproto.TypeStop {
 		t.Fatalf("got %+v, want stop", m)
 	}
-	if r := e.Do(apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{}); r.Status != 401 {
-		t.Fatalf("heartbeat after decommissioning = %d, want 401", r.Status)
+	if r := e.Do(apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{}); r.Status != 403 ||
+		!strings.Contains(string(r.Body), agentproto.ErrDeviceDecommissioned) || !strings.Contains(string(r.Body), dev.DeviceID) {
+		t.Fatalf("heartbeat after decommissioning = %d %s, want 403 DEVICE_DECOMMISSIONED naming the device", r.Status, r.Body)
 	}
 	if r := e.Do(ten.Org, "DELETE", api+"/devices/"+dev.DeviceID, nil); r.Status != 404 {
 		t.Fatalf("decommissioning twice = %d, want 404", r.Status)
@@ -1091,5 +1093,41 @@ func TestDeviceListCacheFollowsEveryChange(t *testing.T) {
 		if d.ID == foreign {
 			t.Fatal("a partner lists another partner's device")
 		}
+	}
+}
+
+// TestInventoryShowsTheLinuxDetails: the detail fields agents report (physical disks, link
+// state, gateways, resolver, logon history) come back as they were sent.
+func TestInventoryShowsTheLinuxDetails(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
+	dev := enroll(e, key, secret, "web-01")
+	logon := agentproto.LoggedInUser{Username: "alice", Terminal: "pts/0", Host: "192.0.2.10", StartedAt: time.Unix(1_700_000_000, 0).UTC()}
+	sent := agentproto.Inventory{CollectedAt: time.Now().UTC(), Hostname: "web-01",
+		OS: agentproto.OSInfo{Type: "linux", Name: "Debian GNU/Linux", Version: "12", PointRelease: "12.5", Codename: "bookworm",
+			PrettyName: "Debian GNU/Linux 12 (bookworm)", DNSServers: []string{"192.0.2.53"}},
+		Hardware: agentproto.Hardware{VirtualizationType: "vm", Virtualization: "kvm", CPUVendor: "GenuineIntel", CPUSockets: 2,
+			SwapBytes: 1 << 30, ChassisType: "Other", SystemUUID: "u-1",
+			PhysicalDisks: []agentproto.PhysicalDisk{{Name: "vda", Serial: "d\x00-1", SizeBytes: 1 << 30, Rotational: true}}},
+		Network:    []agentproto.NetworkInterface{{Name: "eth0", Addresses: []string{}, Up: true, OperState: "up", SpeedMbps: 1000, Gateways: []string{"192.0.2.1"}}},
+		LastLogons: []agentproto.LoggedInUser{logon}}
+	e.Must(204, apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/inventory", sent)
+
+	var d struct {
+		Inventory struct {
+			OS         agentproto.OSInfo             `json:"os"`
+			Hardware   agentproto.Hardware           `json:"hardware"`
+			Network    []agentproto.NetworkInterface `json:"network"`
+			LastLogons []agentproto.LoggedInUser     `json:"lastLogons"`
+		} `json:"inventory"`
+	}
+	e.Must(200, ten.Org, "GET", api+"/devices/"+dev.DeviceID, nil).JSON(t, &d)
+	inv := d.Inventory
+	sent.Hardware.PhysicalDisks[0].Serial = "d-1" // cleaned
+	if inv.OS.PointRelease != "12.5" || inv.OS.Codename != "bookworm" || len(inv.OS.DNSServers) != 1 ||
+		!reflect.DeepEqual(inv.Hardware, sent.Hardware) || !reflect.DeepEqual(inv.Network, sent.Network) ||
+		len(inv.LastLogons) != 1 || inv.LastLogons[0] != logon {
+		t.Fatalf("inventory shown = %+v", inv)
 	}
 }

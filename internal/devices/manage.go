@@ -176,7 +176,9 @@ func (s *Service) MoveOrg(ctx context.Context, id, orgID, siteID string) (Device
 }
 
 // Decommission retires a device: its agent tokens stop working at once, waiting commands are
-// cancelled, the agent is told to stop, and the device leaves lists and groups.
+// cancelled, the agent is told to stop, and the device leaves lists and groups. The tokens'
+// hashes stay, so that an agent that was offline meanwhile still learns, authenticated, that
+// its device was decommissioned (AuthenticateAgent) instead of being merely refused.
 func (s *Service) Decommission(ctx context.Context, id string) error {
 	scope := access.ScopeFrom(ctx)
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -185,8 +187,7 @@ func (s *Service) Decommission(ctx context.Context, id string) error {
 			return err
 		}
 		now := store.Now()
-		res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1, decommissioned_at = $2, agent_token_hash = NULL,
-			watchdog_token_hash = NULL, updated_at = $2 WHERE id = $3 AND decommissioned_at IS NULL`, StatusDecommissioned, now, id)
+		res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1, decommissioned_at = $2, updated_at = $2 WHERE id = $3 AND decommissioned_at IS NULL`, StatusDecommissioned, now, id)
 		if err != nil {
 			return err
 		}

@@ -45,6 +45,7 @@ type eventsInput struct {
 	Until    time.Time `query:"until"`
 	Level    string    `query:"level" enum:"critical,error,warning,info,debug" doc:"This level or worse."`
 	Cursor   string    `query:"cursor" maxLength:"1024" doc:"nextCursor of the previous page."`
+	Contains string    `query:"contains" maxLength:"256" doc:"Only entries containing this text, ignoring case."`
 }
 
 type eventPath struct {
@@ -197,7 +198,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 	httpapi.Register(api, read("list-device-events", "/eventlogs/{name}/events", "List a log's entries", "Newest first; page with nextCursor."),
 		func(ctx context.Context, in *eventsInput) (*out[agentproto.EventPage], error) {
-			q := agentproto.EventQuery{Name: in.Name, Limit: min(in.Limit, 1000), Since: in.Since, Until: in.Until, Level: in.Level, Cursor: in.Cursor}
+			q := agentproto.EventQuery{Name: in.Name, Limit: min(in.Limit, 1000), Since: in.Since, Until: in.Until, Level: in.Level, Cursor: in.Cursor, Contains: in.Contains}
 			if q.Limit == 0 {
 				q.Limit = 100
 			}

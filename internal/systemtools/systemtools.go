@@ -16,8 +16,15 @@ import (
 
 // Caller sends a call to a device's agent and waits for the answer.
 type Caller interface {
+	// LiveChannel reports whether the agent holds its live channel on any node: calls travel
+	// only over it.
+	LiveChannel(ctx context.Context, deviceID string) (bool, error)
 	Call(ctx context.Context, deviceID, method string, args any, timeout time.Duration) (json.RawMessage, error)
 }
+
+// CodeAgentOffline answers a request for a device whose agent cannot be asked now: the device
+// is offline, or online over HTTP heartbeats only, without the live channel calls need.
+const CodeAgentOffline = "AGENT_OFFLINE"
 
 // Timeouts of a call: most answer in well under a second; file transfers take longer.
 const (
@@ -51,7 +58,16 @@ func (s *Service) device(ctx context.Context, id string) (devices.Device, error)
 		if d.LastSeen != nil {
 			msg += " (last seen " + d.LastSeen.UTC().Format(time.RFC3339) + ")"
 		}
-		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: "AGENT_OFFLINE", Message: msg}
+		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: CodeAgentOffline, Message: msg}
+	}
+	// Without a live channel the call would only wait out its timeout, so say so at once.
+	live, err := s.agents.LiveChannel(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	if !live {
+		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: CodeAgentOffline,
+			Message: "the device reports over HTTP heartbeats only; system tools need its agent's live connection, which is down: retry once it reconnects"}
 	}
 	return d, nil
 }

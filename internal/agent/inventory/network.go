@@ -9,12 +9,19 @@ import (
 	"gale/internal/agentproto"
 )
 
+// link is what the platform tells of an interface's link beyond the standard library.
+type link struct {
+	operState string
+	speedMbps int
+}
+
 func collectNetwork(_ context.Context, inv *agentproto.Inventory) error {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return err
 	}
-	var errs []error
+	links, gateways, err := networkDetails()
+	errs := []error{err}
 	for _, iface := range ifaces {
 		nic := agentproto.NetworkInterface{
 			Name:       iface.Name,
@@ -23,6 +30,9 @@ func collectNetwork(_ context.Context, inv *agentproto.Inventory) error {
 			MTU:        iface.MTU,
 			Up:         iface.Flags&net.FlagUp != 0,
 			Loopback:   iface.Flags&net.FlagLoopback != 0,
+			OperState:  links[iface.Name].operState,
+			SpeedMbps:  links[iface.Name].speedMbps,
+			Gateways:   gateways[iface.Name],
 		}
 		addrs, err := iface.Addrs()
 		if err != nil {

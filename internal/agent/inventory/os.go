@@ -35,6 +35,10 @@ func collectOS(ctx context.Context, inv *agentproto.Inventory) error {
 		errs = append(errs, err)
 	}
 	info.Name, info.Version, info.Build = release.name, release.version, release.build
+	info.PrettyName, info.Codename, info.PointRelease = release.prettyName, release.codename, release.pointRelease
+	if info.DNSServers, err = dnsServers(); err != nil {
+		errs = append(errs, err)
+	}
 
 	if info.KernelVersion, err = host.KernelVersionWithContext(ctx); err != nil {
 		errs = append(errs, err)
@@ -56,4 +60,6 @@ func collectOS(ctx context.Context, inv *agentproto.Inventory) error {
 // release names the installed operating system.
 type release struct {
 	name, version, build string
+	// prettyName, codename and pointRelease are known on Linux only.
+	prettyName, codename, pointRelease string
 }

@@ -44,7 +44,8 @@ func unquoteShell(value string) string {
 	return b.String()
 }
 
-// releaseFromOSRelease picks the name, version and build out of os-release fields.
+// releaseFromOSRelease picks the name, version, build, pretty name and codename out of
+// os-release fields.
 func releaseFromOSRelease(fields map[string]string) release {
 	name := fields["NAME"]
 	if name == "" {
@@ -53,5 +54,6 @@ func releaseFromOSRelease(fields map[string]string) release {
 	if name == "" {
 		name = "Linux" // os-release(5) names this as the default
 	}
-	return release{name: name, version: fields["VERSION_ID"], build: fields["BUILD_ID"]}
+	return release{name: name, version: fields["VERSION_ID"], build: fields["BUILD_ID"],
+		prettyName: fields["PRETTY_NAME"], codename: fields["VERSION_CODENAME"]}
 }

@@ -37,11 +37,12 @@ func TestReleaseFromOSRelease(t *testing.T) {
 		fields map[string]string
 		want   release
 	}{
-		{"debian", map[string]string{"NAME": "Debian GNU/Linux", "VERSION_ID": "12", "PRETTY_NAME": "Debian GNU/Linux 12 (bookworm)"},
-			release{name: "Debian GNU/Linux", version: "12"}},
+		{"debian", map[string]string{"NAME": "Debian GNU/Linux", "VERSION_ID": "12", "PRETTY_NAME": "Debian GNU/Linux 12 (bookworm)",
+			"VERSION_CODENAME": "bookworm"},
+			release{name: "Debian GNU/Linux", version: "12", prettyName: "Debian GNU/Linux 12 (bookworm)", codename: "bookworm"}},
 		{"rolling with build", map[string]string{"NAME": "Arch Linux", "BUILD_ID": "rolling"},
 			release{name: "Arch Linux", build: "rolling"}},
-		{"pretty name only", map[string]string{"PRETTY_NAME": "Custom OS"}, release{name: "Custom OS"}},
+		{"pretty name only", map[string]string{"PRETTY_NAME": "Custom OS"}, release{name: "Custom OS", prettyName: "Custom OS"}},
 		{"empty", map[string]string{}, release{name: "Linux"}},
 	}
 	for _, tt := range tests {

@@ -16,9 +16,9 @@ func osRelease(ctx context.Context) (release, error) {
 	return release{name: "macOS", version: version, build: build}, err
 }
 
-// systemIdentity reports the model identifier ("MacBookPro18,3"); the serial number and
+// platformHardware reports the model identifier ("MacBookPro18,3"); the serial number and
 // firmware version need IOKit and are not collected.
-func systemIdentity(context.Context) (agentproto.Hardware, error) {
+func platformHardware(context.Context) (agentproto.Hardware, error) {
 	model, err := unix.Sysctl("hw.model")
 	return agentproto.Hardware{Manufacturer: "Apple", Model: model}, err
 }

@@ -11,48 +11,69 @@ import (
 	"gale/internal/agentproto"
 )
 
-// osRelease reads os-release(5), which every current distribution ships.
+// hostRoot is the root of the file system the Linux collectors read /proc, /sys, /etc and
+// /var under; tests point the same readers at fixture trees instead.
+const hostRoot = "/"
+
+// osRelease reads os-release(5) under hostRoot.
 func osRelease(context.Context) (release, error) {
-	content, err := os.ReadFile("/etc/os-release")
+	return linuxRelease(hostRoot)
+}
+
+// linuxRelease reads os-release(5), which every current distribution ships, and Debian's
+// point release, which os-release leaves out ("12" there, "12.5" in /etc/debian_version).
+func linuxRelease(root string) (release, error) {
+	content, err := os.ReadFile(filepath.Join(root, "etc/os-release"))
 	if errors.Is(err, os.ErrNotExist) {
-		content, err = os.ReadFile("/usr/lib/os-release")
+		content, err = os.ReadFile(filepath.Join(root, "usr/lib/os-release"))
 	}
 	if err != nil {
 		return release{name: "Linux"}, err
 	}
-	return releaseFromOSRelease(parseOSRelease(string(content))), nil
-}
-
-// dmiDir exposes the firmware's SMBIOS tables; absent on most ARM boards and in some VMs.
-const dmiDir = "/sys/class/dmi/id"
-
-// systemIdentity reads the maker, model, serial number and BIOS version from SMBIOS. The serial
-// is readable by root only, so it stays empty for an unprivileged agent.
-func systemIdentity(context.Context) (agentproto.Hardware, error) {
-	return agentproto.Hardware{
-		Manufacturer: readDMI("sys_vendor"),
-		Model:        readDMI("product_name"),
-		SerialNumber: readDMI("product_serial"),
-		BIOSVersion:  readDMI("bios_version"),
-	}, nil
-}
-
-func readDMI(name string) string {
-	content, err := os.ReadFile(filepath.Join(dmiDir, name))
-	if err != nil {
-		return ""
+	fields := parseOSRelease(string(content))
+	r := releaseFromOSRelease(fields)
+	// Debian's derivatives keep the file with the Debian release they are built on
+	// ("bookworm/sid" on Ubuntu), which is not their own point release.
+	if fields["ID"] == "debian" {
+		if point := readTrimmed(root, "etc/debian_version"); strings.HasPrefix(point, r.version+".") {
+			r.pointRelease = point
+		}
 	}
-	return strings.TrimSpace(string(content))
+	return r, nil
 }
 
-// installedSoftware asks dpkg, or rpm where dpkg is absent.
+func dnsServers() ([]string, error) {
+	return resolverServers(hostRoot)
+}
+
+func networkDetails() (map[string]link, map[string][]string, error) {
+	gateways, err := defaultGateways(hostRoot)
+	return linkDetails(hostRoot), gateways, err
+}
+
+func recentLogons(n int) ([]agentproto.LoggedInUser, error) {
+	return wtmpLogons(hostRoot, n)
+}
+
+// installedSoftware asks dpkg, or rpm where dpkg is absent, and adds the snaps and flatpaks,
+// which neither knows of.
 func installedSoftware(ctx context.Context) ([]agentproto.Software, error) {
+	software, err := systemPackages(ctx)
+	snaps, snapErr := snapPackages(hostRoot)
+	flatpaks, flatpakErr := flatpakApps(hostRoot)
+	software = append(append(software, snaps...), flatpaks...)
+	return software, errors.Join(err, snapErr, flatpakErr)
+}
+
+func systemPackages(ctx context.Context) ([]agentproto.Software, error) {
 	if _, err := exec.LookPath("dpkg-query"); err == nil {
 		out, err := runCommand(ctx, "dpkg-query", "-W", "-f="+dpkgFormat)
 		if err != nil {
 			return nil, err
 		}
-		return parseDpkg(string(out)), nil
+		software := parseDpkg(string(out))
+		addDpkgInstallDates(hostRoot, software)
+		return software, nil
 	}
 	if _, err := exec.LookPath("rpm"); err == nil {
 		out, err := runCommand(ctx, "rpm", "-qa", "--queryformat", rpmFormat)

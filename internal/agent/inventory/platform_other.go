@@ -18,7 +18,7 @@ func osRelease(ctx context.Context) (release, error) {
 	return release{name: platform, version: version}, err
 }
 
-func systemIdentity(context.Context) (agentproto.Hardware, error) {
+func platformHardware(context.Context) (agentproto.Hardware, error) {
 	return agentproto.Hardware{}, nil
 }
 

@@ -24,9 +24,9 @@ func osRelease(ctx context.Context) (release, error) {
 	return release{name: name, version: version, build: build}, nil
 }
 
-// systemIdentity reads the SMBIOS strings Windows copies into the registry at boot. The
+// platformHardware reads the SMBIOS strings Windows copies into the registry at boot. The
 // serial number is only exposed through WMI and is not collected.
-func systemIdentity(context.Context) (agentproto.Hardware, error) {
+func platformHardware(context.Context) (agentproto.Hardware, error) {
 	key, err := registry.OpenKey(registry.LOCAL_MACHINE, `HARDWARE\DESCRIPTION\System\BIOS`, registry.QUERY_VALUE)
 	if err != nil {
 		return agentproto.Hardware{}, err

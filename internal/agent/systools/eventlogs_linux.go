@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,8 +36,8 @@ var builtinLogs = []agentproto.EventLog{
 var eventFields = []string{"_SYSTEMD_UNIT", "_COMM", "_HOSTNAME", "_UID"}
 
 func (s *linuxSystem) logs(ctx context.Context) ([]agentproto.EventLog, error) {
-	if err := s.requireJournald(); err != nil {
-		return nil, err
+	if !s.journald() {
+		return s.textLogs()
 	}
 	units, err := s.journalUnits(ctx)
 	if err != nil {
@@ -66,11 +67,11 @@ func (s *linuxSystem) journalUnits(ctx context.Context) ([]string, error) {
 }
 
 func (s *linuxSystem) log(ctx context.Context, name string) (agentproto.EventLog, error) {
+	if !s.journald() {
+		return s.textLog(name)
+	}
 	for _, l := range builtinLogs {
 		if l.Name == name {
-			if err := s.requireJournald(); err != nil {
-				return agentproto.EventLog{}, err
-			}
 			return l, nil
 		}
 	}
@@ -118,10 +119,6 @@ func checkCursor(c string) error {
 // events pages a log newest first. journalctl --reverse with --after-cursor continues with
 // the entries older than the cursor, which is the next page.
 func (s *linuxSystem) events(ctx context.Context, q agentproto.EventQuery) (agentproto.EventPage, error) {
-	filter, err := logFilter(q.Name)
-	if err != nil {
-		return agentproto.EventPage{}, err
-	}
 	limit := q.Limit
 	switch {
 	case limit < 0:
@@ -130,6 +127,13 @@ func (s *linuxSystem) events(ctx context.Context, q agentproto.EventQuery) (agen
 		limit = defaultEventLimit
 	case limit > maxEventLimit:
 		limit = maxEventLimit
+	}
+	if !s.journald() {
+		return s.textEvents(q, limit)
+	}
+	filter, err := logFilter(q.Name)
+	if err != nil {
+		return agentproto.EventPage{}, err
 	}
 	args := append([]string{"--output=json", "--no-pager", "--reverse", "--lines=" + strconv.Itoa(limit)}, filter...)
 	// journalctl takes --since or a cursor, not both; with a cursor the entries older than
@@ -153,8 +157,9 @@ func (s *linuxSystem) events(ctx context.Context, q agentproto.EventQuery) (agen
 		}
 		args = append(args, "--after-cursor="+q.Cursor)
 	}
-	if err := s.requireJournald(); err != nil {
-		return agentproto.EventPage{}, err
+	if q.Contains != "" {
+		// journalctl matches a pattern against the message; quoted, the text is plain.
+		args = append(args, "--grep="+regexp.QuoteMeta(q.Contains), "--case-sensitive=false")
 	}
 	out, err := s.run(ctx, "journalctl", args...)
 	if cursorRefused(err) {
@@ -183,6 +188,9 @@ func (s *linuxSystem) events(ctx context.Context, q agentproto.EventQuery) (agen
 
 // event reads one entry by its cursor, within the named log.
 func (s *linuxSystem) event(ctx context.Context, a agentproto.EventArgs) (agentproto.Event, error) {
+	if !s.journald() {
+		return s.textEvent(a)
+	}
 	filter, err := logFilter(a.Name)
 	if err != nil {
 		return agentproto.Event{}, err
@@ -191,9 +199,6 @@ func (s *linuxSystem) event(ctx context.Context, a agentproto.EventArgs) (agentp
 		return agentproto.Event{}, invalid("recordId is required")
 	}
 	if err := checkCursor(a.RecordID); err != nil {
-		return agentproto.Event{}, err
-	}
-	if err := s.requireJournald(); err != nil {
 		return agentproto.Event{}, err
 	}
 	args := append([]string{"--output=json", "--no-pager", "--lines=1", "--cursor=" + a.RecordID}, filter...)

@@ -2,6 +2,8 @@ package systools
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -127,11 +129,56 @@ func TestEventLogList(t *testing.T) {
 	wantCode(t, call(t, tools, agentproto.MethodEventLogGet, agentproto.NameArgs{Name: "nginx.service"}), agentproto.ErrNotFound)
 }
 
-func TestEventLogsWithoutJournald(t *testing.T) {
-	if journaldRunning() {
-		t.Skip("journald is running here")
+func TestEventLogsWithoutJournaldAreLogFiles(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "var/log"), 0o755); err != nil {
+		t.Fatal(err)
 	}
-	tools := New(Options{})
-	wantCode(t, call(t, tools, agentproto.MethodEventLogList, nil), agentproto.ErrNotSupported)
-	wantCode(t, call(t, tools, agentproto.MethodEventLogEvents, agentproto.EventQuery{Name: "system"}), agentproto.ErrNotSupported)
+	syslog := "2024-05-01T10:00:00.000000+00:00 web1 sshd[812]: Accepted publickey for alice\n" +
+		"2024-05-01T10:00:01.000000+00:00 web1 CRON[900]: (root) CMD (run-parts /etc/cron.hourly)\n" +
+		"\n" +
+		"2024-05-01T10:00:02.000000+00:00 web1 sshd[813]: Failed password for bob\n"
+	if err := os.WriteFile(filepath.Join(root, "var/log/syslog"), []byte(syslog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/log/auth.log"), []byte("May  1 10:00:00 web1 su: session opened\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tools := &Tools{sys: &linuxSystem{root: root, run: runCommand, journald: func() bool { return false }}}
+	logs := result[[]agentproto.EventLog](t, call(t, tools, agentproto.MethodEventLogList, nil))
+	if len(logs) != 2 || logs[0].Name != "syslog" || logs[1].Name != "auth.log" {
+		t.Fatalf("logs = %+v", logs)
+	}
+	wantCode(t, call(t, tools, agentproto.MethodEventLogGet, agentproto.NameArgs{Name: "kern.log"}), agentproto.ErrNotFound)
+	wantCode(t, call(t, tools, agentproto.MethodEventLogGet, agentproto.NameArgs{Name: "../../etc/shadow"}), agentproto.ErrNotFound)
+
+	// Newest first, two to a page, continued by the cursor.
+	page := result[agentproto.EventPage](t, call(t, tools, agentproto.MethodEventLogEvents, agentproto.EventQuery{Name: "syslog", Limit: 2}))
+	if len(page.Events) != 2 || page.Events[0].Message != "Failed password for bob" || page.Events[0].Source != "sshd" ||
+		page.Events[0].PID != 813 || page.Events[0].RecordID != "4" || page.NextCursor != "2" {
+		t.Fatalf("first page = %+v", page)
+	}
+	if want := time.Date(2024, 5, 1, 10, 0, 2, 0, time.UTC); !page.Events[0].Time.Equal(want) {
+		t.Errorf("time = %v", page.Events[0].Time)
+	}
+	page = result[agentproto.EventPage](t, call(t, tools, agentproto.MethodEventLogEvents, agentproto.EventQuery{Name: "syslog", Limit: 2, Cursor: page.NextCursor}))
+	if len(page.Events) != 1 || page.Events[0].RecordID != "1" || page.NextCursor != "" {
+		t.Fatalf("second page = %+v", page)
+	}
+	page = result[agentproto.EventPage](t, call(t, tools, agentproto.MethodEventLogEvents, agentproto.EventQuery{Name: "syslog", Contains: "SSHD"}))
+	if len(page.Events) != 2 || page.Events[1].RecordID != "1" {
+		t.Fatalf("contains, on the whole line = %+v", page)
+	}
+	page = result[agentproto.EventPage](t, call(t, tools, agentproto.MethodEventLogEvents, agentproto.EventQuery{Name: "syslog", Contains: "PASSWORD"}))
+	if len(page.Events) != 1 || page.Events[0].RecordID != "4" {
+		t.Fatalf("contains = %+v", page)
+	}
+	ev := result[agentproto.Event](t, call(t, tools, agentproto.MethodEventLogEvent, agentproto.EventArgs{Name: "auth.log", RecordID: "1"}))
+	if ev.Source != "su" || ev.Message != "session opened" || ev.Time.Month() != time.May {
+		t.Fatalf("event = %+v", ev)
+	}
+	wantCode(t, call(t, tools, agentproto.MethodEventLogEvent, agentproto.EventArgs{Name: "auth.log", RecordID: "9"}), agentproto.ErrNotFound)
+
+	bare := &Tools{sys: &linuxSystem{root: t.TempDir(), run: runCommand, journald: func() bool { return false }}}
+	wantCode(t, call(t, bare, agentproto.MethodEventLogList, nil), agentproto.ErrNotSupported)
 }

@@ -48,13 +48,17 @@ func getProcess(ctx context.Context, pid int32) (agentproto.Process, error) {
 }
 
 // killProcess sends SIGTERM (or SIGKILL when asked); on Windows both end the process. It
-// refuses init and the agent itself, which a technician would only end by mistake.
+// refuses init, the agent itself and its watchdog, which a technician would only end by
+// mistake.
 func (t *Tools) killProcess(ctx context.Context, a agentproto.KillArgs) (agentproto.Done, error) {
 	if a.PID <= 1 {
 		return agentproto.Done{}, invalid("refusing to signal pid %d", a.PID)
 	}
 	if a.PID == t.selfPID {
 		return agentproto.Done{}, invalid("refusing to signal the agent itself")
+	}
+	if t.isWatchdog(ctx, a.PID) {
+		return agentproto.Done{}, invalid("refusing to signal the agent's watchdog")
 	}
 	var kill bool
 	switch strings.TrimPrefix(strings.ToUpper(a.Signal), "SIG") {
@@ -81,6 +85,41 @@ func (t *Tools) killProcess(ctx context.Context, a agentproto.KillArgs) (agentpr
 		sig = "SIGKILL"
 	}
 	return agentproto.Done{OK: true, Message: "sent " + sig + " to process " + strconv.Itoa(int(a.PID))}, nil
+}
+
+// isWatchdog reports whether pid is a watchdog of this agent. The watchdog is the agent's
+// own executable run without --no-watchdog, and it is either the agent's parent (it started
+// the agent) or the agent's child (the agent started a new one after the last died). Asking
+// for both the kinship and the executable keeps a reused PID from being mistaken for it.
+func (t *Tools) isWatchdog(ctx context.Context, pid int32) bool {
+	if t.selfExe == "" {
+		return false
+	}
+	ppid, exe, err := t.procInfo(ctx, pid)
+	if err != nil || !sameExecutable(exe, t.selfExe) {
+		return false
+	}
+	return pid == t.parentPID() || ppid == t.selfPID
+}
+
+// sameExecutable compares executable paths; an executable replaced on disk by an upgrade
+// reads as "path (deleted)" in /proc.
+func sameExecutable(a, b string) bool {
+	return a != "" && strings.TrimSuffix(a, " (deleted)") == strings.TrimSuffix(b, " (deleted)")
+}
+
+// readProcInfo gives a process's parent and executable.
+func readProcInfo(ctx context.Context, pid int32) (int32, string, error) {
+	p, err := process.NewProcessWithContext(ctx, pid)
+	if err != nil {
+		return 0, "", err
+	}
+	ppid, err := p.PpidWithContext(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	exe, err := p.ExeWithContext(ctx)
+	return ppid, exe, err
 }
 
 func processError(pid int32, err error) error {

@@ -35,8 +35,8 @@ func serviceUnit(name string) (string, error) {
 }
 
 func (s *linuxSystem) services(ctx context.Context) ([]agentproto.Service, error) {
-	if err := s.requireSystemd(); err != nil {
-		return nil, err
+	if !s.systemd() {
+		return s.initServices(ctx)
 	}
 	units, err := s.run(ctx, "systemctl", "list-units", "--type=service", "--all", "--no-legend", "--no-pager", "--plain")
 	if err != nil {
@@ -50,11 +50,11 @@ func (s *linuxSystem) services(ctx context.Context) ([]agentproto.Service, error
 }
 
 func (s *linuxSystem) service(ctx context.Context, name string) (agentproto.Service, error) {
+	if !s.systemd() {
+		return s.initService(ctx, name)
+	}
 	unit, err := serviceUnit(name)
 	if err != nil {
-		return agentproto.Service{}, err
-	}
-	if err := s.requireSystemd(); err != nil {
 		return agentproto.Service{}, err
 	}
 	out, err := s.run(ctx, "systemctl", "show", unit,
@@ -72,6 +72,9 @@ func (s *linuxSystem) service(ctx context.Context, name string) (agentproto.Serv
 // controlService runs systemctl start, stop or restart, which waits for the job to finish,
 // then reads the new state.
 func (s *linuxSystem) controlService(ctx context.Context, verb, name string) (agentproto.Service, error) {
+	if !s.systemd() {
+		return s.controlInitService(ctx, verb, name)
+	}
 	svc, err := s.service(ctx, name)
 	if err != nil {
 		return agentproto.Service{}, err

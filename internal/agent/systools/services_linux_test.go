@@ -3,6 +3,8 @@ package systools
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -118,17 +120,66 @@ func TestServiceCommandFailure(t *testing.T) {
 	}
 }
 
-func TestServicesWithoutSystemd(t *testing.T) {
-	if systemdRunning() {
-		t.Skip("systemd is running here")
+// initRoot makes a machine root whose services are SysV init scripts: web, started at boot,
+// keeps its state in a file; broken cannot tell its status.
+func initRoot(t *testing.T) string {
+	root := t.TempDir()
+	state := filepath.Join(root, "web.running")
+	files := map[string]string{
+		"etc/init.d/web": `#!/bin/sh
+case "$1" in
+start) touch ` + state + ` ;;
+stop) rm -f ` + state + ` ;;
+restart) touch ` + state + ` ;;
+status) test -e ` + state + ` || exit 3 ;;
+*) exit 2 ;;
+esac
+`,
+		"etc/init.d/broken": "#!/bin/sh\nexit 1\n",
+		"etc/init.d/README": "#!/bin/sh\n",
 	}
-	tools := New(Options{})
-	e := wantCode(t, call(t, tools, agentproto.MethodServiceList, nil), agentproto.ErrNotSupported)
-	if e.Message != "systemd is not running on this machine" {
-		t.Errorf("message %q", e.Message)
+	for name, body := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	wantCode(t, call(t, tools, agentproto.MethodServiceGet, agentproto.NameArgs{Name: "cron"}), agentproto.ErrNotSupported)
-	wantCode(t, call(t, tools, agentproto.MethodServiceStart, agentproto.NameArgs{Name: "cron"}), agentproto.ErrNotSupported)
+	if err := os.MkdirAll(filepath.Join(root, "etc/rc2.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../init.d/web", filepath.Join(root, "etc/rc2.d/S01web")); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func TestServicesWithoutSystemdAreInitScripts(t *testing.T) {
+	root := initRoot(t)
+	tools := &Tools{sys: &linuxSystem{root: root, run: runCommand, systemd: func() bool { return false }}}
+	list := result[[]agentproto.Service](t, call(t, tools, agentproto.MethodServiceList, nil))
+	want := []agentproto.Service{{Name: "broken", Status: "unknown", StartType: "manual"}, {Name: "web", Status: "stopped", StartType: "automatic"}}
+	if !reflect.DeepEqual(list, want) {
+		t.Fatalf("services = %+v", list)
+	}
+	if svc := result[agentproto.Service](t, call(t, tools, agentproto.MethodServiceStart, agentproto.NameArgs{Name: "web"})); svc.Status != "running" {
+		t.Fatalf("after start = %+v", svc)
+	}
+	if svc := result[agentproto.Service](t, call(t, tools, agentproto.MethodServiceGet, agentproto.NameArgs{Name: "web.service"})); svc.Status != "running" {
+		t.Fatalf("get = %+v", svc)
+	}
+	if svc := result[agentproto.Service](t, call(t, tools, agentproto.MethodServiceStop, agentproto.NameArgs{Name: "web"})); svc.Status != "stopped" {
+		t.Fatalf("after stop = %+v", svc)
+	}
+	wantCode(t, call(t, tools, agentproto.MethodServiceGet, agentproto.NameArgs{Name: "nope"}), agentproto.ErrNotFound)
+	wantCode(t, call(t, tools, agentproto.MethodServiceGet, agentproto.NameArgs{Name: "README"}), agentproto.ErrInvalid)
+	wantCode(t, call(t, tools, agentproto.MethodServiceStart, agentproto.NameArgs{Name: "../../bin/sh"}), agentproto.ErrInvalid)
+
+	// Neither systemd nor init scripts.
+	bare := &Tools{sys: &linuxSystem{root: t.TempDir(), run: runCommand, systemd: func() bool { return false }}}
+	wantCode(t, call(t, bare, agentproto.MethodServiceList, nil), agentproto.ErrNotSupported)
 }
 
 func TestSplitFields(t *testing.T) {

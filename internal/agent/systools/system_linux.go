@@ -12,6 +12,9 @@ import (
 // linuxSystem answers services, event logs and tasks from systemd, journald and cron. Its
 // commands and probes are fields so tests can stand in for them.
 type linuxSystem struct {
+	// root is where the init scripts (etc/init.d) and plain-text logs (var/log) are looked
+	// for, "/" but in tests.
+	root     string
 	run      runFunc
 	systemd  func() bool
 	journald func() bool
@@ -24,7 +27,7 @@ type linuxSystem struct {
 type runFunc func(ctx context.Context, name string, args ...string) ([]byte, error)
 
 func newSystem(cron CronRoots) system {
-	return &linuxSystem{run: runCommand, systemd: systemdRunning, journald: journaldRunning, cron: cron}
+	return &linuxSystem{root: "/", run: runCommand, systemd: systemdRunning, journald: journaldRunning, cron: cron}
 }
 
 // systemdRunning is sd_booted(): systemd creates /run/systemd/system when it is PID 1.
@@ -51,13 +54,6 @@ func journaldRunning() bool {
 func (s *linuxSystem) requireSystemd() error {
 	if !s.systemd() {
 		return notSupported("systemd is not running on this machine")
-	}
-	return nil
-}
-
-func (s *linuxSystem) requireJournald() error {
-	if !s.journald() {
-		return notSupported("journald is not running on this machine")
 	}
 	return nil
 }

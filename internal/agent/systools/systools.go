@@ -4,7 +4,8 @@
 // A Tools value, made by New, holds the options (denied paths, cron locations); Register
 // registers its methods with the agent's capability registry. Processes and files work on every OS. On Linux,
 // services are systemd units, event logs come from journald and scheduled tasks are cron
-// lines and systemd timers; on other systems those three families answer NOT_SUPPORTED_ON_OS
+// lines and systemd timers; without systemd and journald, services are SysV init scripts,
+// event logs the syslog files of /var/log and tasks cron lines only. On other systems those three families answer NOT_SUPPORTED_ON_OS
 // for now. The registry answers NOT_SUPPORTED_ON_OS everywhere outside Windows.
 package systools
 
@@ -53,6 +54,10 @@ type Tools struct {
 	denied  []string
 	selfPID int32
 	sys     system
+	// selfExe, parentPID and procInfo find the agent's watchdog; tests stand in for them.
+	selfExe   string
+	parentPID func() int32
+	procInfo  func(ctx context.Context, pid int32) (ppid int32, exe string, err error)
 }
 
 // system is the part of the tools that depends on the operating system.
@@ -90,7 +95,10 @@ func New(opts Options) *Tools {
 	if len(cron.SystemFiles)+len(cron.SystemDirs)+len(cron.UserDirs) == 0 {
 		cron = DefaultCronRoots
 	}
-	return &Tools{denied: denied, selfPID: int32(os.Getpid()), sys: newSystem(cron)}
+	// Without its own executable the agent cannot tell its watchdog, and refuses nothing more.
+	exe, _ := os.Executable()
+	return &Tools{denied: denied, selfPID: int32(os.Getpid()), sys: newSystem(cron),
+		selfExe: exe, parentPID: func() int32 { return int32(os.Getppid()) }, procInfo: readProcInfo}
 }
 
 // Register registers every system-tool method with reg.

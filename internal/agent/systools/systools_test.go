@@ -182,3 +182,57 @@ func TestKillChild(t *testing.T) {
 		}
 	}
 }
+
+// TestHelperSleeper is not a test: run with GALE_SYSTOOLS_SLEEPER=1 it is a process of the
+// test's own executable that waits to be killed, as the agent's watchdog would.
+func TestHelperSleeper(t *testing.T) {
+	if os.Getenv("GALE_SYSTOOLS_SLEEPER") != "1" {
+		t.Skip("a helper process")
+	}
+	time.Sleep(time.Minute)
+}
+
+func TestKillRefusesAWatchdogTheAgentStarted(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestHelperSleeper$")
+	cmd.Env = append(os.Environ(), "GALE_SYSTOOLS_SLEEPER=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	res := call(t, New(Options{}), agentproto.MethodProcessKill, agentproto.KillArgs{PID: int32(cmd.Process.Pid), Signal: "KILL"})
+	if e := wantCode(t, res, agentproto.ErrInvalid); !strings.Contains(e.Message, "watchdog") {
+		t.Fatalf("refusal = %s", e.Message)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the watchdog was signalled: %v", err)
+	}
+}
+
+func TestKillRefusesTheWatchdogThatStartedTheAgent(t *testing.T) {
+	const watchdog, stranger = 1<<30 - 1, 1<<30 - 2
+	tools := New(Options{})
+	tools.selfExe = "/opt/gale/gale-agent"
+	tools.parentPID = func() int32 { return watchdog }
+	tools.procInfo = func(_ context.Context, pid int32) (int32, string, error) {
+		switch pid {
+		case watchdog:
+			// Upgraded on disk since it started.
+			return 1, "/opt/gale/gale-agent (deleted)", nil
+		case stranger:
+			// Another copy of the agent's executable that is neither parent nor child.
+			return 1, "/opt/gale/gale-agent", nil
+		}
+		return 0, "", os.ErrNotExist
+	}
+	if e := wantCode(t, call(t, tools, agentproto.MethodProcessKill, agentproto.KillArgs{PID: watchdog}), agentproto.ErrInvalid); !strings.Contains(e.Message, "watchdog") {
+		t.Fatalf("refusal = %s", e.Message)
+	}
+	// Not refused: the kill goes ahead and finds no such process.
+	wantCode(t, call(t, tools, agentproto.MethodProcessKill, agentproto.KillArgs{PID: stranger}), agentproto.ErrNotFound)
+	tools.parentPID = func() int32 { return 1 } // the watchdog died; its PID may be anyone's now
+	wantCode(t, call(t, tools, agentproto.MethodProcessKill, agentproto.KillArgs{PID: watchdog}), agentproto.ErrNotFound)
+}

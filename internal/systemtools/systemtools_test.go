@@ -1,0 +1,136 @@
+package systemtools_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"gale/internal/agenthub"
+	"gale/internal/agentproto"
+	"gale/internal/app"
+	"gale/internal/apptest"
+)
+
+const api = "/api/v1"
+
+// enrollAgent enrolls a simulated agent in the tenant's organization; the device is online
+// from then on, reporting (as far as the server knows) over HTTP only.
+func enrollAgent(e *apptest.Env, ten apptest.Tenant) agentproto.EnrollResponse {
+	e.T.Helper()
+	var k struct {
+		Key    string `json:"key"`
+		Secret string `json:"enrollmentSecret"`
+	}
+	e.Must(201, ten.Partner, "POST", api+"/enrollment-keys", map[string]any{"orgId": ten.OrgID, "name": "test", "maxUsage": 1,
+		"issueEnrollmentSecret": true}).JSON(e.T, &k)
+	var r agentproto.EnrollResponse
+	e.Must(201, apptest.Anonymous, "POST", api+"/agents/enroll", agentproto.EnrollRequest{EnrollmentKey: k.Key, EnrollmentSecret: k.Secret,
+		Hostname: "web-01", OSType: "linux", OSVersion: "12", Architecture: "amd64", AgentVersion: "1.0.0"}).JSON(e.T, &r)
+	return r
+}
+
+// liveAgent opens the agent's live channel and answers every call with result.
+func liveAgent(t *testing.T, e *apptest.Env, token string, result json.RawMessage) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	url := "ws" + strings.TrimPrefix(e.Server.URL, "http") + api + agentproto.PathWebSocket
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		t.Fatalf("dial: %v", err)
+	}
+	t.Cleanup(func() { ws.CloseNow() })
+	// The welcome comes once the server has registered the channel.
+	if _, data, err := ws.Read(ctx); err != nil || !strings.Contains(string(data), agentproto.TypeWelcome) {
+		t.Fatalf("first message = %s %v, want welcome", data, err)
+	}
+	go func() {
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			var m agentproto.Message
+			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall {
+				continue
+			}
+			payload, _ := json.Marshal(agentproto.CallResult{CallID: m.ID, Result: result})
+			answer, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
+			if ws.Write(ctx, websocket.MessageText, answer) != nil {
+				return
+			}
+		}
+	}()
+	return ws
+}
+
+// offlineAtOnce asks for the device's processes and wants 503 AGENT_OFFLINE well before the
+// 15 s a call would wait for an answer.
+func offlineAtOnce(t *testing.T, e *apptest.Env, c apptest.Caller, deviceID string) {
+	t.Helper()
+	started := time.Now()
+	r := e.Do(c, "GET", api+"/system-tools/devices/"+deviceID+"/processes", nil)
+	if r.Status != 503 || r.ErrorCode() != "AGENT_OFFLINE" || !strings.Contains(string(r.Body), "live connection") {
+		t.Fatalf("processes without a live channel = %d %s", r.Status, r.Body)
+	}
+	if took := time.Since(started); took > 3*time.Second {
+		t.Fatalf("the refusal took %s", took)
+	}
+}
+
+func TestAnOnlineDeviceWithoutALiveChannelIsOfflineAtOnce(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := enrollAgent(e, ten)
+	e.Must(200, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	offlineAtOnce(t, e, ten.Org, dev.DeviceID)
+	if r := e.Do(ten.Org, "POST", api+"/system-tools/devices/"+dev.DeviceID+"/processes/42/kill", nil); r.Status != 503 || r.ErrorCode() != "AGENT_OFFLINE" {
+		t.Fatalf("kill without a live channel = %d %s", r.Status, r.Body)
+	}
+
+	ws := liveAgent(t, e, dev.AuthToken, json.RawMessage(`[{"pid":7,"name":"x"}]`))
+	if r := e.Do(ten.Org, "GET", api+"/system-tools/devices/"+dev.DeviceID+"/processes", nil); r.Status != 200 || !strings.Contains(string(r.Body), `"pid":7`) {
+		t.Fatalf("processes over the live channel = %d %s", r.Status, r.Body)
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+	// The server notices the closed socket a moment later (asked of the hub: a request sent
+	// before then would wait for the agent's answer).
+	waitNoLiveChannel(t, e, dev.DeviceID)
+	offlineAtOnce(t, e, ten.Org, dev.DeviceID)
+}
+
+// A node that does not hold the agent's channel finds the node that does, and tells a device
+// without one apart at once.
+func TestAnotherNodeKnowsWhetherTheAgentHasALiveChannel(t *testing.T) {
+	e := apptest.New(t)
+	if e.App.DB.Dialect != "postgres" {
+		t.Skip("several nodes share a PostgreSQL database; SQLite runs one node")
+	}
+	other := e.SecondNode()
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := enrollAgent(e, ten)
+	offlineAtOnce(t, other, ten.Org, dev.DeviceID)
+
+	ws := liveAgent(t, e, dev.AuthToken, json.RawMessage(`[{"pid":7,"name":"x"}]`))
+	if r := other.Do(ten.Org, "GET", api+"/system-tools/devices/"+dev.DeviceID+"/processes", nil); r.Status != 200 || !strings.Contains(string(r.Body), `"pid":7`) {
+		t.Fatalf("processes through another node = %d %s", r.Status, r.Body)
+	}
+	ws.Close(websocket.StatusNormalClosure, "")
+	waitNoLiveChannel(t, other, dev.DeviceID)
+	offlineAtOnce(t, other, ten.Org, dev.DeviceID)
+}
+
+// waitNoLiveChannel waits until the node no longer sees a live channel to the device.
+func waitNoLiveChannel(t *testing.T, e *apptest.Env, deviceID string) {
+	t.Helper()
+	hub := app.Service[*agenthub.Hub](e.App)
+	apptest.Eventually(t, 5*time.Second, func() bool {
+		live, err := hub.LiveChannel(context.Background(), deviceID)
+		return err == nil && !live
+	})
+}
