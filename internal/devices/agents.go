@@ -343,12 +343,15 @@ func sampleTime(now time.Time, sampledAt *time.Time, retention time.Duration) (a
 // watchdogBeat records the watchdog's state, and when the watchdog is alive while the main
 // agent has been silent for longer than SilentAfter, marks since when the main agent is silent.
 func (s *Service) watchdogBeat(ctx context.Context, tx *sql.Tx, a Agent, hb agentproto.Heartbeat, now time.Time) error {
-	state := WatchdogConnected
-	if hb.WatchdogState == WatchdogFailover {
+	state, reason := WatchdogConnected, ""
+	switch hb.WatchdogState {
+	case WatchdogFailover:
 		state = WatchdogFailover
+	case WatchdogGaveUp:
+		state, reason = WatchdogGaveUp, hb.WatchdogReason
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE devices SET watchdog_status = $1, watchdog_seen_at = $2 WHERE id = $3`,
-		state, now, a.DeviceID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE devices SET watchdog_status = $1, watchdog_reason = $2, watchdog_seen_at = $3 WHERE id = $4`,
+		state, store.NullIfEmpty(reason), now, a.DeviceID); err != nil {
 		return err
 	}
 	// The silence mark is set by its own conditional update, so that the transition (and only

@@ -89,6 +89,7 @@ func cleanHeartbeat(hb *agentproto.Heartbeat) {
 	hb.AgentVersion = cleanLine(hb.AgentVersion, maxAgentName)
 	hb.LastUser = cleanLine(hb.LastUser, maxAgentName)
 	hb.WatchdogState = cleanLine(hb.WatchdogState, maxAgentName)
+	hb.WatchdogReason = cleanLine(hb.WatchdogReason, maxAgentMessage)
 }
 
 func cleanEnroll(req *agentproto.EnrollRequest) {

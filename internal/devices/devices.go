@@ -54,6 +54,9 @@ const (
 	WatchdogConnected = "connected"
 	WatchdogFailover  = "failover"
 	WatchdogOffline   = "offline"
+	// WatchdogGaveUp: the watchdog stopped restarting a main agent that kept failing at start
+	// (WatchdogReason says why); it retries when the configuration changes, or within an hour.
+	WatchdogGaveUp = "gave_up"
 )
 
 // Device is the API view of a device, in lists and in detail.
@@ -85,9 +88,11 @@ type Device struct {
 	// Metrics is the last sample the agent sent.
 	Metrics *agentproto.Metrics `json:"metrics"`
 	Tags    []string            `json:"tags"`
-	// WatchdogStatus is connected or failover as the watchdog last reported, offline when the
-	// watchdog has gone quiet, null when no watchdog ever reported.
-	WatchdogStatus *string `json:"watchdogStatus" enum:"connected,failover,offline"`
+	// WatchdogStatus is connected, failover or gave_up as the watchdog last reported, offline
+	// when the watchdog has gone quiet, null when no watchdog ever reported.
+	WatchdogStatus *string `json:"watchdogStatus" enum:"connected,failover,gave_up,offline"`
+	// WatchdogReason says why the watchdog gave up on the main agent; null otherwise.
+	WatchdogReason *string `json:"watchdogReason"`
 	// MainAgentSilentSince is set while the watchdog is alive but the main agent has been silent
 	// for longer than the silence threshold: the time of the main agent's last contact.
 	MainAgentSilentSince *time.Time `json:"mainAgentSilentSince"`
@@ -106,7 +111,7 @@ type Device struct {
 var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
 	d.os_version, d.os_build, d.architecture, d.agent_version, d.manufacturer, d.model, d.serial_number, d.cpu_model,
 	d.cpu_cores, d.memory_bytes, d.ip_address, d.mac_address, d.last_user, d.uptime_seconds, d.pending_reboot, d.metrics,
-	d.watchdog_status, ` + store.TimeColumns("d.watchdog_seen_at", "d.main_agent_silent_since", "d.last_seen_at", "d.enrolled_at",
+	d.watchdog_status, d.watchdog_reason, ` + store.TimeColumns("d.watchdog_seen_at", "d.main_agent_silent_since", "d.last_seen_at", "d.enrolled_at",
 	"d.inventory_at", "d.decommissioned_at", "d.created_at", "d.updated_at") +
 	// Tags never hold a comma (tagPattern), so they travel as one list in the row; they are
 	// sorted after reading (an ordered aggregate costs SQLite a sort per row).
@@ -121,13 +126,13 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 	// One allocation for everything Scan needs addresses of; the times the device points to
 	// live in it.
 	v := new(struct {
-		display, metrics, wdStatus, tags                             sql.NullString
+		display, metrics, wdStatus, wdReason, tags                   sql.NullString
 		wdSeen, silent, seen, enrolled, inv, decom, created, updated store.NullTime
 	})
 	err := row.Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.SiteID, &d.Hostname, &v.display, &d.Status, &d.OSType, &d.OSName,
 		&d.OSVersion, &d.OSBuild, &d.Architecture, &d.AgentVersion, &d.Manufacturer, &d.Model, &d.SerialNumber, &d.CPUModel,
 		&d.CPUCores, &d.MemoryBytes, &d.IPAddress, &d.MACAddress, &d.LastUser, &d.UptimeSeconds, &d.PendingReboot, &v.metrics,
-		&v.wdStatus, &v.wdSeen, &v.silent, &v.seen, &v.enrolled, &v.inv, &v.decom, &v.created, &v.updated, &v.tags)
+		&v.wdStatus, &v.wdReason, &v.wdSeen, &v.silent, &v.seen, &v.enrolled, &v.inv, &v.decom, &v.created, &v.updated, &v.tags)
 	if err != nil {
 		return d, err
 	}
@@ -145,6 +150,9 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 			st = WatchdogOffline
 		}
 		d.WatchdogStatus, d.watchdogSeen = &st, v.wdSeen.Time
+		if st == WatchdogGaveUp {
+			d.WatchdogReason = store.StringPtr(v.wdReason)
+		}
 	}
 	d.MainAgentSilentSince, d.LastSeen, d.Enrolled = v.silent.Ptr(), v.seen.Ptr(), v.enrolled.Ptr()
 	d.InventoryAt, d.DecommissionedAt = v.inv.Ptr(), v.decom.Ptr()

@@ -94,6 +94,7 @@ func (d *Device) AppendJSON(b []byte) ([]byte, error) {
 	}
 	b = jsonenc.Strings(jsonenc.Key(b, "tags"), d.Tags)
 	b = jsonenc.StringPtr(jsonenc.Key(b, "watchdogStatus"), d.WatchdogStatus)
+	b = jsonenc.StringPtr(jsonenc.Key(b, "watchdogReason"), d.WatchdogReason)
 	for _, t := range [...]struct {
 		key string
 		at  *time.Time
