@@ -26,6 +26,11 @@ func Register(reg *capability.Registry) {
 		if err := json.Unmarshal(c.Payload, &rs); err != nil {
 			return failed("the script payload is unreadable: " + err.Error())
 		}
+		if err := turns.acquire(ctx); err != nil {
+			return agentproto.CommandResult{Status: agentproto.ResultTimedOut,
+				Error: fmt.Sprintf("the script waited for its turn (%d run at once) past its timeout and did not start", MaxConcurrent)}
+		}
+		defer turns.release()
 		return run(ctx, rs)
 	})
 }
