@@ -15,7 +15,7 @@ import (
 func capabilities(configPath string) *capability.Registry {
 	reg := capability.New()
 	echo.Register(reg)
-	power.Register(reg)
+	power.New(power.Options{StatePath: power.StatePath(configPath), Logger: logger()}).Register(reg)
 	script.Register(reg)
 	systools.New(systools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
 	return reg

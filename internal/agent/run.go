@@ -116,6 +116,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	r.caps = o.Capabilities
 	r.caps.Command(agentproto.CommandRefreshInventory, r.refreshInventory)
+	r.caps.Start(ctx, r.report)
 	if n := box.Len(); n > 0 {
 		r.log.Info("messages kept from an earlier run wait for the server", "count", n)
 	}
@@ -568,9 +569,12 @@ func (r *runner) httpHeartbeat(ctx context.Context, hb agentproto.Heartbeat) err
 }
 
 // execute carries out a command under the agent's lifetime, not the connection's, so it runs
-// to its end when the connection drops, and reports its result.
+// to its end when the connection drops, and reports its result (unless its capability
+// reports it later itself).
 func (r *runner) execute(c agentproto.Command) {
-	r.report(r.runCommand(r.ctx, c))
+	if res := r.runCommand(r.ctx, c); res.Status != capability.ResultPending {
+		r.report(res)
+	}
 }
 
 // runCommand carries out a command with its capability, within the command's timeout.

@@ -182,6 +182,10 @@ const (
 	CommandRunScript        = "run_script"
 	CommandReboot           = "reboot"
 	CommandShutdown         = "shutdown"
+	// CommandCancel withdraws a reboot or shutdown the agent holds scheduled (payload
+	// CancelCommand). It is completed when the scheduled command will not run, failed when it
+	// is unknown to the agent or too late (the system already took the order).
+	CommandCancel = "cancel_command"
 )
 
 // Command is work for the agent; it answers with a CommandResult.
@@ -211,9 +215,17 @@ type RunScript struct {
 	MaxOutputBytes int `json:"maxOutputBytes"`
 }
 
-// PowerDelay is the payload of reboot and shutdown: seconds to wait first (default 0).
+// PowerDelay is the payload of reboot and shutdown: seconds to wait first (default 0). The
+// agent keeps the scheduled command on disk, so it survives an agent restart, and reports it
+// completed once the machine has booted again (a shutdown: once the system took the order),
+// failed when the system refused it.
 type PowerDelay struct {
 	DelaySeconds int `json:"delaySeconds,omitempty"`
+}
+
+// CancelCommand is the payload of cancel_command: the command to withdraw.
+type CancelCommand struct {
+	CommandID string `json:"commandId"`
 }
 
 // Command result statuses reported by the agent.

@@ -28,6 +28,10 @@ type CommandKind struct {
 	// DefaultTimeout is the timeout, in seconds, of a command that names none; MaxTimeout the
 	// longest a caller may ask for (0: the API's limit, 3600).
 	DefaultTimeout, MaxTimeout int
+	// Wait, when set, is how many seconds a command of the validated payload waits on the agent
+	// before its work starts (a reboot's delay). It is added to the timeout, which then counts
+	// from the start of the work, so a long wait cannot time the command out.
+	Wait func(payload any) int
 	// OS lists the systems the kind runs on; empty means every system. A device whose OS is
 	// not known yet is given the command.
 	OS []string
@@ -116,6 +120,9 @@ func (s *Service) validateCommand(in CommandInput, osType string) (string, int, 
 			return "", 0, err
 		}
 		payload = p
+		if k.Wait != nil {
+			timeout += k.Wait(p)
+		}
 	} else if len(in.Payload) > 0 && string(in.Payload) != "null" && string(in.Payload) != "{}" {
 		return "", 0, apperr.Invalid("payload", in.Type+" takes no payload")
 	}

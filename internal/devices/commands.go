@@ -47,7 +47,7 @@ const (
 type CommandInput struct {
 	Type           string          `json:"type" doc:"One of the registered command kinds (the enum lists them)."`
 	Payload        json.RawMessage `json:"payload,omitempty"`
-	TimeoutSeconds int             `json:"timeoutSeconds,omitempty" minimum:"1" maximum:"3600" doc:"How long the agent may take once it has the command; each kind has its default (300 for scripts and inventory, 120 for reboot and shutdown) and its maximum."`
+	TimeoutSeconds int             `json:"timeoutSeconds,omitempty" minimum:"1" maximum:"3600" doc:"How long the agent may take once it has the command; each kind has its default (300 for scripts and inventory, 600 for reboot and shutdown) and its maximum. A reboot's or shutdown's delaySeconds is added to it: its timeout counts from when it is due."`
 }
 
 // DeviceCommand is a durable command record.

@@ -15,10 +15,17 @@ func (s *Service) registerBuiltInCommandKinds() {
 	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRefreshInventory, DefaultTimeout: 300})
 	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRunScript, DefaultTimeout: 300, Validate: validateRunScript,
 		PayloadDoc: "{language: bash|sh|python|powershell|cmd, script, args?, env?, maxOutputBytes?}."})
+	// A reboot is completed once the machine is back and its agent reports, so its timeout
+	// counts the delay and then the time to go down and come back.
 	for _, name := range []string{agentproto.CommandReboot, agentproto.CommandShutdown} {
-		s.RegisterCommandKind(CommandKind{Name: name, DefaultTimeout: 120, Validate: validatePowerDelay, PayloadDoc: "{delaySeconds?}."})
+		s.RegisterCommandKind(CommandKind{Name: name, DefaultTimeout: powerAllowance, Validate: validatePowerDelay,
+			Wait: func(payload any) int { return payload.(agentproto.PowerDelay).DelaySeconds }, PayloadDoc: "{delaySeconds?}."})
 	}
 }
+
+// powerAllowance is the default time, in seconds, a reboot may take from its due time until
+// the agent is back to report it (the timeout's part after the delay).
+const powerAllowance = 600
 
 const maxScriptBytes = 256 << 10
 

@@ -231,6 +231,17 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &commandOutput{Body: c}, err
 		})
 
+	httpapi.Register(api, httpapi.Route{ID: "cancel-device-command", Method: http.MethodPost, Path: "/devices/{id}/commands/{commandId}/cancel",
+		Tag: tag, Permission: access.DevicesExecute, Summary: "Cancel a command (Gale extension)",
+		Description: "A queued command of any kind is cancelled before it goes out. A sent reboot or shutdown (waiting out its delay " +
+			"on the agent) is cancelled too: the agent is sent a cancel_command that withdraws it and tells the logged-in users. " +
+			"Answers the command, now cancelled. A command that already ended is 409 CONFLICT; any other sent command is already " +
+			"running and is 409 NOT_CANCELLABLE. Audited."},
+		func(ctx context.Context, in *commandPath) (*commandOutput, error) {
+			c, err := s.CancelCommand(ctx, in.ID, in.CommandID)
+			return &commandOutput{Body: c}, err
+		})
+
 	httpapi.Register(api, httpapi.Route{ID: "list-device-software", Method: http.MethodGet, Path: "/devices/{id}/software", Tag: tag,
 		Permission: access.DevicesRead, Summary: "List a device's installed software", Description: "From the last inventory, by name."},
 		func(ctx context.Context, in *softwareInput) (*httpapi.ListBody[agentproto.Software], error) {

@@ -1,8 +1,6 @@
 package systemtools
 
 import (
-	"gale/internal/access"
-
 	"context"
 	"encoding/base64"
 	"net/http"
@@ -10,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
+
+	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/apperr"
 	"gale/internal/httpapi"
@@ -73,7 +74,12 @@ type downloadInput struct {
 
 type uploadInput struct {
 	DeviceID string `path:"deviceId" format:"uuid"`
-	Body     struct {
+	// The query parameters describe a raw (application/octet-stream) upload; a JSON body
+	// carries the same in its fields.
+	Path      string `query:"path" maxLength:"4096" doc:"Raw upload: absolute path of the new file; its directory must exist."`
+	Overwrite bool   `query:"overwrite" doc:"Raw upload: replace an existing file; otherwise an existing file is a 400."`
+	Mode      string `query:"mode" pattern:"^0?[0-7]{3}$" doc:"Raw upload: octal permissions such as 0644 (not on Windows)."`
+	Body      *struct {
 		Path      string `json:"path" minLength:"1" maxLength:"4096" doc:"Absolute path of the new file; its directory must exist."`
 		Content   string `json:"content" doc:"The file's bytes, base64-encoded; at most 50 MiB."`
 		Overwrite bool   `json:"overwrite,omitempty" doc:"Replace an existing file; otherwise an existing file is a 400."`
@@ -112,8 +118,9 @@ type fileListOrRead struct {
 type downloadOutput struct {
 	ContentType        string `header:"Content-Type"`
 	ContentDisposition string `header:"Content-Disposition"`
+	ContentLength      string `header:"Content-Length"`
 	Checksum           string `header:"X-Checksum-Sha256"`
-	Body               []byte
+	Body               func(huma.Context)
 }
 
 func list[T any](rows []T) *listOut[T] {
@@ -274,8 +281,18 @@ func (s *Service) Register(api *httpapi.Server) {
 			return o, nil
 		})
 	httpapi.Register(api, exec("download-device-file", http.MethodGet, "/files/download", "Download a file",
-		"The file's bytes (at most 50 MiB) as application/octet-stream, with X-Checksum-Sha256."),
+		"The file's bytes as application/octet-stream, with Content-Length and X-Checksum-Sha256 (both left out for "+
+			"files that report no size, such as those of /proc). They stream from the agent whatever the file's size; "+
+			"an agent older than file streams sends at most 50 MiB. A transfer that breaks off cuts the connection."),
 		func(ctx context.Context, in *downloadInput) (*downloadOutput, error) {
+			d, err := s.device(ctx, in.DeviceID)
+			if err != nil {
+				return nil, err
+			}
+			name := in.Path[strings.LastIndexAny(in.Path, `/\`)+1:]
+			if o, streamed, err := s.streamDownload(ctx, d, in.Path, name); streamed || err != nil {
+				return o, err
+			}
 			var c agentproto.FileContent
 			if err := s.act(ctx, in.DeviceID, agentproto.MethodFileDownload, agentproto.PathArgs{Path: in.Path}, &c, transferTimeout); err != nil {
 				return nil, err
@@ -284,19 +301,28 @@ func (s *Service) Register(api *httpapi.Server) {
 			if err != nil {
 				return nil, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent sent an unreadable file"}
 			}
-			name := in.Path[strings.LastIndexAny(in.Path, `/\`)+1:]
 			return &downloadOutput{ContentType: "application/octet-stream", Checksum: c.SHA256,
-				ContentDisposition: "attachment; filename=" + strconv.Quote(name), Body: b}, nil
+				ContentDisposition: attachment(name),
+				ContentLength:      strconv.Itoa(len(b)), Body: func(hctx huma.Context) { _, _ = hctx.BodyWriter().Write(b) }}, nil
 		})
-	route := exec("upload-device-file", http.MethodPost, "/files/upload", "Upload a file", "Writes the file atomically.")
+	route := exec("upload-device-file", http.MethodPost, "/files/upload", "Upload a file",
+		"Writes the file atomically: a temporary file beside it, synced, then renamed into place, so a failed upload "+
+			"leaves nothing behind. Either a JSON body (content base64, at most 50 MiB) or, for files of any size up "+
+			"to 10 GiB, the raw bytes as application/octet-stream with path, overwrite and mode as query parameters: "+
+			"they stream to the agent as they arrive (an agent older than file streams takes raw uploads of at most 50 MiB).")
 	route.MaxBodyBytes = agentproto.MaxFileUploadBytes*4/3 + 64<<10
+	api.API.OpenAPI().OnAddOperation = append(api.API.OpenAPI().OnAddOperation, acceptRawUpload(route.ID))
 	httpapi.Register(api, route, func(ctx context.Context, in *uploadInput) (*out[agentproto.FileEntry], error) {
-		if base64.StdEncoding.DecodedLen(len(in.Body.Content)) > agentproto.MaxFileUploadBytes+2 {
-			return nil, apperr.Invalid("content", "the file is larger than 50 MiB")
+		d, err := s.device(ctx, in.DeviceID)
+		if err != nil {
+			return nil, err
 		}
 		var e agentproto.FileEntry
-		args := agentproto.FileUploadArgs{Path: in.Body.Path, Content: in.Body.Content, Overwrite: in.Body.Overwrite, Mode: in.Body.Mode}
-		err := s.act(ctx, in.DeviceID, agentproto.MethodFileUpload, args, &e, transferTimeout)
+		if raw, ok := ctx.Value(rawUploadKey{}).(rawUpload); ok {
+			e, err = s.uploadRaw(ctx, d, in, raw)
+		} else {
+			e, err = s.uploadJSON(ctx, d, in)
+		}
 		return &out[agentproto.FileEntry]{Body: e}, err
 	})
 

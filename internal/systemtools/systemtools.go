@@ -12,6 +12,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/devices"
+	"gale/internal/streams"
 )
 
 // Caller sends a call to a device's agent and waits for the answer.
@@ -20,6 +21,8 @@ type Caller interface {
 	// only over it.
 	LiveChannel(ctx context.Context, deviceID string) (bool, error)
 	Call(ctx context.Context, deviceID, method string, args any, timeout time.Duration) (json.RawMessage, error)
+	// OpenStream opens a stream of kind to the device's agent (file transfers).
+	OpenStream(ctx context.Context, deviceID, kind string, args any) (*streams.Stream, error)
 }
 
 // CodeAgentOffline answers a request for a device whose agent cannot be asked now: the device
@@ -96,9 +99,14 @@ func (s *Service) act(ctx context.Context, deviceID, method string, args, out an
 	if err != nil {
 		return err
 	}
-	err = s.call(ctx, deviceID, method, args, out, timeout)
+	return s.record(ctx, d, method, describe(args), s.call(ctx, deviceID, method, args, out, timeout))
+}
+
+// record writes the audit entry of an action on the device, args being what the log keeps
+// of its arguments, and returns the action's error, or the log's when the action succeeded.
+func (s *Service) record(ctx context.Context, d devices.Device, method string, args any, err error) error {
 	entry := audit.Entry{Action: "device.system_tool", ResourceType: "device", ResourceID: d.ID, ResourceName: d.Hostname,
-		PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"method": method, "args": describe(args)}}
+		PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"method": method, "args": args}}
 	if err != nil {
 		entry.Result = audit.ResultFailure
 		entry.Details["error"] = err.Error()

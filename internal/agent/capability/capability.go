@@ -18,6 +18,22 @@ import (
 // outcome; the agent fills in the command ID and duration.
 type CommandHandler func(ctx context.Context, c agentproto.Command) agentproto.CommandResult
 
+// ResultPending is what a command handler answers for a command whose outcome comes later (a
+// reboot is known to have succeeded only once the machine is back): the agent reports nothing
+// then, and the capability reports the outcome itself, through the Reporter it was started
+// with. It never goes on the wire.
+const ResultPending = "pending"
+
+// Reporter delivers the result of a command answered ResultPending like the agent's own
+// results: over HTTP, kept on disk while the server is unreachable. It returns once the
+// result is delivered or kept.
+type Reporter func(agentproto.CommandResult)
+
+// Starter runs once when the agent starts, before it takes commands, with the agent's
+// lifetime and its Reporter: a capability picks up there what an earlier run left unfinished.
+// It must not block; what takes time runs in its own goroutine.
+type Starter func(ctx context.Context, report Reporter)
+
 // CallHandler answers a call: a result marshalled to JSON, or an error, which becomes the
 // CallResult's error (an *agentproto.CallError keeps its code; others are OPERATION_FAILED).
 type CallHandler func(ctx context.Context, args json.RawMessage) (any, error)
@@ -28,6 +44,7 @@ type Registry struct {
 	commands map[string]CommandHandler
 	calls    map[string]CallHandler
 	streams  map[string]streams.Handler
+	starters []Starter
 }
 
 // New returns an empty registry.
@@ -45,6 +62,16 @@ func (r *Registry) Call(method string, h CallHandler) { add(r.calls, "call metho
 // Stream registers the handler of a stream kind; twice panics. The handler owns the stream
 // until it returns, and then the stream is closed.
 func (r *Registry) Stream(kind string, h streams.Handler) { add(r.streams, "stream kind", kind, h) }
+
+// OnStart registers a Starter.
+func (r *Registry) OnStart(s Starter) { r.starters = append(r.starters, s) }
+
+// Start runs the Starters, in registration order.
+func (r *Registry) Start(ctx context.Context, report Reporter) {
+	for _, s := range r.starters {
+		s(ctx, report)
+	}
+}
 
 func add[H any](m map[string]H, what, name string, h H) {
 	if _, dup := m[name]; dup {

@@ -11,3 +11,7 @@ func command(reboot bool) *exec.Cmd {
 	}
 	return exec.Command("shutdown", "-h", "now")
 }
+
+// warnCommand is the command that writes a message, read from its standard input, to the
+// terminals of the logged-in users.
+func warnCommand() *exec.Cmd { return exec.Command("wall") }

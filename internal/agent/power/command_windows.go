@@ -11,3 +11,7 @@ func command(reboot bool) *exec.Cmd {
 	}
 	return exec.Command("shutdown", "/s", "/t", "0")
 }
+
+// warnCommand is the command that shows a message, read from its standard input, in the
+// sessions of the logged-in users.
+func warnCommand() *exec.Cmd { return exec.Command("msg", "*") }

@@ -325,12 +325,12 @@ func (t *Tools) downloadFile(path string) (agentproto.FileContent, error) {
 // uploadFile writes a file atomically: a temporary file in the same directory, renamed over
 // the target, so a reader never sees half a file.
 func (t *Tools) uploadFile(a agentproto.FileUploadArgs) (agentproto.FileEntry, error) {
-	p, err := t.checkPath(a.Path)
-	if err != nil {
-		return agentproto.FileEntry{}, err
-	}
 	if len(a.Content) > base64.StdEncoding.EncodedLen(agentproto.MaxFileUploadBytes) {
 		return agentproto.FileEntry{}, invalid("content is larger than %d MiB", agentproto.MaxFileUploadBytes>>20)
+	}
+	target, err := t.prepareWrite(a.Path, a.Mode, a.Overwrite)
+	if err != nil {
+		return agentproto.FileEntry{}, err
 	}
 	data, err := base64.StdEncoding.DecodeString(a.Content)
 	if err != nil {
@@ -339,57 +339,73 @@ func (t *Tools) uploadFile(a agentproto.FileUploadArgs) (agentproto.FileEntry, e
 	if len(data) > agentproto.MaxFileUploadBytes {
 		return agentproto.FileEntry{}, invalid("content is larger than %d MiB", agentproto.MaxFileUploadBytes>>20)
 	}
-	mode := fs.FileMode(0o644)
-	if a.Mode != "" {
-		m, err := strconv.ParseUint(a.Mode, 8, 32)
+	if _, err := target.write(bytes.NewReader(data), sha256.New()); err != nil {
+		return agentproto.FileEntry{}, fileError(target.path, err)
+	}
+	return target.entry()
+}
+
+// writeTarget is a checked destination of a file write.
+type writeTarget struct {
+	path string
+	mode fs.FileMode
+	// old is the file being replaced, nil for a new one: the new file takes its owner.
+	old fs.FileInfo
+}
+
+// prepareWrite checks that path may be written: its directory exists, and it is no
+// directory, link or other special file, nor an existing file unless overwrite is set. mode
+// is octal permissions ("0644"); empty keeps a replaced file's, or 0644 for a new one.
+func (t *Tools) prepareWrite(path, mode string, overwrite bool) (writeTarget, error) {
+	p, err := t.checkPath(path)
+	if err != nil {
+		return writeTarget{}, err
+	}
+	target := writeTarget{path: p, mode: 0o644}
+	if mode != "" {
+		m, err := strconv.ParseUint(mode, 8, 32)
 		if err != nil || m > 0o777 {
-			return agentproto.FileEntry{}, invalid("mode must be octal permissions such as 0644, not %q", a.Mode)
+			return writeTarget{}, invalid("mode must be octal permissions such as 0644, not %q", mode)
 		}
-		mode = fs.FileMode(m)
+		target.mode = fs.FileMode(m)
 	}
 	dir := filepath.Dir(p)
 	if info, err := os.Stat(dir); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return agentproto.FileEntry{}, notFound("directory %s does not exist", dir)
+			return writeTarget{}, notFound("directory %s does not exist", dir)
 		}
-		return agentproto.FileEntry{}, fileError(dir, err)
+		return writeTarget{}, fileError(dir, err)
 	} else if !info.IsDir() {
-		return agentproto.FileEntry{}, invalid("%s is not a directory", dir)
+		return writeTarget{}, invalid("%s is not a directory", dir)
 	}
-	var old fs.FileInfo
 	switch info, err := os.Lstat(p); {
 	case err == nil && info.IsDir():
-		return agentproto.FileEntry{}, invalid("%s is a directory", p)
+		return writeTarget{}, invalid("%s is a directory", p)
 	case err == nil && !info.Mode().IsRegular():
 		// Renaming over a symbolic link would replace the link, not the file it names.
-		return agentproto.FileEntry{}, invalid("%s is not a regular file", p)
-	case err == nil && !a.Overwrite:
-		return agentproto.FileEntry{}, invalid("%s already exists; set overwrite to replace it", p)
+		return writeTarget{}, invalid("%s is not a regular file", p)
+	case err == nil && !overwrite:
+		return writeTarget{}, invalid("%s already exists; set overwrite to replace it", p)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return agentproto.FileEntry{}, fileError(p, err)
+		return writeTarget{}, fileError(p, err)
 	case err == nil:
 		// A replaced file keeps its owner, and its permissions unless new ones are given.
-		old = info
-		if a.Mode == "" {
-			mode = info.Mode().Perm()
+		target.old = info
+		if mode == "" {
+			target.mode = info.Mode().Perm()
 		}
 	}
-	if err := writeAtomic(p, data, mode, old); err != nil {
-		return agentproto.FileEntry{}, fileError(p, err)
-	}
-	info, err := os.Lstat(p)
-	if err != nil {
-		return agentproto.FileEntry{}, fileError(p, err)
-	}
-	return fileEntry(p, info, userNames{}), nil
+	return target, nil
 }
 
-// writeAtomic replaces p with data through a temporary file in the same directory. When
-// like is given, the new file takes its owner.
-func writeAtomic(p string, data []byte, mode fs.FileMode, like fs.FileInfo) error {
-	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+".gale-*")
+// write replaces the target with what r yields, through a temporary file in the same
+// directory that is synced and then renamed over it: a failed or cut-off write leaves no
+// file behind, and a reader never sees half of one. Every byte written also goes to sum.
+// It returns how many bytes were written.
+func (w writeTarget) write(r io.Reader, sum io.Writer) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(w.path), "."+filepath.Base(w.path)+".gale-*")
 	if err != nil {
-		return err
+		return 0, err
 	}
 	done := false
 	defer func() {
@@ -398,27 +414,38 @@ func writeAtomic(p string, data []byte, mode fs.FileMode, like fs.FileInfo) erro
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := tmp.Write(data); err != nil {
-		return err
+	buf := make([]byte, copyBufferSize)
+	n, err := io.CopyBuffer(io.MultiWriter(tmp, sum), r, buf)
+	if err != nil {
+		return n, err
 	}
 	// Chmod, unlike the mode given at creation, is not narrowed by the umask.
-	if err := tmp.Chmod(mode); err != nil {
-		return err
+	if err := tmp.Chmod(w.mode); err != nil {
+		return n, err
 	}
-	if like != nil {
-		if err := chownLike(tmp, like); err != nil {
-			return err
+	if w.old != nil {
+		if err := chownLike(tmp, w.old); err != nil {
+			return n, err
 		}
 	}
 	if err := tmp.Sync(); err != nil {
-		return err
+		return n, err
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return n, err
 	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		return fmt.Errorf("replacing the file: %w", err)
+	if err := os.Rename(tmp.Name(), w.path); err != nil {
+		return n, fmt.Errorf("replacing the file: %w", err)
 	}
 	done = true
-	return nil
+	return n, nil
+}
+
+// entry describes the target once written.
+func (w writeTarget) entry() (agentproto.FileEntry, error) {
+	info, err := os.Lstat(w.path)
+	if err != nil {
+		return agentproto.FileEntry{}, fileError(w.path, err)
+	}
+	return fileEntry(w.path, info, userNames{}), nil
 }

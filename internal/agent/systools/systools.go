@@ -106,6 +106,8 @@ func (t *Tools) Register(reg *capability.Registry) {
 	for method, h := range t.methods() {
 		reg.Call(method, h)
 	}
+	reg.Stream(FileReadKind, t.serveFileRead)
+	reg.Stream(FileWriteKind, t.serveFileWrite)
 }
 
 // methods maps each method to its handler.

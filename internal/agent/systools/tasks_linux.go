@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,7 +230,8 @@ func (s *linuxSystem) setCronEnabled(path string, enabled bool) (agentproto.Task
 		l = cronDisabledMarker + l
 	}
 	lines[j.line-1] = l
-	if err := writeAtomic(t.path, []byte(strings.Join(lines, "")), info.Mode().Perm(), info); err != nil {
+	table := writeTarget{path: t.path, mode: info.Mode().Perm(), old: info}
+	if _, err := table.write(strings.NewReader(strings.Join(lines, "")), io.Discard); err != nil {
 		return agentproto.Task{}, fileError(t.path, err)
 	}
 	j.enabled = enabled

@@ -1,0 +1,326 @@
+package systemtools
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+
+	"gale/internal/agenthub"
+	"gale/internal/agentproto"
+	"gale/internal/apperr"
+	"gale/internal/devices"
+	"gale/internal/streams"
+)
+
+// The agent's file stream kinds; their framing is described beside the agent's handlers
+// (package gale/internal/agent/systools): a JSON header line from the agent, then the bytes.
+const (
+	fileReadKind  = "file.read"
+	fileWriteKind = "file.write"
+)
+
+// MaxStreamedUploadBytes bounds an upload sent as a raw body: the bytes flow to the agent as
+// they arrive, so the limit guards the device's disk, not the server's memory.
+const MaxStreamedUploadBytes = 10 << 30
+
+// fileStreamHeader is the agent's header line, and a write's result line.
+type fileStreamHeader struct {
+	Error     *agentproto.CallError `json:"error,omitempty"`
+	SizeBytes *int64                `json:"sizeBytes,omitempty"`
+	Mode      string                `json:"mode,omitempty"`
+	SHA256    string                `json:"sha256,omitempty"`
+	Entry     *agentproto.FileEntry `json:"entry,omitempty"`
+}
+
+type fileWriteArgs struct {
+	Path      string `json:"path"`
+	Mode      string `json:"mode,omitempty"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+	SizeBytes *int64 `json:"sizeBytes,omitempty"`
+}
+
+// openFileStream opens a file stream to the device's agent. ok is false when the agent
+// cannot (it predates streams, or these kinds): the caller then falls back to the calls.
+func (s *Service) openFileStream(ctx context.Context, deviceID, kind string, args any) (st *streams.Stream, ok bool, err error) {
+	st, err = s.agents.OpenStream(ctx, deviceID, kind, args)
+	if errors.Is(err, agenthub.ErrStreamsUnsupported) || errors.Is(err, agenthub.ErrStreamRefused) {
+		return nil, false, nil
+	}
+	return st, err == nil, err
+}
+
+// readHeader reads the agent's next header line, within timeout unless it is zero, and
+// answers its error as the API's.
+func readHeader(r *bufio.Reader, st *streams.Stream, timeout time.Duration) (fileStreamHeader, error) {
+	if timeout > 0 {
+		_ = st.SetReadDeadline(time.Now().Add(timeout))
+		defer st.SetReadDeadline(time.Time{})
+	}
+	var h fileStreamHeader
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return h, &apperr.Error{Kind: apperr.KindTimeout, Code: "AGENT_TIMEOUT", Message: "the agent did not answer in time"}
+		}
+		return h, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the transfer broke off: " + err.Error()}
+	}
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
+	}
+	if h.Error != nil {
+		return h, agentError(h.Error)
+	}
+	return h, nil
+}
+
+// agentError turns an agent's refusal into the API's error, as the hub does for calls.
+func agentError(e *agentproto.CallError) error {
+	switch e.Code {
+	case agentproto.ErrNotFound:
+		return &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound, Message: e.Message}
+	case agentproto.ErrInvalid:
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: e.Message}
+	case agentproto.ErrNotSupported:
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: agentproto.ErrNotSupported, Message: e.Message}
+	default:
+		return &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the operation failed on the device: " + e.Message}
+	}
+}
+
+// streamDownload starts a download through a file.read stream. The agent's header decides
+// the answer's headers; the bytes then flow from the stream into the response, and the audit
+// entry is written once they did, or broke off. ok is false when the agent has no file
+// streams.
+func (s *Service) streamDownload(ctx context.Context, d devices.Device, path, name string) (out *downloadOutput, ok bool, err error) {
+	audit := map[string]any{"path": path}
+	st, ok, err := s.openFileStream(ctx, d.ID, fileReadKind, map[string]any{"path": path})
+	if err != nil {
+		return nil, true, s.record(ctx, d, agentproto.MethodFileDownload, audit, err)
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	r := bufio.NewReaderSize(st, 4<<10)
+	h, err := readHeader(r, st, transferTimeout)
+	if err != nil {
+		st.Close()
+		return nil, true, s.record(ctx, d, agentproto.MethodFileDownload, audit, err)
+	}
+	out = &downloadOutput{ContentType: "application/octet-stream", Checksum: h.SHA256,
+		ContentDisposition: attachment(name)}
+	if h.SizeBytes != nil && *h.SizeBytes >= 0 {
+		out.ContentLength = strconv.FormatInt(*h.SizeBytes, 10)
+	}
+	out.Body = func(hctx huma.Context) {
+		defer st.Close()
+		// A client that goes away ends the transfer at once rather than at the next write.
+		stop := context.AfterFunc(hctx.Context(), func() { st.Close() })
+		defer stop()
+		n, err := io.CopyBuffer(hctx.BodyWriter(), r, make([]byte, 64<<10))
+		if err == nil && h.SizeBytes != nil && *h.SizeBytes >= 0 && n != *h.SizeBytes {
+			err = fmt.Errorf("the agent sent %d of %d bytes", n, *h.SizeBytes)
+		}
+		audit["sizeBytes"] = n
+		if err != nil {
+			err = &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the transfer broke off: " + err.Error()}
+		}
+		_ = s.record(context.WithoutCancel(hctx.Context()), d, agentproto.MethodFileDownload, audit, err)
+		if err != nil {
+			// The status is sent: only a cut connection tells the client the file is incomplete.
+			panic(http.ErrAbortHandler)
+		}
+	}
+	return out, true, nil
+}
+
+// streamUpload writes body to the device through a file.write stream and answers the new
+// file's entry; args.SizeBytes, when set, is the body's length. ok is false when the agent
+// has no file streams; body is untouched then.
+func (s *Service) streamUpload(ctx context.Context, d devices.Device, args fileWriteArgs, body io.Reader) (e agentproto.FileEntry, ok bool, err error) {
+	audit := map[string]any{"path": args.Path, "overwrite": args.Overwrite}
+	if args.SizeBytes != nil {
+		audit["sizeBytes"] = *args.SizeBytes
+	}
+	st, ok, err := s.openFileStream(ctx, d.ID, fileWriteKind, args)
+	if err != nil {
+		return e, true, s.record(ctx, d, agentproto.MethodFileUpload, audit, err)
+	}
+	if !ok {
+		return e, false, nil
+	}
+	defer st.Close()
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	r := bufio.NewReaderSize(st, 4<<10)
+	if _, err := readHeader(r, st, defaultTimeout); err != nil {
+		return e, true, s.record(ctx, d, agentproto.MethodFileUpload, audit, err)
+	}
+	sent := make(chan error, 1)
+	go func() {
+		_, err := io.CopyBuffer(st, body, make([]byte, 64<<10))
+		if err != nil {
+			// Without FIN the agent takes the transfer for broken and keeps nothing.
+			st.Close()
+			sent <- err
+			return
+		}
+		sent <- st.CloseWrite()
+	}()
+	// The result comes after the bytes, however long they take, or early when the agent gave
+	// up (a full disk); a client or agent that goes away ends the wait.
+	result, err := readHeader(r, st, 0)
+	st.Close()
+	if sendErr := <-sent; sendErr != nil {
+		// The request body failed first: the agent's answer only says the stream was cut.
+		err = sendErr
+		if _, ok := apperr.As(sendErr); !ok {
+			err = apperr.BadRequest(apperr.CodeValidation, "reading the request body failed: "+sendErr.Error())
+		}
+	}
+	if err != nil {
+		return e, true, s.record(ctx, d, agentproto.MethodFileUpload, audit, err)
+	}
+	if result.SizeBytes != nil {
+		audit["sizeBytes"] = *result.SizeBytes
+	}
+	audit["sha256"] = result.SHA256
+	if result.Entry != nil {
+		e = *result.Entry
+	}
+	return e, true, s.record(ctx, d, agentproto.MethodFileUpload, audit, nil)
+}
+
+// rawUploadKey holds, in a request's context, the body of an upload sent raw.
+type rawUploadKey struct{}
+
+// takeRawUpload is the upload operation's middleware, after authorization and before huma
+// reads the body: a raw body (application/octet-stream) is set aside in the context for the
+// handler to stream to the agent, and huma sees an empty one. A JSON body passes as it is.
+func takeRawUpload(hctx huma.Context, next func(huma.Context)) {
+	req, _ := humago.Unwrap(hctx)
+	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/octet-stream" {
+		next(hctx)
+		return
+	}
+	body, size := req.Body, req.ContentLength
+	req.Body, req.ContentLength = http.NoBody, 0
+	req.Header.Del("Content-Type")
+	next(huma.WithContext(hctx, context.WithValue(hctx.Context(), rawUploadKey{}, rawUpload{body: body, size: size})))
+}
+
+// rawUpload is a raw upload's body and its length, -1 when unknown (chunked).
+type rawUpload struct {
+	body io.Reader
+	size int64
+}
+
+// limitedBody fails the read past limit bytes with 413.
+type limitedBody struct {
+	r    io.Reader
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n > 0 {
+			return 0, tooLarge()
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func tooLarge() *apperr.Error {
+	return &apperr.Error{Kind: apperr.KindTooLarge, Code: "PAYLOAD_TOO_LARGE",
+		Message: fmt.Sprintf("a raw upload is at most %d GiB", MaxStreamedUploadBytes>>30)}
+}
+
+// attachment is the Content-Disposition of a download named name.
+func attachment(name string) string { return "attachment; filename=" + strconv.Quote(name) }
+
+// uploadJSON writes the file of a JSON upload: streamed to the agent as its base64 is
+// decoded, or passed on in a call to an agent without file streams.
+func (s *Service) uploadJSON(ctx context.Context, d devices.Device, in *uploadInput) (agentproto.FileEntry, error) {
+	if in.Body == nil {
+		return agentproto.FileEntry{}, apperr.Invalid("body", "send a JSON body, or the raw bytes as application/octet-stream")
+	}
+	b := in.Body
+	if base64.StdEncoding.DecodedLen(len(b.Content)) > agentproto.MaxFileUploadBytes+2 {
+		return agentproto.FileEntry{}, apperr.Invalid("content", "the file is larger than 50 MiB")
+	}
+	content := base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Content))
+	e, streamed, err := s.streamUpload(ctx, d, fileWriteArgs{Path: b.Path, Mode: b.Mode, Overwrite: b.Overwrite}, content)
+	if streamed {
+		return e, err
+	}
+	args := agentproto.FileUploadArgs{Path: b.Path, Content: b.Content, Overwrite: b.Overwrite, Mode: b.Mode}
+	err = s.act(ctx, d.ID, agentproto.MethodFileUpload, args, &e, transferTimeout)
+	return e, err
+}
+
+// uploadRaw writes the file of a raw upload: streamed to the agent as it arrives, or, for an
+// agent without file streams, read whole (at most 50 MiB) and passed on in a call.
+func (s *Service) uploadRaw(ctx context.Context, d devices.Device, in *uploadInput, raw rawUpload) (agentproto.FileEntry, error) {
+	if in.Path == "" {
+		return agentproto.FileEntry{}, apperr.Invalid("path", "a raw upload names its file in the query parameter path")
+	}
+	args := fileWriteArgs{Path: in.Path, Mode: in.Mode, Overwrite: in.Overwrite}
+	if raw.size > MaxStreamedUploadBytes {
+		return agentproto.FileEntry{}, tooLarge()
+	}
+	if raw.size >= 0 {
+		args.SizeBytes = &raw.size
+	}
+	e, streamed, err := s.streamUpload(ctx, d, args, &limitedBody{r: raw.body, left: MaxStreamedUploadBytes})
+	if streamed {
+		return e, err
+	}
+	data, err := io.ReadAll(io.LimitReader(raw.body, agentproto.MaxFileUploadBytes+1))
+	if err != nil {
+		return e, apperr.BadRequest(apperr.CodeValidation, "reading the request body failed: "+err.Error())
+	}
+	if len(data) > agentproto.MaxFileUploadBytes {
+		return e, &apperr.Error{Kind: apperr.KindTooLarge, Code: "PAYLOAD_TOO_LARGE",
+			Message: "the device's agent predates file streams and takes at most 50 MiB; update the agent"}
+	}
+	call := agentproto.FileUploadArgs{Path: in.Path, Content: base64.StdEncoding.EncodeToString(data), Overwrite: in.Overwrite, Mode: in.Mode}
+	err = s.act(ctx, d.ID, agentproto.MethodFileUpload, call, &e, transferTimeout)
+	return e, err
+}
+
+// acceptRawUpload lets the operation id take a raw body besides its JSON one: it documents
+// application/octet-stream and puts takeRawUpload after authorization, before huma reads the
+// body. huma builds an operation's handler from its middlewares after this hook ran, so the
+// change takes effect. Raw uploads take as long as their bytes do: no read deadline.
+func acceptRawUpload(id string) huma.AddOpFunc {
+	return func(_ *huma.OpenAPI, op *huma.Operation) {
+		if op.OperationID != id {
+			return
+		}
+		op.Middlewares = slices.Insert(op.Middlewares, 1, takeRawUpload)
+		op.BodyReadTimeout = -1
+		if op.RequestBody != nil {
+			op.RequestBody.Content["application/octet-stream"] = &huma.MediaType{Schema: &huma.Schema{Type: "string", Format: "binary"}}
+		}
+	}
+}
