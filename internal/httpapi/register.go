@@ -49,6 +49,11 @@ type Route struct {
 	Status int
 	// MaxBodyBytes overrides the server's body limit for this operation.
 	MaxBodyBytes int64
+	// RawBodyBytes, when positive, lets the operation take a raw application/octet-stream
+	// body of up to that many bytes besides its JSON one: it streams to the handler, which
+	// reads it with RawBodyFrom (file uploads, attachments, bundles). Such a body has no read
+	// deadline: it takes as long as its bytes do.
+	RawBodyBytes int64
 	// Errors are further error statuses to document (e.g. 404), with the envelope as body.
 	Errors []int
 	// Hidden serves the operation but leaves it out of the OpenAPI document: an alias of a
@@ -81,6 +86,11 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 	}
 	if r.MaxBodyBytes > 0 {
 		op.MaxBodyBytes = r.MaxBodyBytes
+	}
+	if r.RawBodyBytes > 0 {
+		op.Middlewares = huma.Middlewares{s.authorize(r), s.rawBody(r.RawBodyBytes), s.inputPolicy(r, takesBody[I]())}
+		op.BodyReadTimeout = -1
+		op.Metadata = map[string]any{metaRawBody: true}
 	}
 	switch {
 	case r.ServicePrincipal:

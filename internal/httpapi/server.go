@@ -86,7 +86,7 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 		"servicePrincipalKey": {Type: "apiKey", In: "header", Name: "X-API-Key",
 			Description: "A partner service-principal key, svc_sp_...; it works only on /partner-api operations."},
 	}
-	cfg.OnAddOperation = append(cfg.OnAddOperation, documentErrors)
+	cfg.OnAddOperation = append(cfg.OnAddOperation, documentErrors, documentRawBody)
 	api := humago.NewWithPrefix(mux, Prefix, cfg)
 	reg := prometheus.NewRegistry()
 	s := &Server{API: api, mux: mux, auth: auth, security: security, logger: logger, opts: opts,

@@ -8,21 +8,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
-	"github.com/danielgtaylor/huma/v2/adapters/humago"
 
 	"gale/internal/agenthub"
 	"gale/internal/agentproto"
 	"gale/internal/apperr"
 	"gale/internal/devices"
+	"gale/internal/httpapi"
 	"gale/internal/streams"
 )
 
@@ -204,57 +202,6 @@ func (s *Service) streamUpload(ctx context.Context, d devices.Device, args fileW
 	return e, true, s.record(ctx, d, agentproto.MethodFileUpload, audit, nil)
 }
 
-// rawUploadKey holds, in a request's context, the body of an upload sent raw.
-type rawUploadKey struct{}
-
-// takeRawUpload is the upload operation's middleware, after authorization and before huma
-// reads the body: a raw body (application/octet-stream) is set aside in the context for the
-// handler to stream to the agent, and huma sees an empty one. A JSON body passes as it is.
-func takeRawUpload(hctx huma.Context, next func(huma.Context)) {
-	req, _ := humago.Unwrap(hctx)
-	if mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); mt != "application/octet-stream" {
-		next(hctx)
-		return
-	}
-	body, size := req.Body, req.ContentLength
-	req.Body, req.ContentLength = http.NoBody, 0
-	req.Header.Del("Content-Type")
-	next(huma.WithContext(hctx, context.WithValue(hctx.Context(), rawUploadKey{}, rawUpload{body: body, size: size})))
-}
-
-// rawUpload is a raw upload's body and its length, -1 when unknown (chunked).
-type rawUpload struct {
-	body io.Reader
-	size int64
-}
-
-// limitedBody fails the read past limit bytes with 413.
-type limitedBody struct {
-	r    io.Reader
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		if n, _ := b.r.Read(one[:]); n > 0 {
-			return 0, tooLarge()
-		}
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.r.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func tooLarge() *apperr.Error {
-	return &apperr.Error{Kind: apperr.KindTooLarge, Code: "PAYLOAD_TOO_LARGE",
-		Message: fmt.Sprintf("a raw upload is at most %d GiB", MaxStreamedUploadBytes>>30)}
-}
-
 // attachment is the Content-Disposition of a download named name.
 func attachment(name string) string { return "attachment; filename=" + strconv.Quote(name) }
 
@@ -280,22 +227,19 @@ func (s *Service) uploadJSON(ctx context.Context, d devices.Device, in *uploadIn
 
 // uploadRaw writes the file of a raw upload: streamed to the agent as it arrives, or, for an
 // agent without file streams, read whole (at most 50 MiB) and passed on in a call.
-func (s *Service) uploadRaw(ctx context.Context, d devices.Device, in *uploadInput, raw rawUpload) (agentproto.FileEntry, error) {
+func (s *Service) uploadRaw(ctx context.Context, d devices.Device, in *uploadInput, raw httpapi.RawBody) (agentproto.FileEntry, error) {
 	if in.Path == "" {
 		return agentproto.FileEntry{}, apperr.Invalid("path", "a raw upload names its file in the query parameter path")
 	}
 	args := fileWriteArgs{Path: in.Path, Mode: in.Mode, Overwrite: in.Overwrite}
-	if raw.size > MaxStreamedUploadBytes {
-		return agentproto.FileEntry{}, tooLarge()
+	if raw.Size >= 0 {
+		args.SizeBytes = &raw.Size
 	}
-	if raw.size >= 0 {
-		args.SizeBytes = &raw.size
-	}
-	e, streamed, err := s.streamUpload(ctx, d, args, &limitedBody{r: raw.body, left: MaxStreamedUploadBytes})
+	e, streamed, err := s.streamUpload(ctx, d, args, raw.Reader)
 	if streamed {
 		return e, err
 	}
-	data, err := io.ReadAll(io.LimitReader(raw.body, agentproto.MaxFileUploadBytes+1))
+	data, err := io.ReadAll(io.LimitReader(raw.Reader, agentproto.MaxFileUploadBytes+1))
 	if err != nil {
 		return e, apperr.BadRequest(apperr.CodeValidation, "reading the request body failed: "+err.Error())
 	}
@@ -306,21 +250,4 @@ func (s *Service) uploadRaw(ctx context.Context, d devices.Device, in *uploadInp
 	call := agentproto.FileUploadArgs{Path: in.Path, Content: base64.StdEncoding.EncodeToString(data), Overwrite: in.Overwrite, Mode: in.Mode}
 	err = s.act(ctx, d.ID, agentproto.MethodFileUpload, call, &e, transferTimeout)
 	return e, err
-}
-
-// acceptRawUpload lets the operation id take a raw body besides its JSON one: it documents
-// application/octet-stream and puts takeRawUpload after authorization, before huma reads the
-// body. huma builds an operation's handler from its middlewares after this hook ran, so the
-// change takes effect. Raw uploads take as long as their bytes do: no read deadline.
-func acceptRawUpload(id string) huma.AddOpFunc {
-	return func(_ *huma.OpenAPI, op *huma.Operation) {
-		if op.OperationID != id {
-			return
-		}
-		op.Middlewares = slices.Insert(op.Middlewares, 1, takeRawUpload)
-		op.BodyReadTimeout = -1
-		if op.RequestBody != nil {
-			op.RequestBody.Content["application/octet-stream"] = &huma.MediaType{Schema: &huma.Schema{Type: "string", Format: "binary"}}
-		}
-	}
 }

@@ -311,14 +311,14 @@ func (s *Service) Register(api *httpapi.Server) {
 			"to 10 GiB, the raw bytes as application/octet-stream with path, overwrite and mode as query parameters: "+
 			"they stream to the agent as they arrive (an agent older than file streams takes raw uploads of at most 50 MiB).")
 	route.MaxBodyBytes = agentproto.MaxFileUploadBytes*4/3 + 64<<10
-	api.API.OpenAPI().OnAddOperation = append(api.API.OpenAPI().OnAddOperation, acceptRawUpload(route.ID))
+	route.RawBodyBytes = MaxStreamedUploadBytes
 	httpapi.Register(api, route, func(ctx context.Context, in *uploadInput) (*out[agentproto.FileEntry], error) {
 		d, err := s.device(ctx, in.DeviceID)
 		if err != nil {
 			return nil, err
 		}
 		var e agentproto.FileEntry
-		if raw, ok := ctx.Value(rawUploadKey{}).(rawUpload); ok {
+		if raw, ok := httpapi.RawBodyFrom(ctx); ok {
 			e, err = s.uploadRaw(ctx, d, in, raw)
 		} else {
 			e, err = s.uploadJSON(ctx, d, in)
