@@ -246,7 +246,15 @@ type CommandResult struct {
 	DurationMs int64           `json:"durationMs"`
 	Error      string          `json:"error,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
+	// StdoutEncoding and StderrEncoding are OutputBase64 when the stream held bytes that are
+	// not text (a NUL, invalid UTF-8): the stream's field then carries them in standard base64,
+	// so output is kept exactly as the script wrote it.
+	StdoutEncoding string `json:"stdoutEncoding,omitempty"`
+	StderrEncoding string `json:"stderrEncoding,omitempty"`
 }
+
+// OutputBase64 is the encoding of a command's output stream that is not text.
+const OutputBase64 = "base64"
 
 // Inventory is the full picture of a machine, replaced as a whole on every collection.
 type Inventory struct {

@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -572,10 +573,13 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	if r.ExitCode != nil {
 		exit = *r.ExitCode
 	}
+	stdout, stdoutEncoding := storedOutput(r.Stdout, r.StdoutEncoding)
+	stderr, stderrEncoding := storedOutput(r.Stderr, r.StderrEncoding)
 	const update = `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
-		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9 WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`
-	args := []any{status, store.Now(), exit, capOutput(r.Stdout), capOutput(r.Stderr), r.Truncated, r.DurationMs, result,
-		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent}
+		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9, stdout_encoding = $14, stderr_encoding = $15
+		WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`
+	args := []any{status, store.Now(), exit, stdout, stderr, r.Truncated, r.DurationMs, result,
+		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent, stdoutEncoding, stderrEncoding}
 	if len(s.hooks.commandFinished) == 0 && !s.anyOnResult {
 		_, err := s.db.ExecContext(ctx, update, args...)
 		return err
@@ -598,15 +602,26 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	})
 }
 
-// capOutput keeps a stored stream within the output cap even if an agent sent more.
-func capOutput(s string) any {
+// storedOutput is what is stored of an output stream and its encoding: base64 output (bytes
+// that are not text, kept exactly) re-encoded within the output cap, text within the cap with
+// what text columns cannot hold cleaned. Output an older agent sent as text with a NUL loses
+// only the NUL.
+func storedOutput(s, encoding string) (out, enc any) {
 	if s == "" {
-		return nil
+		return nil, nil
+	}
+	if encoding == agentproto.OutputBase64 {
+		if b, err := base64.StdEncoding.DecodeString(s); err == nil {
+			if len(b) > DefaultOutputBytes {
+				b = b[:DefaultOutputBytes]
+			}
+			return base64.StdEncoding.EncodeToString(b), agentproto.OutputBase64
+		}
 	}
 	if len(s) > DefaultOutputBytes {
 		s = s[:DefaultOutputBytes]
 	}
-	return strings.ToValidUTF8(cleanText(s), "\uFFFD")
+	return strings.ToValidUTF8(cleanText(s), "\uFFFD"), nil
 }
 
 // Sweep marks devices offline whose agents went quiet, times out commands past their

@@ -66,6 +66,11 @@ type DeviceCommand struct {
 	ExitCode       *int            `json:"exitCode"`
 	Stdout         *string         `json:"stdout"`
 	Stderr         *string         `json:"stderr"`
+	// StdoutEncoding and StderrEncoding are "base64" when the stream held bytes that are not
+	// text (a NUL, invalid UTF-8) and stdout or stderr carries them in standard base64; absent
+	// for text.
+	StdoutEncoding string `json:"stdoutEncoding,omitempty" enum:"base64"`
+	StderrEncoding string `json:"stderrEncoding,omitempty" enum:"base64"`
 	Truncated      bool            `json:"truncated" doc:"Output beyond maxOutputBytes was dropped."`
 	DurationMs     *int64          `json:"durationMs"`
 	Result         json.RawMessage `json:"result,omitempty"`
@@ -73,7 +78,8 @@ type DeviceCommand struct {
 }
 
 const commandColumns = `c.id, c.device_id, c.org_id, c.type, c.payload, c.status, c.timeout_seconds, c.created_by_email, c.created_at,
-	c.sent_at, c.completed_at, c.exit_code, c.stdout, c.stderr, c.truncated, c.duration_ms, c.result, c.error`
+	c.sent_at, c.completed_at, c.exit_code, c.stdout, c.stderr, c.truncated, c.duration_ms, c.result, c.error,
+	COALESCE(c.stdout_encoding, ''), COALESCE(c.stderr_encoding, '')`
 
 func scanCommand(row store.Scanner) (DeviceCommand, error) {
 	var c DeviceCommand
@@ -83,7 +89,7 @@ func scanCommand(row store.Scanner) (DeviceCommand, error) {
 	var exit sql.NullInt64
 	var dur sql.NullInt64
 	err := row.Scan(&c.ID, &c.DeviceID, &c.OrgID, &c.Type, &payload, &c.Status, &c.TimeoutSeconds, &by, &c.CreatedAt,
-		&sent, &done, &exit, &stdout, &stderr, &c.Truncated, &dur, &result, &errMsg)
+		&sent, &done, &exit, &stdout, &stderr, &c.Truncated, &dur, &result, &errMsg, &c.StdoutEncoding, &c.StderrEncoding)
 	if err != nil {
 		return c, err
 	}

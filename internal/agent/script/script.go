@@ -5,6 +5,7 @@ package script
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"time"
+	"unicode/utf8"
 
 	"gale/internal/agent/capability"
 	"gale/internal/agent/proctree"
@@ -125,8 +127,9 @@ func run(ctx context.Context, rs agentproto.RunScript) agentproto.CommandResult 
 	proctree.KillOnCancel(cmd)
 	cmd.WaitDelay = 5 * time.Second
 	err = cmd.Run()
-	res := agentproto.CommandResult{Status: agentproto.ResultCompleted, Stdout: stdout.buf.String(), Stderr: stderr.buf.String(),
-		Truncated: stdout.truncated || stderr.truncated}
+	res := agentproto.CommandResult{Status: agentproto.ResultCompleted, Truncated: stdout.truncated || stderr.truncated}
+	res.Stdout, res.StdoutEncoding = encodeOutput(stdout.buf.Bytes())
+	res.Stderr, res.StderrEncoding = encodeOutput(stderr.buf.Bytes())
 	code := cmd.ProcessState.ExitCode()
 	if cmd.ProcessState != nil {
 		res.ExitCode = &code
@@ -141,4 +144,13 @@ func run(ctx context.Context, rs agentproto.RunScript) agentproto.CommandResult 
 		res.Status, res.Error = agentproto.ResultFailed, err.Error()
 	}
 	return res
+}
+
+// encodeOutput carries a stream as text when it is text, else (a NUL, invalid UTF-8, a
+// multi-byte character cut by the output cap) as base64, so the bytes arrive exactly.
+func encodeOutput(b []byte) (string, string) {
+	if utf8.Valid(b) && bytes.IndexByte(b, 0) < 0 {
+		return string(b), ""
+	}
+	return base64.StdEncoding.EncodeToString(b), agentproto.OutputBase64
 }

@@ -41,3 +41,12 @@ func TestRunScriptTimeoutKillsItsChildren(t *testing.T) {
 		t.Fatal("a child of the timed-out script kept running")
 	}
 }
+
+// Output that is not text arrives exactly, in base64; text stays text.
+func TestRunScriptCarriesBinaryOutputExactly(t *testing.T) {
+	res := run(context.Background(), agentproto.RunScript{Language: "sh", Script: `printf 'a\000b'; printf 'ok' >&2`})
+	if res.Status != agentproto.ResultCompleted || res.StdoutEncoding != agentproto.OutputBase64 || res.Stdout != "YQBi" ||
+		res.StderrEncoding != "" || res.Stderr != "ok" {
+		t.Fatalf("result = %+v", res)
+	}
+}
