@@ -69,8 +69,8 @@ type DeviceCommand struct {
 	// StdoutEncoding and StderrEncoding are "base64" when the stream held bytes that are not
 	// text (a NUL, invalid UTF-8) and stdout or stderr carries them in standard base64; absent
 	// for text.
-	StdoutEncoding string `json:"stdoutEncoding,omitempty" enum:"base64"`
-	StderrEncoding string `json:"stderrEncoding,omitempty" enum:"base64"`
+	StdoutEncoding string          `json:"stdoutEncoding,omitempty" enum:"base64"`
+	StderrEncoding string          `json:"stderrEncoding,omitempty" enum:"base64"`
 	Truncated      bool            `json:"truncated" doc:"Output beyond maxOutputBytes was dropped."`
 	DurationMs     *int64          `json:"durationMs"`
 	Result         json.RawMessage `json:"result,omitempty"`
