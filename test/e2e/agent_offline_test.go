@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -164,10 +165,17 @@ func TestAgentOutlivesServerOutages(t *testing.T) {
 		return dev.Status == "online" && connections() == 1
 	})
 
+	// GALE_E2E_LONG=1 runs the outages at full length: a 20 s script, the server down for a
+	// minute, a minute of refusals. The suite's default keeps them short.
+	scriptSeconds, outage, refusal := 5, 12*time.Second, 5*time.Second
+	if os.Getenv("GALE_E2E_LONG") != "" {
+		scriptSeconds, outage, refusal = 20, time.Minute, time.Minute
+	}
+
 	// A script of several seconds; the server crashes while it runs and is down for longer.
 	var cmd e2eCommand
-	s.must(201, "POST", "/devices/"+cfg.DeviceID+"/commands", map[string]any{"type": "run_script",
-		"payload": map[string]any{"language": "sh", "script": "sleep 5; echo survived; exit 7"}}, &cmd)
+	s.must(201, "POST", "/devices/"+cfg.DeviceID+"/commands", map[string]any{"type": "run_script", "timeoutSeconds": 600,
+		"payload": map[string]any{"language": "sh", "script": fmt.Sprintf("sleep %d; echo survived; exit 7", scriptSeconds)}}, &cmd)
 	waitFor(t, 10*time.Second, "the script to start", func() bool {
 		var c e2eCommand
 		s.must(200, "GET", "/devices/"+cfg.DeviceID+"/commands/"+cmd.ID, nil, &c)
@@ -176,7 +184,7 @@ func TestAgentOutlivesServerOutages(t *testing.T) {
 	time.Sleep(time.Second)
 	down := time.Now()
 	s.kill()
-	time.Sleep(12 * time.Second)
+	time.Sleep(outage)
 	up := time.Now()
 	s.start()
 	// After a long outage the reconnection backoff may have grown to its 30 s cap.
@@ -215,7 +223,7 @@ func TestAgentOutlivesServerOutages(t *testing.T) {
 	waitFor(t, 30*time.Second, "the agent to meet the refusal", func() bool {
 		return strings.Contains(logs.String(), "the server refuses this agent's token")
 	})
-	time.Sleep(5 * time.Second)
+	time.Sleep(refusal)
 	refusing.Store(false)
 	if b, _ := os.ReadFile(cfgPath); strings.Contains(string(b), "decommissioned") {
 		t.Fatal("a 401 retired the agent")
