@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/agent/atomicfile"
 	"gale/internal/agentproto"
 )
 
@@ -93,21 +94,5 @@ func SaveConfig(path string, c Config) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".agent-*.json")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, b, 0o600)
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"gale/internal/agent/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -97,7 +98,8 @@ func Open(dir string, l Limits) (*Outbox, error) {
 		name := de.Name()
 		seq, ok := parseName(name)
 		if !ok {
-			if strings.HasPrefix(name, ".tmp-") {
+			// A write a crash interrupted leaves its temporary file (see atomicfile).
+			if strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-") {
 				_ = os.Remove(filepath.Join(dir, name))
 			}
 			continue
@@ -141,7 +143,7 @@ func (b *Outbox) Put(kind string, payload any) (dropped int, err error) {
 	}
 	// The sequence is the time of entry in nanoseconds, kept rising even if the clock is set back.
 	seq := max(b.now().UnixNano(), b.last+1)
-	if err := writeAtomic(b.dir, b.name(seq), data); err != nil {
+	if err := atomicfile.Write(filepath.Join(b.dir, b.name(seq)), data, 0o600); err != nil {
 		return dropped, fmt.Errorf("outbox: keep a %s: %w", kind, err)
 	}
 	b.last = seq
@@ -252,26 +254,4 @@ func parseName(name string) (int64, bool) {
 	}
 	seq, err := strconv.ParseInt(digits, 10, 64)
 	return seq, err == nil && seq > 0
-}
-
-// writeAtomic writes data to dir/name through a synced temporary file and a rename, so
-// readers see the whole file or none.
-func writeAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/host"
 
+	"gale/internal/agent/atomicfile"
 	"gale/internal/agent/capability"
 	"gale/internal/agentproto"
 )
@@ -389,23 +390,7 @@ func (p *Power) save(st state) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(p.o.StatePath), ".power-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), p.o.StatePath)
+	return atomicfile.Write(p.o.StatePath, data, 0o600)
 }
 
 // runSystem runs the platform's shutdown command; its output explains a refusal.
