@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"gale/internal/access"
+	"gale/internal/agentproto"
 	"gale/internal/app"
 	"gale/internal/auth"
 	"gale/internal/clock"
@@ -24,6 +25,8 @@ import (
 	"gale/internal/identity"
 	"gale/internal/store"
 	"gale/internal/store/storetest"
+
+	"github.com/coder/websocket"
 )
 
 // Credentials of the system administrator every Env starts with.
@@ -370,4 +373,24 @@ func (e *Env) InsertDevice(d DeviceRow) string {
 		e.T.Fatalf("insert device: %v", err)
 	}
 	return id
+}
+
+// DialAgent opens an agent's live channel with its token, as an agent would, and returns it
+// once the server's welcome arrived (the channel is registered then), with the context the
+// test reads and writes it under. Both end with the test.
+func (e *Env) DialAgent(token string) (*websocket.Conn, context.Context) {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	e.T.Cleanup(cancel)
+	url := "ws" + strings.TrimPrefix(e.Server.URL, "http") + "/api/v1" + agentproto.PathWebSocket
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+	if err != nil {
+		e.T.Fatalf("dial the agent channel: %v", err)
+	}
+	e.T.Cleanup(func() { ws.CloseNow() })
+	var m agentproto.Message
+	if _, data, err := ws.Read(ctx); err != nil || json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeWelcome {
+		e.T.Fatalf("first message on the agent channel = %s %v, want welcome", data, err)
+	}
+	return ws, ctx
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"gale/internal/app"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -87,19 +86,8 @@ type agentConn struct {
 
 func connect(t *testing.T, e *apptest.Env, token string) *agentConn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	url := "ws" + strings.TrimPrefix(e.Server.URL, "http") + api + agentproto.PathWebSocket
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	a := &agentConn{t: t, ws: ws, ctx: ctx}
-	if m := a.read(); m.Type != agentproto.TypeWelcome {
-		t.Fatalf("first message = %+v, want welcome", m)
-	}
-	return a
+	ws, ctx := e.DialAgent(token)
+	return &agentConn{t: t, ws: ws, ctx: ctx}
 }
 
 func (a *agentConn) read() agentproto.Message {

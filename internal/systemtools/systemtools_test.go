@@ -3,7 +3,6 @@ package systemtools_test
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -37,18 +36,7 @@ func enrollAgent(e *apptest.Env, ten apptest.Tenant) agentproto.EnrollResponse {
 // liveAgent opens the agent's live channel and answers every call with result.
 func liveAgent(t *testing.T, e *apptest.Env, token string, result json.RawMessage) *websocket.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	url := "ws" + strings.TrimPrefix(e.Server.URL, "http") + api + agentproto.PathWebSocket
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	t.Cleanup(func() { ws.CloseNow() })
-	// The welcome comes once the server has registered the channel.
-	if _, data, err := ws.Read(ctx); err != nil || !strings.Contains(string(data), agentproto.TypeWelcome) {
-		t.Fatalf("first message = %s %v, want welcome", data, err)
-	}
+	ws, ctx := e.DialAgent(token)
 	go func() {
 		for {
 			_, data, err := ws.Read(ctx)

@@ -103,22 +103,12 @@ func refusingProxy(t *testing.T, target string) (*httptest.Server, *atomic.Bool)
 func TestAgentOutlivesServerOutages(t *testing.T) {
 	s := startStoppableServer(t)
 	proxy, refusing := refusingProxy(t, s.base)
-	var partner, org struct {
-		ID string `json:"id"`
-	}
-	s.must(201, "POST", "/orgs/partners", map[string]any{"name": "Outage MSP"}, &partner)
-	s.must(201, "POST", "/orgs/organizations", map[string]any{"name": "Outage Customer", "partnerId": partner.ID}, &org)
-	var key struct {
-		Key              string `json:"key"`
-		EnrollmentSecret string `json:"enrollmentSecret"`
-	}
-	s.must(201, "POST", "/enrollment-keys", map[string]any{"orgId": org.ID, "name": "outage", "maxUsage": 5,
-		"issueEnrollmentSecret": true}, &key)
+	ten := s.newTenant("Outage", 5)
 
 	cfgPath := filepath.Join(t.TempDir(), "agent.json")
 	enroll := func() string {
-		out, err := exec.Command(agentBinary(t), "enroll", key.Key, "--server", proxy.URL, "--enrollment-secret",
-			key.EnrollmentSecret, "--config", cfgPath).CombinedOutput()
+		out, err := exec.Command(agentBinary(t), "enroll", ten.Key, "--server", proxy.URL, "--enrollment-secret",
+			ten.EnrollmentSecret, "--config", cfgPath).CombinedOutput()
 		if err != nil {
 			t.Fatalf("enroll: %v: %s", err, out)
 		}

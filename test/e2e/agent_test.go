@@ -93,6 +93,31 @@ func (s *server) do(method, path string, body any) (int, []byte) {
 	return res.StatusCode, b
 }
 
+// e2eTenant is a partner with one organization and an enrollment key for it.
+type e2eTenant struct {
+	PartnerID, OrgID string
+	Key              string `json:"key"`
+	EnrollmentSecret string `json:"enrollmentSecret"`
+}
+
+// newTenant creates a partner and an organization named after name, and an enrollment key
+// (with a secret) good for maxUsage enrollments (0: the server's default).
+func (s *server) newTenant(name string, maxUsage int) e2eTenant {
+	s.t.Helper()
+	var partner, org struct {
+		ID string `json:"id"`
+	}
+	s.must(201, "POST", "/orgs/partners", map[string]any{"name": name + " MSP"}, &partner)
+	s.must(201, "POST", "/orgs/organizations", map[string]any{"name": name + " Customer", "partnerId": partner.ID}, &org)
+	body := map[string]any{"orgId": org.ID, "name": strings.ToLower(name), "issueEnrollmentSecret": true}
+	if maxUsage > 0 {
+		body["maxUsage"] = maxUsage
+	}
+	ten := e2eTenant{PartnerID: partner.ID, OrgID: org.ID}
+	s.must(201, "POST", "/enrollment-keys", body, &ten)
+	return ten
+}
+
 func (s *server) must(status int, method, path string, body, out any) {
 	s.t.Helper()
 	got, b := s.do(method, path, body)
@@ -151,20 +176,10 @@ func (s *server) waitCommand(deviceID, id string) e2eCommand {
 // decommissioning.
 func TestRealAgent(t *testing.T) {
 	s := startServer(t, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5")
-	var partner, org struct {
-		ID string `json:"id"`
-	}
-	s.must(201, "POST", "/orgs/partners", map[string]any{"name": "E2E MSP"}, &partner)
-	s.must(201, "POST", "/orgs/organizations", map[string]any{"name": "E2E Customer", "partnerId": partner.ID}, &org)
-	var key struct {
-		Key              string `json:"key"`
-		EnrollmentSecret string `json:"enrollmentSecret"`
-	}
-	s.must(201, "POST", "/enrollment-keys", map[string]any{"orgId": org.ID, "name": "e2e", "maxUsage": 5,
-		"issueEnrollmentSecret": true}, &key)
+	ten := s.newTenant("E2E", 5)
 
 	cfgPath := filepath.Join(t.TempDir(), "agent", "agent.json")
-	enroll := exec.Command(agentBinary(t), "enroll", key.Key, "--server", s.base, "--enrollment-secret", key.EnrollmentSecret,
+	enroll := exec.Command(agentBinary(t), "enroll", ten.Key, "--server", s.base, "--enrollment-secret", ten.EnrollmentSecret,
 		"--quiet", "--config", cfgPath)
 	if out, err := enroll.CombinedOutput(); err != nil || len(out) != 0 {
 		t.Fatalf("enroll: %v: %q", err, out)
@@ -174,7 +189,7 @@ func TestRealAgent(t *testing.T) {
 		t.Fatalf("config file: %v, mode %v; want 0600", err, st.Mode().Perm())
 	}
 	before, _ := os.ReadFile(cfgPath)
-	again := exec.Command(agentBinary(t), "enroll", key.Key, "--server", s.base, "--enrollment-secret", key.EnrollmentSecret,
+	again := exec.Command(agentBinary(t), "enroll", ten.Key, "--server", s.base, "--enrollment-secret", ten.EnrollmentSecret,
 		"--quiet", "--config", cfgPath)
 	if out, err := again.CombinedOutput(); err != nil || len(out) != 0 {
 		t.Fatalf("second enroll is not a silent no-op: %v: %q", err, out)
@@ -222,7 +237,7 @@ func TestRealAgent(t *testing.T) {
 	var list struct {
 		Devices []e2eDevice `json:"devices"`
 	}
-	s.must(200, "GET", "/devices?orgId="+org.ID, nil, &list)
+	s.must(200, "GET", "/devices?orgId="+ten.OrgID, nil, &list)
 	if len(list.Devices) != 1 || list.Devices[0].ID != cfg.DeviceID {
 		t.Fatalf("device list = %+v", list.Devices)
 	}
@@ -304,11 +319,11 @@ func TestRealAgent(t *testing.T) {
 	if err != nil || res.StatusCode != 403 {
 		t.Fatalf("heartbeat with a decommissioned device's token = %v %v; want 403 DEVICE_DECOMMISSIONED", res.StatusCode, err)
 	}
-	s.must(200, "GET", "/devices?orgId="+org.ID, nil, &list)
+	s.must(200, "GET", "/devices?orgId="+ten.OrgID, nil, &list)
 	if len(list.Devices) != 0 {
 		t.Fatalf("a decommissioned device is still listed: %+v", list.Devices)
 	}
-	s.must(200, "GET", "/devices?includeDecommissioned=true&orgId="+org.ID, nil, &list)
+	s.must(200, "GET", "/devices?includeDecommissioned=true&orgId="+ten.OrgID, nil, &list)
 	if len(list.Devices) != 1 || list.Devices[0].Status != "decommissioned" {
 		t.Fatalf("includeDecommissioned list = %+v", list.Devices)
 	}
@@ -330,16 +345,7 @@ func TestInstallScriptWithTheRealAgent(t *testing.T) {
 	gale("agent-release", "register", "--version", "9.9.9-e2e", "--os", "linux", "--arch", runtime.GOARCH, "--file", agentBinary(t))
 	gale("agent-release", "promote", "9.9.9-e2e")
 
-	var partner, org struct {
-		ID string `json:"id"`
-	}
-	s.must(201, "POST", "/orgs/partners", map[string]any{"name": "Install MSP"}, &partner)
-	s.must(201, "POST", "/orgs/organizations", map[string]any{"name": "Install Customer", "partnerId": partner.ID}, &org)
-	var key struct {
-		Key              string `json:"key"`
-		EnrollmentSecret string `json:"enrollmentSecret"`
-	}
-	s.must(201, "POST", "/enrollment-keys", map[string]any{"orgId": org.ID, "name": "install", "issueEnrollmentSecret": true}, &key)
+	ten := s.newTenant("Install", 0)
 
 	res, err := http.Get(s.base + "/api/v1/agents/install.sh")
 	if err != nil {
@@ -349,7 +355,7 @@ func TestInstallScriptWithTheRealAgent(t *testing.T) {
 	res.Body.Close()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "agent.json")
-	install := exec.Command("sh", "-s", "--", "--key", key.Key, "--secret", key.EnrollmentSecret, "--prefix", filepath.Join(dir, "bin"),
+	install := exec.Command("sh", "-s", "--", "--key", ten.Key, "--secret", ten.EnrollmentSecret, "--prefix", filepath.Join(dir, "bin"),
 		"--config", cfg, "--no-service")
 	install.Stdin = bytes.NewReader(script)
 	if out, err := install.CombinedOutput(); err != nil {
@@ -362,7 +368,7 @@ func TestInstallScriptWithTheRealAgent(t *testing.T) {
 	var list struct {
 		Devices []e2eDevice `json:"devices"`
 	}
-	s.must(200, "GET", "/devices?orgId="+org.ID, nil, &list)
+	s.must(200, "GET", "/devices?orgId="+ten.OrgID, nil, &list)
 	host, _ := os.Hostname()
 	if len(list.Devices) != 1 || list.Devices[0].Hostname != host {
 		t.Fatalf("devices after install.sh: %+v, want this machine (%s)", list.Devices, host)

@@ -64,31 +64,21 @@ func TestAlertingEndToEnd(t *testing.T) {
 	rcv := newHookReceiver(t)
 	s := startServer(t, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5", "SMTP_URL="+smtp.URL(), "SMTP_FROM=gale@example.com",
 		"WEBHOOK_ALLOW_PRIVATE_TARGETS=true")
-	var partner, org struct {
-		ID string `json:"id"`
-	}
-	s.must(201, "POST", "/orgs/partners", map[string]any{"name": "Alerting MSP"}, &partner)
-	s.must(201, "POST", "/orgs/organizations", map[string]any{"name": "Alerting Customer", "partnerId": partner.ID}, &org)
-	var key struct {
-		Key              string `json:"key"`
-		EnrollmentSecret string `json:"enrollmentSecret"`
-	}
-	s.must(201, "POST", "/enrollment-keys", map[string]any{"orgId": org.ID, "name": "e2e", "maxUsage": 1,
-		"issueEnrollmentSecret": true}, &key)
+	ten := s.newTenant("Alerting", 1)
 
 	// Where the alert goes: an email channel, a Slack channel and an outbound webhook.
-	s.must(201, "POST", "/alerts/channels", map[string]any{"partnerId": partner.ID, "name": "ops mail", "type": "email",
+	s.must(201, "POST", "/alerts/channels", map[string]any{"partnerId": ten.PartnerID, "name": "ops mail", "type": "email",
 		"config": map[string]any{"recipients": []string{"ops@example.com"}}}, nil)
-	s.must(201, "POST", "/alerts/channels", map[string]any{"partnerId": partner.ID, "name": "ops slack", "type": "slack",
+	s.must(201, "POST", "/alerts/channels", map[string]any{"partnerId": ten.PartnerID, "name": "ops slack", "type": "slack",
 		"config": map[string]any{"webhookUrl": rcv.URL + "/slack"}}, nil)
 	var hook struct {
 		Secret string `json:"secret"`
 	}
-	s.must(201, "POST", "/webhooks", map[string]any{"partnerId": partner.ID, "name": "alerts", "url": rcv.URL + "/hook",
+	s.must(201, "POST", "/webhooks", map[string]any{"partnerId": ten.PartnerID, "name": "alerts", "url": rcv.URL + "/hook",
 		"events": []string{"alert.*"}}, &hook)
 
 	cfgPath := filepath.Join(t.TempDir(), "agent", "agent.json")
-	enroll := exec.Command(agentBinary(t), "enroll", key.Key, "--server", s.base, "--enrollment-secret", key.EnrollmentSecret,
+	enroll := exec.Command(agentBinary(t), "enroll", ten.Key, "--server", s.base, "--enrollment-secret", ten.EnrollmentSecret,
 		"--quiet", "--config", cfgPath)
 	if out, err := enroll.CombinedOutput(); err != nil {
 		t.Fatalf("enroll: %v: %q", err, out)
@@ -112,7 +102,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 	var rule struct {
 		ID string `json:"id"`
 	}
-	s.must(201, "POST", "/alerts/rules", map[string]any{"partnerId": partner.ID, "name": "memory in use", "severity": "high",
+	s.must(201, "POST", "/alerts/rules", map[string]any{"partnerId": ten.PartnerID, "name": "memory in use", "severity": "high",
 		"titleTemplate": "Memory {{value}}% on {{hostname}}", "cooldownMinutes": 0,
 		"conditions": map[string]any{"type": "threshold", "metric": "ramPercent", "operator": "gt", "value": 1, "durationMinutes": 0}}, &rule)
 
