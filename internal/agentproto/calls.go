@@ -274,3 +274,48 @@ type RegistryValue struct {
 	Type string `json:"type"`
 	Data any    `json:"data"`
 }
+
+// File transfers ride streams (internal/streams).
+//
+// Each stream carries one transfer. The agent speaks first with a header: one line of JSON
+// ended by "\n". A header with "error" ({"code", "message"}, the codes of call errors) refuses
+// the transfer; the agent then half-closes and waits for the server's FIN, which the server
+// sends as soon as it read the refusal. A RESET instead of a header or a result means the
+// transfer broke off (the connection dropped, the file could not be read to its end).
+//
+// StreamFileRead, args FileReadArgs {"path": absolute path, "offset": where to start, default
+// 0; "limit" is not used: the rest of the file is sent}: the header
+// is {"sizeBytes", "mode", "sha256"}: the bytes that follow, the file's permissions in octal
+// ("0644") and the SHA-256 of those bytes. Then come exactly sizeBytes bytes and FIN. A file
+// that reports no size (sizeBytes -1, the files of /proc) is sent to its end, without
+// sha256. The server sends nothing; it half-closes once it read everything, which ends the
+// stream.
+//
+// StreamFileWrite, args {"path", "mode" (octal, default the replaced file's or 0644),
+// "overwrite" (replace an existing file), "sizeBytes" (optional: the count to expect)}: the
+// header is {} once the path was checked; only then does the server send the bytes, and FIN
+// after the last. The agent writes them to a temporary file beside the target, syncs it and
+// renames it into place, then answers a result line, {"sizeBytes", "sha256", "entry": the
+// new file's entry} or {"error"}, and half-closes. A stream that ends with a RESET, or a FIN
+// before sizeBytes bytes, leaves the target as it was and no temporary file.
+const (
+	StreamFileRead  = "file.read"
+	StreamFileWrite = "file.write"
+)
+
+// FileWriteArgs are the args of StreamFileWrite.
+type FileWriteArgs struct {
+	Path      string `json:"path"`
+	Mode      string `json:"mode,omitempty"`
+	Overwrite bool   `json:"overwrite,omitempty"`
+	SizeBytes *int64 `json:"sizeBytes,omitempty"`
+}
+
+// FileStreamHeader is the agent's header line of a transfer, and a write's result line.
+type FileStreamHeader struct {
+	Error     *CallError `json:"error,omitempty"`
+	SizeBytes *int64     `json:"sizeBytes,omitempty"`
+	Mode      string     `json:"mode,omitempty"`
+	SHA256    string     `json:"sha256,omitempty"`
+	Entry     *FileEntry `json:"entry,omitempty"`
+}

@@ -24,32 +24,9 @@ import (
 	"gale/internal/streams"
 )
 
-// The agent's file stream kinds; their framing is described beside the agent's handlers
-// (package gale/internal/agent/systools): a JSON header line from the agent, then the bytes.
-const (
-	fileReadKind  = "file.read"
-	fileWriteKind = "file.write"
-)
-
 // MaxStreamedUploadBytes bounds an upload sent as a raw body: the bytes flow to the agent as
 // they arrive, so the limit guards the device's disk, not the server's memory.
 const MaxStreamedUploadBytes = 10 << 30
-
-// fileStreamHeader is the agent's header line, and a write's result line.
-type fileStreamHeader struct {
-	Error     *agentproto.CallError `json:"error,omitempty"`
-	SizeBytes *int64                `json:"sizeBytes,omitempty"`
-	Mode      string                `json:"mode,omitempty"`
-	SHA256    string                `json:"sha256,omitempty"`
-	Entry     *agentproto.FileEntry `json:"entry,omitempty"`
-}
-
-type fileWriteArgs struct {
-	Path      string `json:"path"`
-	Mode      string `json:"mode,omitempty"`
-	Overwrite bool   `json:"overwrite,omitempty"`
-	SizeBytes *int64 `json:"sizeBytes,omitempty"`
-}
 
 // openFileStream opens a file stream to the device's agent. ok is false when the agent
 // cannot (it predates streams, or these kinds): the caller then falls back to the calls.
@@ -63,12 +40,12 @@ func (s *Service) openFileStream(ctx context.Context, deviceID, kind string, arg
 
 // readHeader reads the agent's next header line, within timeout unless it is zero, and
 // answers its error as the API's.
-func readHeader(r *bufio.Reader, st *streams.Stream, timeout time.Duration) (fileStreamHeader, error) {
+func readHeader(r *bufio.Reader, st *streams.Stream, timeout time.Duration) (agentproto.FileStreamHeader, error) {
 	if timeout > 0 {
 		_ = st.SetReadDeadline(time.Now().Add(timeout))
 		defer st.SetReadDeadline(time.Time{})
 	}
-	var h fileStreamHeader
+	var h agentproto.FileStreamHeader
 	line, err := r.ReadBytes('\n')
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
@@ -105,7 +82,7 @@ func agentError(e *agentproto.CallError) error {
 // streams.
 func (s *Service) streamDownload(ctx context.Context, d devices.Device, path, name string) (out *downloadOutput, ok bool, err error) {
 	audit := map[string]any{"path": path}
-	st, ok, err := s.openFileStream(ctx, d.ID, fileReadKind, map[string]any{"path": path})
+	st, ok, err := s.openFileStream(ctx, d.ID, agentproto.StreamFileRead, map[string]any{"path": path})
 	if err != nil {
 		return nil, true, s.record(ctx, d, agentproto.MethodFileDownload, audit, err)
 	}
@@ -148,12 +125,12 @@ func (s *Service) streamDownload(ctx context.Context, d devices.Device, path, na
 // streamUpload writes body to the device through a file.write stream and answers the new
 // file's entry; args.SizeBytes, when set, is the body's length. ok is false when the agent
 // has no file streams; body is untouched then.
-func (s *Service) streamUpload(ctx context.Context, d devices.Device, args fileWriteArgs, body io.Reader) (e agentproto.FileEntry, ok bool, err error) {
+func (s *Service) streamUpload(ctx context.Context, d devices.Device, args agentproto.FileWriteArgs, body io.Reader) (e agentproto.FileEntry, ok bool, err error) {
 	audit := map[string]any{"path": args.Path, "overwrite": args.Overwrite}
 	if args.SizeBytes != nil {
 		audit["sizeBytes"] = *args.SizeBytes
 	}
-	st, ok, err := s.openFileStream(ctx, d.ID, fileWriteKind, args)
+	st, ok, err := s.openFileStream(ctx, d.ID, agentproto.StreamFileWrite, args)
 	if err != nil {
 		return e, true, s.record(ctx, d, agentproto.MethodFileUpload, audit, err)
 	}
@@ -216,7 +193,7 @@ func (s *Service) uploadJSON(ctx context.Context, d devices.Device, in *uploadIn
 		return agentproto.FileEntry{}, apperr.Invalid("content", "the file is larger than 50 MiB")
 	}
 	content := base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Content))
-	e, streamed, err := s.streamUpload(ctx, d, fileWriteArgs{Path: b.Path, Mode: b.Mode, Overwrite: b.Overwrite}, content)
+	e, streamed, err := s.streamUpload(ctx, d, agentproto.FileWriteArgs{Path: b.Path, Mode: b.Mode, Overwrite: b.Overwrite}, content)
 	if streamed {
 		return e, err
 	}
@@ -231,7 +208,7 @@ func (s *Service) uploadRaw(ctx context.Context, d devices.Device, in *uploadInp
 	if in.Path == "" {
 		return agentproto.FileEntry{}, apperr.Invalid("path", "a raw upload names its file in the query parameter path")
 	}
-	args := fileWriteArgs{Path: in.Path, Mode: in.Mode, Overwrite: in.Overwrite}
+	args := agentproto.FileWriteArgs{Path: in.Path, Mode: in.Mode, Overwrite: in.Overwrite}
 	if raw.Size >= 0 {
 		args.SizeBytes = &raw.Size
 	}

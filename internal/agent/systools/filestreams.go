@@ -17,65 +17,18 @@ import (
 // The file streams move a whole file of any size between the server and the agent through a
 // stream (package streams), never holding more than a copy buffer and the stream's window in
 // memory; the calls files.download and files.upload, which carry the file base64 in one
-// message, remain for servers that do not open streams.
-//
-// Each stream carries one transfer. The agent speaks first with a header: one line of JSON
-// ended by "\n". A header with "error" ({"code", "message"}, the codes of call errors) refuses
-// the transfer; the agent then half-closes and waits for the server's FIN, which the server
-// sends as soon as it read the refusal. A RESET instead of a header or a result means the
-// transfer broke off (the connection dropped, the file could not be read to its end).
-//
-// FileReadKind, args {"path": absolute path, "offset": where to start, default 0}: the header
-// is {"sizeBytes", "mode", "sha256"}: the bytes that follow, the file's permissions in octal
-// ("0644") and the SHA-256 of those bytes. Then come exactly sizeBytes bytes and FIN. A file
-// that reports no size (sizeBytes -1, the files of /proc) is sent to its end, without
-// sha256. The server sends nothing; it half-closes once it read everything, which ends the
-// stream.
-//
-// FileWriteKind, args {"path", "mode" (octal, default the replaced file's or 0644),
-// "overwrite" (replace an existing file), "sizeBytes" (optional: the count to expect)}: the
-// header is {} once the path was checked; only then does the server send the bytes, and FIN
-// after the last. The agent writes them to a temporary file beside the target, syncs it and
-// renames it into place, then answers a result line, {"sizeBytes", "sha256", "entry": the
-// new file's entry} or {"error"}, and half-closes. A stream that ends with a RESET, or a FIN
-// before sizeBytes bytes, leaves the target as it was and no temporary file.
-const (
-	FileReadKind  = "file.read"
-	FileWriteKind = "file.write"
-)
+// message, remain for servers that do not open streams. The protocol is agentproto's
+// (StreamFileRead, StreamFileWrite).
 
 // copyBufferSize is the copy buffer of a transfer: it, and the stream's window, are all the
 // memory a transfer takes, whatever the file's size.
 const copyBufferSize = 64 << 10
 
-// fileReadArgs are the args of FileReadKind.
-type fileReadArgs struct {
-	Path   string `json:"path"`
-	Offset int64  `json:"offset,omitempty"`
-}
-
-// fileWriteArgs are the args of FileWriteKind.
-type fileWriteArgs struct {
-	Path      string `json:"path"`
-	Mode      string `json:"mode,omitempty"`
-	Overwrite bool   `json:"overwrite,omitempty"`
-	SizeBytes *int64 `json:"sizeBytes,omitempty"`
-}
-
-// fileStreamHeader is the agent's header, and a write's result line.
-type fileStreamHeader struct {
-	Error     *agentproto.CallError `json:"error,omitempty"`
-	SizeBytes *int64                `json:"sizeBytes,omitempty"`
-	Mode      string                `json:"mode,omitempty"`
-	SHA256    string                `json:"sha256,omitempty"`
-	Entry     *agentproto.FileEntry `json:"entry,omitempty"`
-}
-
 // unknownSize is the sizeBytes of a file that reports no size.
 const unknownSize = -1
 
 func (t *Tools) serveFileRead(_ context.Context, s *streams.Stream) {
-	var a fileReadArgs
+	var a agentproto.FileReadArgs
 	f, header, err := t.openForStream(s.Args(), &a)
 	if err != nil {
 		refuse(s, err)
@@ -104,8 +57,8 @@ func (t *Tools) serveFileRead(_ context.Context, s *streams.Stream) {
 
 // openForStream checks a read's args and opens its file; the header announces the bytes from
 // the offset, their SHA-256 read in a first pass so that it can lead the bytes.
-func (t *Tools) openForStream(raw json.RawMessage, a *fileReadArgs) (*os.File, fileStreamHeader, error) {
-	var header fileStreamHeader
+func (t *Tools) openForStream(raw json.RawMessage, a *agentproto.FileReadArgs) (*os.File, agentproto.FileStreamHeader, error) {
+	var header agentproto.FileStreamHeader
 	if err := json.Unmarshal(raw, a); err != nil {
 		return nil, header, invalid("malformed arguments: %v", err)
 	}
@@ -136,7 +89,7 @@ func (t *Tools) openForStream(raw json.RawMessage, a *fileReadArgs) (*os.File, f
 }
 
 func (t *Tools) serveFileWrite(_ context.Context, s *streams.Stream) {
-	var a fileWriteArgs
+	var a agentproto.FileWriteArgs
 	if err := json.Unmarshal(s.Args(), &a); err != nil {
 		refuse(s, invalid("malformed arguments: %v", err))
 		return
@@ -150,7 +103,7 @@ func (t *Tools) serveFileWrite(_ context.Context, s *streams.Stream) {
 		refuse(s, err)
 		return
 	}
-	if err := sendHeader(s, fileStreamHeader{}); err != nil {
+	if err := sendHeader(s, agentproto.FileStreamHeader{}); err != nil {
 		return
 	}
 	sum := sha256.New()
@@ -168,7 +121,7 @@ func (t *Tools) serveFileWrite(_ context.Context, s *streams.Stream) {
 		refuse(s, err)
 		return
 	}
-	if sendHeader(s, fileStreamHeader{SizeBytes: &n, SHA256: hex.EncodeToString(sum.Sum(nil)), Entry: &entry}) == nil {
+	if sendHeader(s, agentproto.FileStreamHeader{SizeBytes: &n, SHA256: hex.EncodeToString(sum.Sum(nil)), Entry: &entry}) == nil {
 		_ = s.CloseWrite()
 	}
 }
@@ -225,7 +178,7 @@ func writeError(p string, err error) error {
 }
 
 // sendHeader writes one header line.
-func sendHeader(s io.Writer, h fileStreamHeader) error {
+func sendHeader(s io.Writer, h agentproto.FileStreamHeader) error {
 	line, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -236,7 +189,7 @@ func sendHeader(s io.Writer, h fileStreamHeader) error {
 
 // refuse answers err as an error header and ends the stream so that the server reads it.
 func refuse(s *streams.Stream, err error) {
-	if sendHeader(s, fileStreamHeader{Error: callError(err)}) == nil {
+	if sendHeader(s, agentproto.FileStreamHeader{Error: callError(err)}) == nil {
 		finish(s)
 	}
 }

@@ -39,13 +39,13 @@ func openFileStream(t *testing.T, tools *Tools, kind string, args any) (*streams
 	return st, bufio.NewReader(st)
 }
 
-func readLine(t *testing.T, r *bufio.Reader) fileStreamHeader {
+func readLine(t *testing.T, r *bufio.Reader) agentproto.FileStreamHeader {
 	t.Helper()
 	line, err := r.ReadBytes('\n')
 	if err != nil {
 		t.Fatalf("reading a header: %v", err)
 	}
-	var h fileStreamHeader
+	var h agentproto.FileStreamHeader
 	if err := json.Unmarshal(line, &h); err != nil {
 		t.Fatalf("header %q: %v", line, err)
 	}
@@ -53,9 +53,9 @@ func readLine(t *testing.T, r *bufio.Reader) fileStreamHeader {
 }
 
 // upload sends data through a file.write stream and returns the agent's result.
-func upload(t *testing.T, tools *Tools, args fileWriteArgs, data []byte) fileStreamHeader {
+func upload(t *testing.T, tools *Tools, args agentproto.FileWriteArgs, data []byte) agentproto.FileStreamHeader {
 	t.Helper()
-	st, r := openFileStream(t, tools, FileWriteKind, args)
+	st, r := openFileStream(t, tools, agentproto.StreamFileWrite, args)
 	defer st.Close()
 	if h := readLine(t, r); h.Error != nil {
 		return h
@@ -73,12 +73,12 @@ func TestFileStreamsRoundTrip(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 100_000) // 1.6 MB: many windows
 	sum := sha256.Sum256(data)
 	p := filepath.Join(dir, "f.bin")
-	res := upload(t, tools, fileWriteArgs{Path: p, Mode: "0640"}, data)
+	res := upload(t, tools, agentproto.FileWriteArgs{Path: p, Mode: "0640"}, data)
 	if res.Error != nil || *res.SizeBytes != int64(len(data)) || res.SHA256 != hex.EncodeToString(sum[:]) || res.Entry.Mode != "-rw-r-----" {
 		t.Fatalf("write result = %+v", res)
 	}
 
-	st, r := openFileStream(t, tools, FileReadKind, fileReadArgs{Path: p, Offset: 10})
+	st, r := openFileStream(t, tools, agentproto.StreamFileRead, agentproto.FileReadArgs{Path: p, Offset: 10})
 	h := readLine(t, r)
 	if h.Error != nil || *h.SizeBytes != int64(len(data)-10) || h.Mode != "0640" {
 		t.Fatalf("read header = %+v", h)
@@ -105,13 +105,13 @@ func TestFileStreamRefusals(t *testing.T) {
 		args       any
 		code, text string
 	}{
-		{"missing file", FileReadKind, fileReadArgs{Path: filepath.Join(dir, "nope")}, agentproto.ErrNotFound, "does not exist"},
-		{"directory", FileReadKind, fileReadArgs{Path: dir}, agentproto.ErrInvalid, "is a directory"},
-		{"relative path", FileReadKind, fileReadArgs{Path: "x"}, agentproto.ErrInvalid, "absolute"},
-		{"denied path", FileWriteKind, fileWriteArgs{Path: filepath.Join(dir, "config", "token")}, agentproto.ErrInvalid, "refused"},
-		{"write onto a directory", FileWriteKind, fileWriteArgs{Path: dir, Overwrite: true}, agentproto.ErrInvalid, "is a directory"},
-		{"no overwrite", FileWriteKind, fileWriteArgs{Path: existing}, agentproto.ErrInvalid, "already exists"},
-		{"missing directory", FileWriteKind, fileWriteArgs{Path: filepath.Join(dir, "no", "f")}, agentproto.ErrNotFound, "does not exist"},
+		{"missing file", agentproto.StreamFileRead, agentproto.FileReadArgs{Path: filepath.Join(dir, "nope")}, agentproto.ErrNotFound, "does not exist"},
+		{"directory", agentproto.StreamFileRead, agentproto.FileReadArgs{Path: dir}, agentproto.ErrInvalid, "is a directory"},
+		{"relative path", agentproto.StreamFileRead, agentproto.FileReadArgs{Path: "x"}, agentproto.ErrInvalid, "absolute"},
+		{"denied path", agentproto.StreamFileWrite, agentproto.FileWriteArgs{Path: filepath.Join(dir, "config", "token")}, agentproto.ErrInvalid, "refused"},
+		{"write onto a directory", agentproto.StreamFileWrite, agentproto.FileWriteArgs{Path: dir, Overwrite: true}, agentproto.ErrInvalid, "is a directory"},
+		{"no overwrite", agentproto.StreamFileWrite, agentproto.FileWriteArgs{Path: existing}, agentproto.ErrInvalid, "already exists"},
+		{"missing directory", agentproto.StreamFileWrite, agentproto.FileWriteArgs{Path: filepath.Join(dir, "no", "f")}, agentproto.ErrNotFound, "does not exist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			st, r := openFileStream(t, tools, c.kind, c.args)
@@ -128,7 +128,7 @@ func TestFileStreamRefusals(t *testing.T) {
 	if got, _ := os.ReadFile(existing); string(got) != "old" {
 		t.Errorf("refused overwrite changed the file: %q", got)
 	}
-	res := upload(t, tools, fileWriteArgs{Path: existing, Overwrite: true}, []byte("new"))
+	res := upload(t, tools, agentproto.FileWriteArgs{Path: existing, Overwrite: true}, []byte("new"))
 	if got, _ := os.ReadFile(existing); res.Error != nil || string(got) != "new" {
 		t.Errorf("overwrite: %+v, file %q", res.Error, got)
 	}
@@ -141,14 +141,14 @@ func TestBrokenWritesLeaveNothing(t *testing.T) {
 	tools := New(Options{})
 	p := filepath.Join(dir, "f")
 
-	st, r := openFileStream(t, tools, FileWriteKind, fileWriteArgs{Path: p})
+	st, r := openFileStream(t, tools, agentproto.StreamFileWrite, agentproto.FileWriteArgs{Path: p})
 	readLine(t, r)
 	if _, err := st.Write(make([]byte, 300_000)); err != nil {
 		t.Fatal(err)
 	}
 	st.Close() // no FIN: a RESET
 	size := int64(1000)
-	res := upload(t, tools, fileWriteArgs{Path: p, SizeBytes: &size}, make([]byte, 10))
+	res := upload(t, tools, agentproto.FileWriteArgs{Path: p, SizeBytes: &size}, make([]byte, 10))
 	if res.Error == nil || !strings.Contains(res.Error.Message, "fewer than announced") {
 		t.Errorf("short write result = %+v", res)
 	}

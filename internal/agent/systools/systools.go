@@ -106,8 +106,8 @@ func (t *Tools) Register(reg *capability.Registry) {
 	for method, h := range t.methods() {
 		reg.Call(method, h)
 	}
-	reg.Stream(FileReadKind, t.serveFileRead)
-	reg.Stream(FileWriteKind, t.serveFileWrite)
+	reg.Stream(agentproto.StreamFileRead, t.serveFileRead)
+	reg.Stream(agentproto.StreamFileWrite, t.serveFileWrite)
 }
 
 // methods maps each method to its handler.
