@@ -87,11 +87,6 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 
-// New returns an error of the given kind, code and message.
-func New(kind Kind, code, message string) *Error {
-	return &Error{Kind: kind, Code: code, Message: message}
-}
-
 // As returns the *Error inside err, if any.
 func As(err error) (*Error, bool) {
 	var e *Error
@@ -103,12 +98,6 @@ func As(err error) (*Error, bool) {
 func IsCode(err error, code string) bool {
 	e, ok := As(err)
 	return ok && e.Code == code
-}
-
-// IsKind reports whether err is an *Error of the given kind.
-func IsKind(err error, kind Kind) bool {
-	e, ok := As(err)
-	return ok && e.Kind == kind
 }
 
 // NotFound is the answer for a missing resource and, identically, for one outside the

@@ -140,9 +140,6 @@ func All[T any](k *Kernel) []T {
 	return out
 }
 
-// Services are every provided value, for app's own lookups in tests and commands.
-func (k *Kernel) Services() []any { return k.services }
-
 // Every runs fn every interval on one node of the installation (a periodic job of the queue).
 func (k *Kernel) Every(name string, every time.Duration, fn func(ctx context.Context) error) {
 	k.periodic = append(k.periodic, jobs.Periodic{Name: name, Every: every, Run: fn})
