@@ -43,6 +43,7 @@ import (
 	"gale/internal/store"
 	"gale/internal/systemtools"
 	"gale/internal/tenancy"
+	"gale/internal/tickets"
 	"gale/internal/webhooks"
 )
 
@@ -54,6 +55,7 @@ var Modules = []module.Module{
 	auth.Module,
 	apikeys.Module,
 	tenancy.Module,
+	tickets.Module,
 	agentdist.Module,
 	enrollment.Module,
 	devices.Module,
