@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -112,6 +113,7 @@ func runCmd(configPath *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			prg.service = s
 			return s.Run()
 		},
 	}
@@ -136,6 +138,7 @@ func runOptions(configPath string) agent.RunOptions {
 // runs it in the foreground when started from a terminal.
 type program struct {
 	configPath string
+	service    service.Service
 	cancel     context.CancelFunc
 	done       chan struct{}
 }
@@ -151,9 +154,43 @@ func (p *program) Start(service.Service) error {
 		defer close(p.done)
 		err := agent.Watchdog(ctx, agent.WatchdogOptions{ConfigPath: p.configPath, Executable: exe,
 			Args: []string{"run", "--no-watchdog", "--config", p.configPath}, Logger: logger(), Unresponsive: unresponsiveAfter()})
-		exitIfDecommissioned(err)
+		if !errors.Is(err, agent.ErrDecommissioned) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "gale-agent:", err)
+		code, stopService := retiredExit(runtime.GOOS, service.Interactive())
+		if stopService && p.service != nil {
+			// Stopped through the service manager, the service ends as stopped on purpose,
+			// which its recovery actions leave alone. Stop waits for this goroutine to end.
+			go func() {
+				if err := p.service.Stop(); err != nil {
+					fmt.Fprintln(os.Stderr, "gale-agent: could not stop the service:", err)
+					os.Exit(code)
+				}
+			}()
+			return
+		}
+		os.Exit(code)
 	}()
 	return nil
+}
+
+// retiredExit is how the watchdog of a decommissioned device ends, so the service manager of
+// the system goos leaves it stopped: systemd counts ExitDecommissioned as a success
+// (SuccessExitStatus); launchd tells exits by success alone (KeepAlive SuccessfulExit=false),
+// so there it exits 0; Windows restarts a service whose process ends by itself (its recovery
+// actions), so there the service stops itself. Run from a terminal (interactive), it exits
+// ExitDecommissioned everywhere.
+func retiredExit(goos string, interactive bool) (code int, stopService bool) {
+	switch {
+	case interactive:
+		return agent.ExitDecommissioned, false
+	case goos == "darwin":
+		return 0, false
+	case goos == "windows":
+		return 0, true
+	}
+	return agent.ExitDecommissioned, false
 }
 
 func (p *program) Stop(service.Service) error {
@@ -179,10 +216,47 @@ func serviceConfig(configPath string) *service.Config {
 	}
 	return &service.Config{Name: "gale-agent", DisplayName: "Gale Agent",
 		Description: "Gale remote monitoring and management agent", Arguments: []string{"run", "--config", abs},
-		// Restarted on failure only, and ExitDecommissioned counts as success (systemd), so a
-		// decommissioned agent stays stopped.
-		Option: service.KeyValue{"Restart": "on-failure", "SuccessExitStatus": strconv.Itoa(agent.ExitDecommissioned)}}
+		// Restarted on failure only, so a decommissioned agent stays stopped (see retiredExit):
+		// systemd counts ExitDecommissioned as a success; launchd restarts an exit that is not
+		// 0; Windows restarts the service 5 s after its process dies, every time (the failure
+		// count resets after a day).
+		Option: service.KeyValue{"Restart": "on-failure", "SuccessExitStatus": strconv.Itoa(agent.ExitDecommissioned),
+			"LaunchdConfig": launchdPlist, "OnFailure": "restart", "OnFailureDelayDuration": "5s", "OnFailureResetPeriod": 86400}}
 }
+
+// launchdPlist is the service's launchd job: the library's, but with KeepAlive restarting
+// the job only when it exits unsuccessfully (and starting it at load).
+const launchdPlist = `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+<dict>
+	<key>Disabled</key>
+	<false/>
+	{{if EnvVars}}<key>EnvironmentVariables</key>
+	<dict>
+{{range EnvVars}}{{.}}
+{{end}}	</dict>
+	{{end}}<key>KeepAlive</key>
+	<dict>
+		<key>SuccessfulExit</key>
+		<false/>
+	</dict>
+	<key>Label</key>
+	<string>{{Name | html}}</string>
+	<key>ProgramArguments</key>
+	<array>
+		<string>{{Path | html}}</string>
+{{range Arguments}}		<string>{{. | html}}</string>
+{{end}}	</array>
+	<key>RunAtLoad</key>
+	<true/>
+	{{if StandardErrorPath}}<key>StandardErrorPath</key>
+	<string>{{StandardErrorPath | html}}</string>
+	{{end}}{{if StandardOutPath}}<key>StandardOutPath</key>
+	<string>{{StandardOutPath | html}}</string>
+	{{end}}</dict>
+</plist>
+`
 
 func serviceCmd(configPath *string) *cobra.Command {
 	cmd := &cobra.Command{Use: "service", Short: "Manage the agent's system service"}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gale/internal/agentproto"
 )
 
 func TestSaveConfigIsPrivateAndLoads(t *testing.T) {
@@ -114,5 +116,27 @@ func TestWatchdogRestartsAnAgentThatExitsOrHangs(t *testing.T) {
 		Args: []string{"-c", "printf x >> " + starts + "; while true; do printf . >&3; sleep 0.2; done"}})
 	if got := count(); got != 1 {
 		t.Fatalf("a healthy agent was started %d times, want 1", got)
+	}
+}
+
+// The server's intervals are kept in the configuration, for the next start and the watchdog.
+func TestServerSettingsAreSavedInTheConfiguration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.json")
+	cfg := Config{Server: "http://127.0.0.1:1", DeviceID: "d1", AuthToken: "gale_at_x", Settings: agentproto.Config{HeartbeatIntervalSeconds: 60}}
+	if err := SaveConfig(path, cfg); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{opts: RunOptions{ConfigPath: path}, cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	want := agentproto.Config{HeartbeatIntervalSeconds: 15, MetricsCollectionIntervalSeconds: 30, InventoryIntervalMinutes: 120}
+	r.applyConfig(want)
+	got, err := LoadConfig(path)
+	if err != nil || got.Settings != want || got.AuthToken != "gale_at_x" {
+		t.Fatalf("saved settings = %+v (%v), want %+v", got.Settings, err, want)
+	}
+	if hb, m, inv := r.intervals(); hb != 15*time.Second || m != 30*time.Second || inv != 2*time.Hour {
+		t.Fatalf("intervals = %s %s %s", hb, m, inv)
+	}
+	if every := heartbeatEvery(got); every != 15*time.Second {
+		t.Fatalf("the watchdog beats every %s, want the server's 15s", every)
 	}
 }

@@ -37,6 +37,10 @@ type RunOptions struct {
 // descriptor the main agent writes its liveness beats to.
 const LivenessFDEnv = "GALE_AGENT_LIVENESS_FD"
 
+// WatchdogPIDEnv names the environment variable through which a watchdog without a liveness
+// pipe (Windows) passes its process ID, so the main agent can tell when it died.
+const WatchdogPIDEnv = "GALE_AGENT_WATCHDOG_PID"
+
 const (
 	livenessEvery = 2 * time.Second
 	// Reconnecting starts within a second, so a server restart costs seconds, and backs off
@@ -76,13 +80,13 @@ type runner struct {
 	http *client
 	caps *capability.Registry
 	box  *outbox.Outbox
+	cmds *commands
 	// ctx lives as long as the agent, not a connection: commands run under it.
 	ctx  context.Context
 	stop context.CancelCauseFunc
 
-	mu       sync.Mutex
-	settings agentproto.Config
-	live     *session // the connected session, once the server welcomed it
+	mu   sync.Mutex // guards cfg once running, and live
+	live *session   // the connected session, once the server welcomed it
 
 	beatNow  chan struct{}
 	flushNow chan struct{}
@@ -110,13 +114,19 @@ func Run(ctx context.Context, o RunOptions) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	r := &runner{opts: o, cfg: cfg, log: o.Logger.With("deviceId", cfg.DeviceID), http: newClient(cfg.Server, cfg.AuthToken),
-		box: box, ctx: ctx, stop: stop, settings: cfg.Settings, beatNow: make(chan struct{}, 1), flushNow: make(chan struct{}, 1)}
+		box: box, ctx: ctx, stop: stop, beatNow: make(chan struct{}, 1), flushNow: make(chan struct{}, 1)}
+	cmds, err := openCommands(CommandsPath(o.ConfigPath))
+	if err != nil {
+		r.log.Error("could not read the commands cancelled or ended before; starting without them", "error", err)
+	}
+	r.cmds = cmds
 	if o.Capabilities == nil {
 		o.Capabilities = capability.New()
 	}
 	r.caps = o.Capabilities
 	r.caps.Command(agentproto.CommandRefreshInventory, r.refreshInventory)
-	r.caps.Start(ctx, r.report)
+	r.caps.Command(agentproto.CommandCancel, r.cancelCommand)
+	r.caps.Start(ctx, r.reportPending)
 	if n := box.Len(); n > 0 {
 		r.log.Info("messages kept from an earlier run wait for the server", "count", n)
 	}
@@ -169,8 +179,11 @@ func (r *runner) retiredBy(err error) bool {
 	}
 	r.retired.Do(func() {
 		r.log.Error("the server decommissioned this device; the agent stops (enroll again to manage this machine)", "reason", err)
+		r.mu.Lock()
 		r.cfg.Decommissioned = true
-		if err := SaveConfig(r.opts.ConfigPath, r.cfg); err != nil {
+		err := SaveConfig(r.opts.ConfigPath, r.cfg)
+		r.mu.Unlock()
+		if err != nil {
 			r.log.Error("could not record the decommissioning", "error", err)
 		}
 		r.stop(ErrDecommissioned)
@@ -198,8 +211,13 @@ func nudge(c chan struct{}) {
 }
 
 // liveness beats to the watchdog, when there is one, so it can tell a hung agent. When the
-// pipe breaks the watchdog died: the agent replaces it and stops (stop).
+// pipe breaks the watchdog died: the agent replaces it and stops (stop). Without a pipe it
+// waits for the watchdog's process to end instead.
 func (r *runner) liveness(ctx context.Context, stop context.CancelFunc) {
+	if pid, err := strconv.Atoi(os.Getenv(WatchdogPIDEnv)); err == nil && pid > 0 {
+		r.watchWatchdog(ctx, pid, stop)
+		return
+	}
 	fd, err := strconv.Atoi(os.Getenv(LivenessFDEnv))
 	if err != nil || fd < 3 {
 		return
@@ -223,11 +241,27 @@ func (r *runner) liveness(ctx context.Context, stop context.CancelFunc) {
 	}
 }
 
+// watchWatchdog waits for the watchdog's process to end, then replaces it and stops (stop).
+// The handle is taken at once, so a PID reused later cannot be mistaken for the watchdog.
+func (r *runner) watchWatchdog(ctx context.Context, pid int, stop context.CancelFunc) {
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		_, err = p.Wait()
+	}
+	if err != nil {
+		r.log.Warn("cannot watch the watchdog; a watchdog that dies is not replaced", "pid", pid, "error", err)
+		return
+	}
+	if ctx.Err() == nil {
+		r.replaceWatchdog(stop)
+	}
+}
+
 // intervals are the server's heartbeat, metrics and inventory periods, with defaults for what
 // it did not say.
 func (r *runner) intervals() (heartbeat, metrics, inv time.Duration) {
 	r.mu.Lock()
-	s := r.settings
+	s := r.cfg.Settings
 	r.mu.Unlock()
 	heartbeat = time.Duration(max(s.HeartbeatIntervalSeconds, 1)) * time.Second
 	metrics = heartbeat
@@ -541,14 +575,21 @@ func (s *session) handle(msg agentproto.Message) error {
 	return nil
 }
 
+// applyConfig takes the server's settings and, when they changed, saves them in the
+// configuration: the next start, and the watchdog (which reads the file), use them too.
 func (r *runner) applyConfig(c agentproto.Config) {
 	if c.HeartbeatIntervalSeconds <= 0 {
 		return
 	}
 	r.mu.Lock()
-	r.settings = c
+	defer r.mu.Unlock()
+	if r.cfg.Settings == c {
+		return
+	}
 	r.cfg.Settings = c
-	r.mu.Unlock()
+	if err := SaveConfig(r.opts.ConfigPath, r.cfg); err != nil {
+		r.log.Error("could not save the server's settings; they hold until the agent restarts", "error", err)
+	}
 }
 
 // httpHeartbeat reports over HTTP and runs the commands that come back.
@@ -570,11 +611,54 @@ func (r *runner) httpHeartbeat(ctx context.Context, hb agentproto.Heartbeat) err
 
 // execute carries out a command under the agent's lifetime, not the connection's, so it runs
 // to its end when the connection drops, and reports its result (unless its capability
-// reports it later itself).
+// reports it later itself). A command the server cancelled before it arrived is refused, and
+// one it cancels while it runs has its context cancelled and is reported cancelled.
 func (r *runner) execute(c agentproto.Command) {
-	if res := r.runCommand(r.ctx, c); res.Status != capability.ResultPending {
+	ctx, cancelled, err := r.cmds.begin(r.ctx, c.ID)
+	if err != nil {
+		r.log.Error("could not record the commands cancelled before they arrived", "error", err)
+	}
+	if cancelled {
+		r.report(agentproto.CommandResult{CommandID: c.ID, Status: agentproto.ResultCancelled, Error: "cancelled before it reached the agent"})
+		return
+	}
+	if ctx == nil {
+		r.log.Info("a command delivered again while it runs; ignored", "commandId", c.ID)
+		return
+	}
+	res := r.runCommand(ctx, c)
+	if errors.Is(context.Cause(ctx), errCancelled) {
+		if res.Status == capability.ResultPending {
+			// Cancelled as it was being scheduled: take it back.
+			r.caps.Withdraw(c.ID)
+		}
+		res.Status, res.Error = agentproto.ResultCancelled, "cancelled while it ran"
+	}
+	pending := res.Status == capability.ResultPending
+	if err := r.cmds.end(c.ID, !pending); err != nil {
+		r.log.Error("could not record that a command ended", "commandId", c.ID, "error", err)
+	}
+	if !pending {
 		r.report(res)
 	}
+}
+
+// reportPending is the Reporter of the capabilities: the outcome of a command they held
+// pending (a reboot) ends it, like a result the agent reports itself.
+func (r *runner) reportPending(res agentproto.CommandResult) {
+	if err := r.cmds.ended(res.CommandID); err != nil {
+		r.log.Error("could not record that a command ended", "commandId", res.CommandID, "error", err)
+	}
+	r.report(res)
+}
+
+// cancelCommand carries out cancel_command, for a command of any kind.
+func (r *runner) cancelCommand(_ context.Context, c agentproto.Command) agentproto.CommandResult {
+	var cc agentproto.CancelCommand
+	if err := json.Unmarshal(c.Payload, &cc); err != nil || cc.CommandID == "" {
+		return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: "cancel_command needs {commandId}"}
+	}
+	return r.cmds.cancel(cc.CommandID, r.caps.Withdraw)
 }
 
 // runCommand carries out a command with its capability, within the command's timeout.
@@ -582,10 +666,19 @@ func (r *runner) runCommand(ctx context.Context, c agentproto.Command) agentprot
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(max(c.TimeoutSeconds, 1))*time.Second)
 	defer cancel()
+	ctx = capability.WithOutput(ctx, r.sendOutput)
 	res := r.caps.RunCommand(ctx, c)
 	res.CommandID = c.ID
 	res.DurationMs = time.Since(start).Milliseconds()
 	return res
+}
+
+// sendOutput sends a piece of a running command's output over the live channel, when there
+// is one; without it the piece is dropped (the result carries the whole output).
+func (r *runner) sendOutput(o agentproto.CommandOutput) {
+	if s := r.liveSession(); s != nil {
+		_ = s.send(agentproto.TypeCommandOutput, "", o)
+	}
 }
 
 // report delivers a result over HTTP, whose answer confirms the server recorded it, and keeps

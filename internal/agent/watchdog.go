@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -198,10 +199,13 @@ func (w *watchdog) superviseOnce(ctx context.Context) string {
 	proctree.KillOnCancel(cmd)
 	stderr := &lastLine{}
 	cmd.Stdout, cmd.Stderr = os.Stdout, io.MultiWriter(os.Stderr, stderr)
-	// Windows cannot pass extra descriptors: there the watchdog only restarts an agent that exits.
+	// Windows cannot pass extra descriptors: there the watchdog only restarts an agent that
+	// exits, and the agent tells the watchdog died by waiting on its process.
 	if livenessPipes {
 		cmd.ExtraFiles = []*os.File{wr}
 		cmd.Env = append(os.Environ(), LivenessFDEnv+"=3")
+	} else {
+		cmd.Env = append(os.Environ(), WatchdogPIDEnv+"="+strconv.Itoa(os.Getpid()))
 	}
 	if err := cmd.Start(); err != nil {
 		wr.Close()
@@ -285,8 +289,8 @@ func (w *watchdog) report(ctx context.Context) {
 			cfg, err = *w.lastConfig, nil
 		}
 		w.mu.Unlock()
-		if err == nil && cfg.Settings.HeartbeatIntervalSeconds > 0 {
-			interval = time.Duration(cfg.Settings.HeartbeatIntervalSeconds) * time.Second
+		if err == nil {
+			interval = heartbeatEvery(cfg)
 		}
 		if err == nil && !cfg.Decommissioned && cfg.WatchdogToken != "" {
 			w.mu.Lock()
@@ -303,6 +307,15 @@ func (w *watchdog) report(ctx context.Context) {
 		case <-time.After(interval):
 		}
 	}
+}
+
+// heartbeatEvery is the watchdog's heartbeat interval: the server's, which the main agent
+// saves in the configuration as it receives it, else a minute.
+func heartbeatEvery(cfg Config) time.Duration {
+	if cfg.Settings.HeartbeatIntervalSeconds > 0 {
+		return time.Duration(cfg.Settings.HeartbeatIntervalSeconds) * time.Second
+	}
+	return time.Minute
 }
 
 // lastLine keeps the last non-empty line written to it (of the main agent's standard error:
@@ -347,15 +360,11 @@ func (l *lastLine) String() string {
 	return last
 }
 
-// watchdogCommand is the command that starts a watchdog; tests stand in for it.
-var watchdogCommand = func(exe, configPath string) *exec.Cmd {
-	return exec.Command(exe, "run", "--config", configPath)
-}
-
-// replaceWatchdog is what a main agent does when its watchdog died (its liveness pipe broke):
-// it starts a new watchdog and stops, since nothing would restart it if it failed now. The
-// new watchdog starts a fresh main agent; where the service manager restarts the watchdog as
-// well, the watchdog lock keeps the second one standing by. stop ends this main agent.
+// replaceWatchdog is what a main agent does when its watchdog died (its liveness pipe broke,
+// or its process ended): it starts a new watchdog and stops, since nothing would restart it if
+// it failed now. The new watchdog starts a fresh main agent; where the service manager
+// restarts the watchdog as well, the watchdog lock (on Windows, the service manager itself)
+// keeps a second one out. stop ends this main agent.
 func (r *runner) replaceWatchdog(stop context.CancelFunc) {
 	exe, err := os.Executable()
 	if err != nil {

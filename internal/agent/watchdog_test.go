@@ -171,3 +171,30 @@ func waitFor(t *testing.T, within time.Duration, check func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Without a liveness pipe (Windows) the main agent waits on its watchdog's process, and
+// replaces the watchdog when it ends.
+func TestAMainAgentWithoutAPipeReplacesItsDeadWatchdog(t *testing.T) {
+	dir := t.TempDir()
+	started := filepath.Join(dir, "watchdog-started")
+	defer func(orig func(string, string) *exec.Cmd) { watchdogCommand = orig }(watchdogCommand)
+	watchdogCommand = func(_, configPath string) *exec.Cmd {
+		return exec.Command("/bin/sh", "-c", "echo \"$1\" > "+started, "sh", configPath)
+	}
+	watchdog := exec.Command("/bin/sh", "-c", "sleep 0.3")
+	if err := watchdog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(WatchdogPIDEnv, strconv.Itoa(watchdog.Process.Pid))
+	r := &runner{opts: RunOptions{ConfigPath: filepath.Join(dir, "agent.json")}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	r.liveness(ctx, stop)
+	if ctx.Err() == nil {
+		t.Fatal("the main agent did not stop when its watchdog ended")
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(started)
+		return strings.TrimSpace(string(b)) == filepath.Join(dir, "agent.json")
+	})
+}

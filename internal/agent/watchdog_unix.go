@@ -49,3 +49,8 @@ func lockWatchdog(ctx context.Context, path string, log *slog.Logger) (unlock fu
 // detach starts cmd in a session of its own, so it outlives the process that starts it and
 // the signals sent to that process's group.
 func detach(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} }
+
+// watchdogCommand is the command that starts a watchdog; tests stand in for it.
+var watchdogCommand = func(exe, configPath string) *exec.Cmd {
+	return exec.Command(exe, "run", "--config", configPath)
+}

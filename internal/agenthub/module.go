@@ -1,6 +1,8 @@
 package agenthub
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 
 	"gale/internal/agentproto"
@@ -21,6 +23,13 @@ var Module = module.Module{Name: "agenthub", Build: func(k *module.Kernel) error
 	reg := nodes.New(k.DB, nodes.Options{Address: address, Key: nodes.Key(k.Config.NodeSecret, k.Config.JWTSecret), Logger: k.Logger})
 	h := New(dev, k.Bus, k.Logger, k.HTTP.Registry(), Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.Conns, Nodes: reg})
 	dev.SetNotifier(h)
+	h.OnMessage(agentproto.TypeCommandOutput, func(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
+		var o agentproto.CommandOutput
+		if err := json.Unmarshal(payload, &o); err != nil {
+			return err
+		}
+		return dev.RecordOutput(ctx, a, o)
+	})
 	k.HTTP.Handle("GET "+httpapi.Prefix+agentproto.PathWebSocket, h)
 	k.HTTP.Handle("GET "+PathRelay, http.HandlerFunc(h.ServeRelay))
 	k.OnReady(reg.Start)

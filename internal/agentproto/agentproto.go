@@ -119,7 +119,22 @@ const (
 	TypeHeartbeat     = "heartbeat"
 	TypeCommandResult = "command_result"
 	TypeCallResult    = "call_result"
+	// TypeCommandOutput carries CommandOutput: what a running command printed so far.
+	TypeCommandOutput = "command_output"
 )
+
+// CommandOutput is a piece of a running command's output, sent over the live channel while
+// the command runs, so its output can be watched. It is best effort: pieces are not kept
+// while offline, as the final CommandResult carries the whole (capped) output. Offsets count
+// the bytes of that stream sent before this piece, so a receiver appends each piece once and
+// in order.
+type CommandOutput struct {
+	CommandID    string `json:"commandId"`
+	StdoutOffset int64  `json:"stdoutOffset"`
+	Stdout       []byte `json:"stdout,omitempty"`
+	StderrOffset int64  `json:"stderrOffset"`
+	Stderr       []byte `json:"stderr,omitempty"`
+}
 
 // Welcome is the server's first frame on a socket.
 type Welcome struct {
@@ -182,9 +197,10 @@ const (
 	CommandRunScript        = "run_script"
 	CommandReboot           = "reboot"
 	CommandShutdown         = "shutdown"
-	// CommandCancel withdraws a reboot or shutdown the agent holds scheduled (payload
-	// CancelCommand). It is completed when the scheduled command will not run, failed when it
-	// is unknown to the agent or too late (the system already took the order).
+	// CommandCancel cancels another command (payload CancelCommand): a running one is stopped
+	// (it then reports ResultCancelled), a scheduled reboot or shutdown withdrawn, one not
+	// received yet refused when it arrives. It is completed when the command will not run on,
+	// failed when it is too late (it ended, or the system already took the order).
 	CommandCancel = "cancel_command"
 )
 
@@ -233,6 +249,9 @@ const (
 	ResultCompleted = "completed"
 	ResultFailed    = "failed"
 	ResultTimedOut  = "timed_out"
+	// ResultCancelled: the agent stopped the command, or refused it, because the server
+	// cancelled it (cancel_command).
+	ResultCancelled = "cancelled"
 )
 
 // CommandResult is the outcome of a Command.

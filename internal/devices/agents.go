@@ -555,7 +555,8 @@ func softwareID(deviceID string, p agentproto.Software, taken func(string) bool)
 }
 
 // RecordResult stores an agent's report on a command. A result for a command that already
-// reached a final state (it timed out, or was cancelled) is ignored.
+// reached a final state (it timed out, or was cancelled) is ignored. A completed
+// cancel_command ends the command it withdrew cancelled (see CancelConfirmed).
 func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.CommandResult) error {
 	cleanResult(&r)
 	status := CommandFailed
@@ -564,6 +565,8 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 		status = CommandCompleted
 	case agentproto.ResultTimedOut:
 		status = CommandTimedOut
+	case agentproto.ResultCancelled:
+		status = CommandCancelled
 	}
 	var result any
 	if len(r.Result) > 0 {
@@ -581,17 +584,29 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	args := []any{status, store.Now(), exit, stdout, stderr, r.Truncated, r.DurationMs, result,
 		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent, stdoutEncoding, stderrEncoding}
 	if len(s.hooks.commandFinished) == 0 && !s.anyOnResult {
-		_, err := s.db.ExecContext(ctx, update, args...)
-		return err
+		// One statement records most results; a cancel_command's, and one that changes
+		// nothing (a late result), take the transaction below.
+		res, err := s.db.ExecContext(ctx, update+` AND type <> '`+agentproto.CommandCancel+`'`, args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
 	}
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		var kind string
-		err := tx.QueryRowContext(ctx, update+` RETURNING type`, args...).Scan(&kind)
+		var kind, payload string
+		err := tx.QueryRowContext(ctx, update+` RETURNING type, payload`, args...).Scan(&kind, &payload)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if kind == agentproto.CommandCancel && status == CommandCompleted {
+			if err := confirmCancellation(ctx, tx, a.DeviceID, payload); err != nil {
+				return err
+			}
 		}
 		if on := s.kinds[kind].OnResult; on != nil {
 			if err := on(ctx, tx, a.DeviceID, r); err != nil {

@@ -12,17 +12,30 @@ import (
 	"gale/internal/store"
 )
 
-// cancelTimeout is how long the agent may take to withdraw a scheduled reboot or shutdown.
+// CancelPolicy says how a command its agent already has (sent) is cancelled. A queued command
+// of any kind is cancelled at once: it never goes out.
+type CancelPolicy int
+
+const (
+	// CancelRefused: once sent, the command cannot be cancelled (409 NOT_CANCELLABLE), e.g.
+	// refresh_inventory.
+	CancelRefused CancelPolicy = iota
+	// CancelStops: the command ends cancelled at once, and a cancel_command tells the agent to
+	// stop it (run_script: its process tree is killed). A result it reports later is ignored.
+	CancelStops
+	// CancelConfirmed: a cancel_command asks the agent to withdraw the command, which stays
+	// sent until the agent answers: withdrawn, the command ends cancelled; too late (the
+	// machine is already going down), it ends as what really happens (reboot, shutdown).
+	CancelConfirmed
+)
+
+// cancelTimeout is how long the agent may take to carry out a cancel_command.
 const cancelTimeout = 60
 
-// cancellableOnAgent are the kinds an agent can still withdraw once it has them: they wait
-// out their delay on the agent before anything happens.
-var cancellableOnAgent = map[string]bool{agentproto.CommandReboot: true, agentproto.CommandShutdown: true}
-
-// CancelCommand cancels a command that has not ended: a queued one of any kind never goes
-// out; a sent reboot or shutdown is withdrawn on the agent too, by a cancel_command sent after
-// it. Either ends cancelled at once; a result the agent reports for it later is ignored.
-// Other sent commands are already running and cannot be cancelled (409).
+// CancelCommand cancels a command that has not ended, as its kind's CancelSent says once
+// the agent has it. A command already final is a 409 CONFLICT: of a cancellation racing the
+// command's result exactly one wins, decided by a conditional update, and a result that comes
+// after a cancellation is ignored.
 func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string) (DeviceCommand, error) {
 	scope := access.ScopeFrom(ctx)
 	live := s.notifier.Connected(deviceID)
@@ -39,18 +52,28 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 		if c, err = getCommand(ctx, tx, deviceID, commandID); err != nil {
 			return err
 		}
+		policy := CancelStops
 		switch {
 		case c.Status != CommandQueued && c.Status != CommandSent:
 			return apperr.Conflict("the command already ended: it is " + c.Status)
 		case c.Type == agentproto.CommandCancel:
 			return apperr.ConflictCode("NOT_CANCELLABLE", "a cancellation cannot itself be cancelled")
-		case c.Status == CommandSent && !cancellableOnAgent[c.Type]:
-			return apperr.ConflictCode("NOT_CANCELLABLE", "the agent is already running this "+c.Type+
-				" command; once sent, only a reboot or shutdown (which waits out its delay) can be cancelled")
+		case c.Status == CommandSent:
+			policy = s.kinds[c.Type].CancelSent
 		}
+		if policy == CancelRefused {
+			return apperr.ConflictCode("NOT_CANCELLABLE", "the agent already has this "+c.Type+" command, which cannot be cancelled once sent")
+		}
+		// The update decides against a result or a delivery racing the cancellation: it
+		// applies only to the state read. A confirmed cancellation leaves the state as it is
+		// but still holds the row, so a result waits until the cancel_command is recorded.
 		now := store.Now()
+		status, completed := CommandCancelled, &now
+		if c.Status == CommandSent && policy == CancelConfirmed {
+			status, completed = c.Status, nil
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2
-			WHERE id = $3 AND device_id = $4 AND status = $5`, CommandCancelled, now, c.ID, deviceID, c.Status)
+			WHERE id = $3 AND device_id = $4 AND status = $5`, status, completed, c.ID, deviceID, c.Status)
 		if err != nil {
 			return err
 		}
@@ -60,10 +83,8 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 			}
 			return apperr.Conflict("the command changed state meanwhile; read it again")
 		}
-		wasSent := c.Status == CommandSent
 		details := map[string]any{"commandId": c.ID, "type": c.Type, "status": c.Status}
-		c.Status, c.CompletedAt = CommandCancelled, &now
-		if wasSent {
+		if c.Status == CommandSent {
 			payload, err := json.Marshal(agentproto.CancelCommand{CommandID: c.ID})
 			if err != nil {
 				return err
@@ -74,6 +95,7 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 			}
 			withdrawal, details["cancellationId"] = &w, w.ID
 		}
+		c.Status, c.CompletedAt = status, completed
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.command.cancel", ResourceType: "device", ResourceID: d.ID,
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: details})
 	})
@@ -84,4 +106,17 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 		s.dispatch(ctx, withdrawal)
 	}
 	return c, nil
+}
+
+// confirmCancellation ends cancelled the command a completed cancel_command withdrew on the
+// agent (a CancelConfirmed kind), unless it already ended. tx records the cancel_command's
+// result.
+func confirmCancellation(ctx context.Context, tx *sql.Tx, deviceID, payload string) error {
+	var cc agentproto.CancelCommand
+	if err := json.Unmarshal([]byte(payload), &cc); err != nil || !store.ValidID(cc.CommandID) {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2 WHERE id = $3 AND device_id = $4
+		AND status IN ($5, $6)`, CommandCancelled, store.Now(), cc.CommandID, deviceID, CommandQueued, CommandSent)
+	return err
 }

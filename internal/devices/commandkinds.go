@@ -38,6 +38,9 @@ type CommandKind struct {
 	// OnResult, when set, runs in the transaction that records the agent's result of such a
 	// command (a domain storing what the result carries).
 	OnResult func(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error
+	// CancelSent is how a command of the kind that the agent already has is cancelled (see
+	// CancelPolicy); a queued one of any kind is cancelled at once.
+	CancelSent CancelPolicy
 	// PayloadDoc describes the payload in the API document.
 	PayloadDoc string
 }

@@ -62,9 +62,10 @@ type DeviceCommand struct {
 	CreatedBy      *string         `json:"createdBy"`
 	CreatedAt      time.Time       `json:"createdAt"`
 	SentAt         *time.Time      `json:"sentAt"`
+	StartedAt      *time.Time      `json:"startedAt" doc:"When the command's process started on the agent (scripts; absent for older agents)."`
 	CompletedAt    *time.Time      `json:"completedAt"`
 	ExitCode       *int            `json:"exitCode"`
-	Stdout         *string         `json:"stdout"`
+	Stdout         *string         `json:"stdout" doc:"While the command runs, what it printed so far (text only; the result replaces it)."`
 	Stderr         *string         `json:"stderr"`
 	// StdoutEncoding and StderrEncoding are "base64" when the stream held bytes that are not
 	// text (a NUL, invalid UTF-8) and stdout or stderr carries them in standard base64; absent
@@ -78,24 +79,24 @@ type DeviceCommand struct {
 }
 
 const commandColumns = `c.id, c.device_id, c.org_id, c.type, c.payload, c.status, c.timeout_seconds, c.created_by_email, c.created_at,
-	c.sent_at, c.completed_at, c.exit_code, c.stdout, c.stderr, c.truncated, c.duration_ms, c.result, c.error,
+	c.sent_at, c.started_at, c.completed_at, c.exit_code, c.stdout, c.stderr, c.truncated, c.duration_ms, c.result, c.error,
 	COALESCE(c.stdout_encoding, ''), COALESCE(c.stderr_encoding, '')`
 
 func scanCommand(row store.Scanner) (DeviceCommand, error) {
 	var c DeviceCommand
 	var payload string
 	var by, stdout, stderr, result, errMsg sql.NullString
-	var sent, done sql.NullTime
+	var sent, started, done sql.NullTime
 	var exit sql.NullInt64
 	var dur sql.NullInt64
 	err := row.Scan(&c.ID, &c.DeviceID, &c.OrgID, &c.Type, &payload, &c.Status, &c.TimeoutSeconds, &by, &c.CreatedAt,
-		&sent, &done, &exit, &stdout, &stderr, &c.Truncated, &dur, &result, &errMsg, &c.StdoutEncoding, &c.StderrEncoding)
+		&sent, &started, &done, &exit, &stdout, &stderr, &c.Truncated, &dur, &result, &errMsg, &c.StdoutEncoding, &c.StderrEncoding)
 	if err != nil {
 		return c, err
 	}
 	c.Payload = json.RawMessage(payload)
 	c.CreatedBy, c.Stdout, c.Stderr, c.Error = store.StringPtr(by), store.StringPtr(stdout), store.StringPtr(stderr), store.StringPtr(errMsg)
-	c.SentAt, c.CompletedAt = store.TimePtr(sent), store.TimePtr(done)
+	c.SentAt, c.StartedAt, c.CompletedAt = store.TimePtr(sent), store.TimePtr(started), store.TimePtr(done)
 	if exit.Valid {
 		n := int(exit.Int64)
 		c.ExitCode = &n
@@ -223,6 +224,12 @@ func (s *Service) Requeue(ctx context.Context, deviceID string, ids []string) er
 type BulkInput struct {
 	DeviceIDs []string `json:"deviceIds" minItems:"1" maxItems:"500"`
 	CommandInput
+	// OnlyOS, when set, skips devices whose OS is known and not listed (a script written for
+	// other systems), with the code NOT_SUPPORTED_ON_OS.
+	OnlyOS []string `json:"-"`
+	// Audited says the caller records the whole request in the audit log itself (a script
+	// execution names its batch), so no entry is written per device.
+	Audited bool `json:"-"`
 }
 
 // BulkItem reports a device that got no command.
@@ -242,6 +249,22 @@ type BulkResult struct {
 
 // SendBulk queues the same command for many devices in one transaction, reporting per device.
 func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error) {
+	var out BulkResult
+	err := s.db.Write(ctx, func(tx *sql.Tx) (err error) {
+		out, err = s.SendBulkIn(ctx, tx, in)
+		return err
+	})
+	if err != nil {
+		return BulkResult{}, err
+	}
+	s.Dispatch(ctx, out.Commands)
+	return out, nil
+}
+
+// SendBulkIn records the commands of SendBulk in the caller's transaction, so that a domain
+// starting work on devices (script executions) records its own rows with them. Once the
+// transaction has committed, the caller hands the commands to Dispatch.
+func (s *Service) SendBulkIn(ctx context.Context, tx *sql.Tx, in BulkInput) (BulkResult, error) {
 	scope := access.ScopeFrom(ctx)
 	out := BulkResult{Commands: []DeviceCommand{}, Skipped: []BulkItem{}, Failed: []BulkItem{}}
 	if len(in.DeviceIDs) > maxBulkDevices {
@@ -250,54 +273,106 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 	if _, ok := s.kinds[in.Type]; !ok {
 		return out, apperr.Invalid("type", "type must be one of "+strings.Join(s.CommandKindNames(), ", "))
 	}
-	seen := map[string]bool{}
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		for _, id := range in.DeviceIDs {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			d, queued, err := s.getActiveToCommand(ctx, tx, scope, id)
-			if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && !store.ValidID(id)) {
-				out.Failed = append(out.Failed, BulkItem{DeviceID: id, Code: apperr.CodeNotFound, Reason: "no such device"})
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			payload, timeout, err := s.validateCommand(in.CommandInput, d.OSType)
-			if ae, ok := apperr.As(err); ok {
-				out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: ae.Code, Reason: ae.Message})
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: errAlreadyPending.Code, Reason: errAlreadyPending.Message})
-				continue
-			}
-			out.Commands = append(out.Commands, c)
-			if err := audit.Record(ctx, tx, audit.Entry{Action: "device.command", ResourceType: "device", ResourceID: d.ID,
-				ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID,
-				Details: map[string]any{"commandId": c.ID, "type": in.Type, "bulk": true}}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	found, err := s.activeToCommand(ctx, tx, scope, in.DeviceIDs)
 	if err != nil {
-		return BulkResult{}, err
+		return out, err
 	}
-	for i := range out.Commands {
-		s.dispatch(ctx, &out.Commands[i])
+	seen := map[string]bool{}
+	for _, id := range in.DeviceIDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		dq, ok := found[id]
+		if !ok {
+			out.Failed = append(out.Failed, BulkItem{DeviceID: id, Code: apperr.CodeNotFound, Reason: "no such device"})
+			continue
+		}
+		d, queued := dq.Device, dq.queued
+		if len(in.OnlyOS) > 0 && d.OSType != "" && !slices.Contains(in.OnlyOS, d.OSType) {
+			out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: agentproto.ErrNotSupported,
+				Reason: "written for " + strings.Join(in.OnlyOS, ", ") + ", not for " + d.OSType})
+			continue
+		}
+		payload, timeout, err := s.validateCommand(in.CommandInput, d.OSType)
+		if ae, ok := apperr.As(err); ok {
+			out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: ae.Code, Reason: ae.Message})
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued)
+		if err != nil {
+			return out, err
+		}
+		if !ok {
+			out.Skipped = append(out.Skipped, BulkItem{DeviceID: id, Code: errAlreadyPending.Code, Reason: errAlreadyPending.Message})
+			continue
+		}
+		out.Commands = append(out.Commands, c)
+		if in.Audited {
+			continue
+		}
+		if err := audit.Record(ctx, tx, audit.Entry{Action: "device.command", ResourceType: "device", ResourceID: d.ID,
+			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID,
+			Details: map[string]any{"commandId": c.ID, "type": in.Type, "bulk": true}}); err != nil {
+			return out, err
+		}
 	}
 	return out, nil
 }
+
+// Dispatch gets committed commands on their way (see SendBulkIn).
+func (s *Service) Dispatch(ctx context.Context, cmds []DeviceCommand) {
+	for i := range cmds {
+		s.dispatch(ctx, &cmds[i])
+	}
+}
+
+// AddResultHook makes fn run, like the kind's own OnResult and after it, in the transaction
+// that records the agent's result of a command of that kind: a domain that starts such
+// commands (script executions) keeps its records of them in step. Call it while wiring; an
+// unknown kind panics.
+func (s *Service) AddResultHook(kind string, fn func(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error) {
+	k, ok := s.kinds[kind]
+	if !ok {
+		panic("devices: result hook for unknown command kind " + kind)
+	}
+	if prev := k.OnResult; prev != nil {
+		k.OnResult = func(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error {
+			if err := prev(ctx, tx, deviceID, r); err != nil {
+				return err
+			}
+			return fn(ctx, tx, deviceID, r)
+		}
+	} else {
+		k.OnResult = fn
+	}
+	s.kinds[kind] = k
+	s.anyOnResult = true
+}
+
+// CommandColumns are the columns of a device command (alias c), for a domain listing work it
+// started on devices with their commands: it joins CommandJoin and reads rows with
+// ScanWithCommand.
+const CommandColumns = commandColumns
+
+// CommandJoin joins the device command (alias c) whose ID is in column.
+func CommandJoin(column string) string { return " JOIN device_commands c ON c.id = " + column }
+
+// ScanWithCommand scans a row of the caller's own columns (into own) followed by
+// CommandColumns.
+func ScanWithCommand(row store.Scanner, own ...any) (DeviceCommand, error) {
+	return scanCommand(prefixScanner{row, own})
+}
+
+type prefixScanner struct {
+	row store.Scanner
+	own []any
+}
+
+func (p prefixScanner) Scan(dest ...any) error { return p.row.Scan(append(p.own, dest...)...) }
 
 func getCommand(ctx context.Context, q store.Querier, deviceID, id string) (DeviceCommand, error) {
 	c, err := scanCommand(q.QueryRowContext(ctx, `SELECT `+commandColumns+` FROM device_commands c WHERE c.id = $1 AND c.device_id = $2`, id, deviceID))

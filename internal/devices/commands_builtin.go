@@ -13,12 +13,12 @@ import (
 // an inventory refresh, a script, a reboot and a shutdown.
 func (s *Service) registerBuiltInCommandKinds() {
 	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRefreshInventory, DefaultTimeout: 300})
-	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRunScript, DefaultTimeout: 300, Validate: validateRunScript,
+	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRunScript, DefaultTimeout: 300, Validate: validateRunScript, CancelSent: CancelStops,
 		PayloadDoc: "{language: bash|sh|python|powershell|cmd, script, args?, env?, maxOutputBytes?}."})
 	// A reboot is completed once the machine is back and its agent reports, so its timeout
 	// counts the delay and then the time to go down and come back.
 	for _, name := range []string{agentproto.CommandReboot, agentproto.CommandShutdown} {
-		s.RegisterCommandKind(CommandKind{Name: name, DefaultTimeout: powerAllowance, Validate: validatePowerDelay,
+		s.RegisterCommandKind(CommandKind{Name: name, DefaultTimeout: powerAllowance, Validate: validatePowerDelay, CancelSent: CancelConfirmed,
 			Wait: func(payload any) int { return payload.(agentproto.PowerDelay).DelaySeconds }, PayloadDoc: "{delaySeconds?}."})
 	}
 }

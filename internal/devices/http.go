@@ -233,10 +233,12 @@ func (s *Service) Register(api *httpapi.Server) {
 
 	httpapi.Register(api, httpapi.Route{ID: "cancel-device-command", Method: http.MethodPost, Path: "/devices/{id}/commands/{commandId}/cancel",
 		Tag: tag, Permission: access.DevicesExecute, Summary: "Cancel a command (Gale extension)",
-		Description: "A queued command of any kind is cancelled before it goes out. A sent reboot or shutdown (waiting out its delay " +
-			"on the agent) is cancelled too: the agent is sent a cancel_command that withdraws it and tells the logged-in users. " +
-			"Answers the command, now cancelled. A command that already ended is 409 CONFLICT; any other sent command is already " +
-			"running and is 409 NOT_CANCELLABLE. Audited."},
+		Description: "A queued command of any kind is cancelled before it goes out. Once sent, its kind decides: a script ends " +
+			"cancelled at once and the agent is sent a cancel_command that stops it (its whole process tree); a reboot or shutdown " +
+			"stays sent while the agent is asked to withdraw it (and tell the logged-in users), and ends cancelled when the agent " +
+			"confirms, or as what really happens when it is too late; other kinds (refresh_inventory) are 409 NOT_CANCELLABLE. " +
+			"Answers the command in its new state. A command that already ended, or ends while the cancellation is decided, is " +
+			"409 CONFLICT: a result reported after a cancellation is ignored. Audited."},
 		func(ctx context.Context, in *commandPath) (*commandOutput, error) {
 			c, err := s.CancelCommand(ctx, in.ID, in.CommandID)
 			return &commandOutput{Body: c}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"gale/internal/access"
@@ -162,6 +163,46 @@ func (s *Service) getActiveToCommand(ctx context.Context, q store.Querier, scope
 		return "EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id AND q.status = " + a.Add(CommandQueued) + ")"
 	}, &queued))
 	return d, queued, err
+}
+
+// toCommand is a device that may be given commands, and whether it has some queued.
+type toCommand struct {
+	Device
+	queued bool
+}
+
+// activeToCommand is getActiveToCommand for many devices in one read: the active devices in
+// scope among ids, by ID; the others are missing from the map.
+func (s *Service) activeToCommand(ctx context.Context, q store.Querier, scope access.Scope, ids []string) (map[string]toCommand, error) {
+	valid := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if store.ValidID(id) {
+			valid = append(valid, id)
+		}
+	}
+	out := make(map[string]toCommand, len(valid))
+	if len(valid) == 0 {
+		return out, nil
+	}
+	var a store.Args
+	conds := []string{"d.id IN " + a.In(valid), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
+	rows, err := q.QueryContext(ctx, `SELECT `+deviceColumns+`, EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id
+		AND q.status = `+a.Add(CommandQueued)+`) FROM devices d WHERE `+store.Where(conds), a.Values()...)
+	if err != nil {
+		return nil, fmt.Errorf("read devices to command: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var queued bool
+		d, err := s.sc.scan(store.ScanAlso{Row: rows, Dest: &queued})
+		if err != nil {
+			return nil, err
+		}
+		if d.DecommissionedAt == nil {
+			out[d.ID] = toCommand{d, queued}
+		}
+	}
+	return out, rows.Err()
 }
 
 func active(d Device, err error) (Device, error) {

@@ -71,6 +71,8 @@ func agentError(e *agentproto.CallError) error {
 		return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: e.Message}
 	case agentproto.ErrNotSupported:
 		return &apperr.Error{Kind: apperr.KindInvalid, Code: agentproto.ErrNotSupported, Message: e.Message}
+	case agentproto.ErrInsufficientSpace:
+		return &apperr.Error{Kind: apperr.KindConflict, Code: agentproto.ErrInsufficientSpace, Message: e.Message}
 	default:
 		return &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the operation failed on the device: " + e.Message}
 	}

@@ -25,11 +25,11 @@ type stoppableServer struct {
 	cmd *exec.Cmd
 }
 
-func startStoppableServer(t *testing.T) *stoppableServer {
+func startStoppableServer(t *testing.T, extraEnv ...string) *stoppableServer {
 	t.Helper()
 	addr := freeAddr(t)
-	env := galeEnv(t, "LISTEN_ADDR="+addr, "PUBLIC_URL=http://"+addr, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5",
-		"BOOTSTRAP_ADMIN_EMAIL=admin@example.com", "BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123")
+	env := galeEnv(t, append([]string{"LISTEN_ADDR=" + addr, "PUBLIC_URL=http://" + addr, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5",
+		"BOOTSTRAP_ADMIN_EMAIL=admin@example.com", "BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123"}, extraEnv...)...)
 	s := &stoppableServer{server: &server{t: t, base: "http://" + addr, logs: &lockedBuffer{}, env: env}}
 	s.start()
 	t.Cleanup(func() {

@@ -45,6 +45,33 @@ type Registry struct {
 	calls    map[string]CallHandler
 	streams  map[string]streams.Handler
 	starters []Starter
+	cancels  []Withdrawer
+}
+
+// Withdrawer takes back a command its capability holds pending after answering ResultPending
+// (a scheduled reboot). held is false when the capability holds no such command; otherwise
+// res is the cancellation's outcome: completed (see Cancelled), or failed when it is too late.
+type Withdrawer func(commandID string) (res agentproto.CommandResult, held bool)
+
+// OnCancel registers a Withdrawer, asked when the server cancels a command no handler is
+// running any more.
+func (r *Registry) OnCancel(w Withdrawer) { r.cancels = append(r.cancels, w) }
+
+// Withdraw asks the Withdrawers, in registration order, for the first that holds the command.
+func (r *Registry) Withdraw(commandID string) (agentproto.CommandResult, bool) {
+	for _, w := range r.cancels {
+		if res, held := w(commandID); held {
+			return res, true
+		}
+	}
+	return agentproto.CommandResult{}, false
+}
+
+// Cancelled is the completed outcome of a cancel_command: which command, and in what state
+// it was cancelled ("while running", "while scheduled", "before it arrived").
+func Cancelled(commandID, when string) agentproto.CommandResult {
+	b, _ := json.Marshal(map[string]string{"cancelled": commandID, "when": when})
+	return agentproto.CommandResult{Status: agentproto.ResultCompleted, Result: b}
 }
 
 // New returns an empty registry.
@@ -130,4 +157,22 @@ func (r *Registry) AcceptStream(kind string, _ json.RawMessage) (streams.Handler
 		return h, nil
 	}
 	return nil, fmt.Errorf("this agent has no stream kind %q", kind)
+}
+
+type outputKey struct{}
+
+// OutputSink receives what a running command printed so far (see agentproto.CommandOutput).
+type OutputSink func(agentproto.CommandOutput)
+
+// WithOutput returns ctx carrying the sink a command handler sends its output pieces to.
+func WithOutput(ctx context.Context, sink OutputSink) context.Context {
+	return context.WithValue(ctx, outputKey{}, sink)
+}
+
+// OutputFrom returns the sink of ctx; without one, pieces are dropped.
+func OutputFrom(ctx context.Context) OutputSink {
+	if sink, ok := ctx.Value(outputKey{}).(OutputSink); ok {
+		return sink
+	}
+	return func(agentproto.CommandOutput) {}
 }

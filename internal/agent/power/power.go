@@ -60,9 +60,6 @@ type Power struct {
 	ctx    context.Context
 	report capability.Reporter
 	armed  map[string]*timers
-	// withdrawn are commands cancelled before they arrived (the cancellation overtook them):
-	// they are refused when they come.
-	withdrawn map[string]bool
 }
 
 type timers struct{ warn, due *time.Timer }
@@ -103,15 +100,16 @@ func New(o Options) *Power {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Power{o: o, ctx: context.Background(), armed: map[string]*timers{}, withdrawn: map[string]bool{}}
+	return &Power{o: o, ctx: context.Background(), armed: map[string]*timers{}}
 }
 
-// Register registers reboot, shutdown, cancel_command and the start that resumes what an
-// earlier run of the agent left scheduled.
+// Register registers reboot, shutdown, the withdrawal of a scheduled one (the agent's
+// cancel_command asks it) and the start that resumes what an earlier run of the agent left
+// scheduled.
 func (p *Power) Register(reg *capability.Registry) {
 	reg.Command(agentproto.CommandReboot, p.schedule)
 	reg.Command(agentproto.CommandShutdown, p.schedule)
-	reg.Command(agentproto.CommandCancel, p.cancel)
+	reg.OnCancel(p.withdraw)
 	reg.OnStart(p.Start)
 }
 
@@ -168,10 +166,6 @@ func (p *Power) schedule(_ context.Context, c agentproto.Command) agentproto.Com
 	s := scheduled{CommandID: c.ID, Kind: c.Type, ReceivedAt: now, DueAt: now.Add(time.Duration(max(pd.DelaySeconds, 0)) * time.Second)}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.withdrawn[c.ID] {
-		delete(p.withdrawn, c.ID)
-		return failed("cancelled before it reached the agent")
-	}
 	st, err := p.load()
 	if err != nil {
 		return failed("could not read the scheduled reboots and shutdowns: " + err.Error())
@@ -188,41 +182,30 @@ func (p *Power) schedule(_ context.Context, c agentproto.Command) agentproto.Com
 	return agentproto.CommandResult{Status: capability.ResultPending}
 }
 
-// cancel withdraws a scheduled reboot or shutdown: it leaves the state file, its timers stop
-// and the users are told.
-func (p *Power) cancel(_ context.Context, c agentproto.Command) agentproto.CommandResult {
-	var cc agentproto.CancelCommand
-	if err := json.Unmarshal(c.Payload, &cc); err != nil || cc.CommandID == "" {
-		return failed("cancel_command needs {commandId}")
-	}
+// withdraw takes back a scheduled reboot or shutdown: it leaves the state file, its timers
+// stop and the users are told. held is false when id is not scheduled here.
+func (p *Power) withdraw(id string) (res agentproto.CommandResult, held bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st, err := p.load()
 	if err != nil {
-		return failed("could not read the scheduled reboots and shutdowns: " + err.Error())
+		return failed("could not read the scheduled reboots and shutdowns: " + err.Error()), true
 	}
-	i := st.find(cc.CommandID)
+	i := st.find(id)
 	if i < 0 {
-		// Commands run concurrently, so the cancellation may overtake the command it cancels.
-		p.withdrawn[cc.CommandID] = true
-		return agentproto.CommandResult{Status: agentproto.ResultCompleted, Result: cancelled(cc.CommandID, "before it arrived")}
+		return res, false
 	}
 	s := st.Scheduled[i]
 	if s.IssuedAt != nil {
-		return failed(fmt.Sprintf("too late: the system took the order to %s at %s", s.Kind, s.IssuedAt.UTC().Format(time.RFC3339)))
+		return failed(fmt.Sprintf("too late: the system took the order to %s at %s", s.Kind, s.IssuedAt.UTC().Format(time.RFC3339))), true
 	}
 	st.Scheduled = slices.Delete(st.Scheduled, i, i+1)
 	if err := p.save(st); err != nil {
-		return failed(fmt.Sprintf("the %s stays scheduled: could not record its cancellation: %v", s.Kind, err))
+		return failed(fmt.Sprintf("the %s stays scheduled: could not record its cancellation: %v", s.Kind, err)), true
 	}
 	p.disarm(s.CommandID)
 	p.warn(fmt.Sprintf("Gale: the scheduled %s of this machine is cancelled.", s.Kind))
-	return agentproto.CommandResult{Status: agentproto.ResultCompleted, Result: cancelled(cc.CommandID, "while scheduled")}
-}
-
-func cancelled(id, when string) json.RawMessage {
-	b, _ := json.Marshal(map[string]string{"cancelled": id, "when": when})
-	return b
+	return capability.Cancelled(id, "while scheduled"), true
 }
 
 // arm warns the users and sets the timers of a scheduled command. p.mu is held.

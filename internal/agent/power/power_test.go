@@ -66,6 +66,7 @@ func (f *fakeSystem) warned() []string {
 // agentRun is one run of the agent's power capability: stop ends it like an agent exit.
 type agentRun struct {
 	p       *Power
+	reg     *capability.Registry
 	reports chan agentproto.CommandResult
 	stop    context.CancelFunc
 }
@@ -75,8 +76,8 @@ func start(t *testing.T, path string, sys *fakeSystem, warnBefore time.Duration)
 	p := New(Options{StatePath: path, Run: sys.run, Warn: sys.warn, BootTime: sys.bootTime, WarnBefore: warnBefore})
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	a := &agentRun{p: p, reports: make(chan agentproto.CommandResult, 10), stop: stop}
 	reg := capability.New()
+	a := &agentRun{p: p, reg: reg, reports: make(chan agentproto.CommandResult, 10), stop: stop}
 	p.Register(reg)
 	reg.Start(ctx, func(r agentproto.CommandResult) { a.reports <- r })
 	return a
@@ -228,9 +229,9 @@ func TestCancelWithdrawsAScheduledCommandAndTellsTheUsers(t *testing.T) {
 	sys := &fakeSystem{}
 	a := start(t, path, sys, 500*time.Millisecond)
 	a.send(t, agentproto.CommandReboot, "c5", agentproto.PowerDelay{DelaySeconds: 1})
-	res := a.p.cancel(context.Background(), cancelCommand("c5"))
-	if res.Status != agentproto.ResultCompleted {
-		t.Fatalf("cancel = %+v", res)
+	res, held := a.reg.Withdraw("c5")
+	if !held || res.Status != agentproto.ResultCompleted || !strings.Contains(string(res.Result), "while scheduled") {
+		t.Fatalf("cancel = %+v, %v", res, held)
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("state file after the cancel: %v", err)
@@ -245,25 +246,20 @@ func TestCancelWithdrawsAScheduledCommandAndTellsTheUsers(t *testing.T) {
 	if len(got) != 2 || !slices.ContainsFunc(got, func(m string) bool { return strings.HasPrefix(m, want[0]) }) || !slices.Contains(got, want[1]) {
 		t.Fatalf("warnings = %q, want %q", got, want)
 	}
-	if res := a.p.cancel(context.Background(), cancelCommand("c5")); res.Status != agentproto.ResultCompleted {
-		t.Fatalf("second cancel = %+v", res)
+	// Withdrawn, it is no longer held here: the agent decides what a second cancel means.
+	if res, held := a.reg.Withdraw("c5"); held {
+		t.Fatalf("second cancel = %+v, want not held", res)
 	}
 }
 
-func TestACancelThatOvertakesItsCommandRefusesItAndALateCancelFails(t *testing.T) {
+func TestACancelAfterTheOrderIsTooLate(t *testing.T) {
 	path := statePath(t)
 	sys := &fakeSystem{boot: time.Now().Add(-time.Hour)}
 	a := start(t, path, sys, time.Minute)
-	if res := a.p.cancel(context.Background(), cancelCommand("c6")); res.Status != agentproto.ResultCompleted {
-		t.Fatalf("cancel before arrival = %+v", res)
-	}
-	if res := a.send(t, agentproto.CommandReboot, "c6", nil); res.Status != agentproto.ResultFailed {
-		t.Fatalf("a command cancelled before it arrived = %+v", res)
-	}
 	a.send(t, agentproto.CommandReboot, "c7", nil)
 	waitFor(t, "the order", func() bool { return len(sys.ordersGiven()) == 1 })
-	if res := a.p.cancel(context.Background(), cancelCommand("c7")); res.Status != agentproto.ResultFailed || !strings.Contains(res.Error, "too late") {
-		t.Fatalf("cancel after the order = %+v", res)
+	if res, held := a.reg.Withdraw("c7"); !held || res.Status != agentproto.ResultFailed || !strings.Contains(res.Error, "too late") {
+		t.Fatalf("cancel after the order = %+v, %v", res, held)
 	}
 }
 
@@ -290,9 +286,4 @@ func TestSpan(t *testing.T) {
 			t.Errorf("span(%v) = %q, want %q", d, got, want)
 		}
 	}
-}
-
-func cancelCommand(id string) agentproto.Command {
-	raw, _ := json.Marshal(agentproto.CancelCommand{CommandID: id})
-	return agentproto.Command{ID: "cancel-" + id, Type: agentproto.CommandCancel, Payload: raw}
 }

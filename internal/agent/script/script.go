@@ -33,30 +33,12 @@ func Register(reg *capability.Registry) {
 				Error: fmt.Sprintf("the script waited for its turn (%d run at once) past its timeout and did not start", MaxConcurrent)}
 		}
 		defer turns.release()
-		return run(ctx, rs)
+		return run(ctx, c.ID, rs)
 	})
 }
 
 func failed(msg string) agentproto.CommandResult {
 	return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: msg}
-}
-
-// cappedBuffer keeps the first max bytes written and notes whether more came.
-type cappedBuffer struct {
-	buf       bytes.Buffer
-	max       int
-	truncated bool
-}
-
-func (b *cappedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.buf.Len(); room < len(p) {
-		b.truncated = true
-		if room > 0 {
-			b.buf.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	return b.buf.Write(p)
 }
 
 // interpreter returns the program and arguments that run a script file in a language, and
@@ -97,7 +79,7 @@ func interpreter(lang, file string) (string, []string, string, error) {
 
 // run runs an inline script from a private temporary file, with the command's timeout
 // and the output cap; on timeout the whole process tree is killed.
-func run(ctx context.Context, rs agentproto.RunScript) agentproto.CommandResult {
+func run(ctx context.Context, commandID string, rs agentproto.RunScript) agentproto.CommandResult {
 	dir, err := os.MkdirTemp("", "gale-script-*")
 	if err != nil {
 		return failed("cannot create a temporary directory: " + err.Error())
@@ -122,14 +104,24 @@ func run(ctx context.Context, rs agentproto.RunScript) agentproto.CommandResult 
 	if limit <= 0 {
 		limit = 1 << 20
 	}
-	stdout, stderr := &cappedBuffer{max: limit}, &cappedBuffer{max: limit}
+	stdout, stderr := &outputBuffer{max: limit}, &outputBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	proctree.KillOnCancel(cmd)
 	cmd.WaitDelay = 5 * time.Second
-	err = cmd.Run()
+	if err = cmd.Start(); err == nil {
+		liveCtx, stopLive := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sendLive(liveCtx, commandID, stdout, stderr)
+		}()
+		err = cmd.Wait()
+		stopLive()
+		<-done
+	}
 	res := agentproto.CommandResult{Status: agentproto.ResultCompleted, Truncated: stdout.truncated || stderr.truncated}
-	res.Stdout, res.StdoutEncoding = encodeOutput(stdout.buf.Bytes())
-	res.Stderr, res.StderrEncoding = encodeOutput(stderr.buf.Bytes())
+	res.Stdout, res.StdoutEncoding = encodeOutput(stdout.Bytes())
+	res.Stderr, res.StderrEncoding = encodeOutput(stderr.Bytes())
 	code := cmd.ProcessState.ExitCode()
 	if cmd.ProcessState != nil {
 		res.ExitCode = &code

@@ -16,7 +16,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
+
+	"github.com/shirou/gopsutil/v4/disk"
 
 	"gale/internal/agentproto"
 )
@@ -89,6 +92,8 @@ func within(p, dir string) bool {
 
 func fileError(p string, err error) error {
 	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return &agentproto.CallError{Code: agentproto.ErrInsufficientSpace, Message: fmt.Sprintf("%s: the file system is full", p)}
 	case errors.Is(err, fs.ErrNotExist):
 		return notFound("%s does not exist", p)
 	case errors.Is(err, fs.ErrPermission):
@@ -339,10 +344,37 @@ func (t *Tools) uploadFile(a agentproto.FileUploadArgs) (agentproto.FileEntry, e
 	if len(data) > agentproto.MaxFileUploadBytes {
 		return agentproto.FileEntry{}, invalid("content is larger than %d MiB", agentproto.MaxFileUploadBytes>>20)
 	}
+	if err := t.checkSpace(target.path, int64(len(data))); err != nil {
+		return agentproto.FileEntry{}, err
+	}
 	if _, err := target.write(bytes.NewReader(data), sha256.New()); err != nil {
 		return agentproto.FileEntry{}, fileError(target.path, err)
 	}
 	return target.entry()
+}
+
+// spaceReserve is what a file write leaves free on its file system, so that an upload cannot
+// fill the disk the machine (and the agent's own state) needs.
+const spaceReserve = 64 << 20
+
+// checkSpace refuses a write of size bytes to path that would leave less than spaceReserve
+// free on its file system. When the free space cannot be read the write goes ahead: a full
+// disk then fails it with the same code.
+func (t *Tools) checkSpace(path string, size int64) error {
+	free, err := t.freeSpace(filepath.Dir(path))
+	if err != nil || uint64(size)+spaceReserve <= free {
+		return nil
+	}
+	return &agentproto.CallError{Code: agentproto.ErrInsufficientSpace, Message: fmt.Sprintf(
+		"%s has %d bytes free; writing %d bytes there would leave less than the %d MiB kept free", filepath.Dir(path), free, size, spaceReserve>>20)}
+}
+
+func freeSpace(dir string) (uint64, error) {
+	u, err := disk.Usage(dir)
+	if err != nil {
+		return 0, err
+	}
+	return u.Free, nil
 }
 
 // writeTarget is a checked destination of a file write.

@@ -99,6 +99,9 @@ func (t *Tools) serveFileWrite(_ context.Context, s *streams.Stream) {
 		return
 	}
 	target, err := t.prepareWrite(a.Path, a.Mode, a.Overwrite)
+	if err == nil && a.SizeBytes != nil {
+		err = t.checkSpace(target.path, *a.SizeBytes)
+	}
 	if err != nil {
 		refuse(s, err)
 		return

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -161,5 +162,35 @@ func TestBrokenWritesLeaveNothing(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("left in the directory: %v", entries)
 		}
+	}
+}
+
+// A write that declares more bytes than its file system has free, less the reserve, is refused
+// before any byte; so is a call's upload.
+func TestWritesBeyondTheFreeSpaceAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	tools := New(Options{})
+	target := filepath.Join(dir, "big.bin")
+	huge := int64(1) << 60
+	res := upload(t, tools, agentproto.FileWriteArgs{Path: target, SizeBytes: &huge}, nil)
+	if res.Error == nil || res.Error.Code != agentproto.ErrInsufficientSpace || !strings.Contains(res.Error.Message, "free") {
+		t.Fatalf("write of 1 EiB = %+v, want %s", res.Error, agentproto.ErrInsufficientSpace)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused write left %s: %v", target, err)
+	}
+	small := int64(3)
+	if res := upload(t, tools, agentproto.FileWriteArgs{Path: target, SizeBytes: &small}, []byte("abc")); res.Error != nil {
+		t.Fatalf("a small write = %+v", res.Error)
+	}
+
+	tools.freeSpace = func(string) (uint64, error) { return spaceReserve + 2, nil }
+	_, err := tools.uploadFile(agentproto.FileUploadArgs{Path: filepath.Join(dir, "call.bin"), Content: "YWJj"})
+	var ce *agentproto.CallError
+	if !errors.As(err, &ce) || ce.Code != agentproto.ErrInsufficientSpace {
+		t.Fatalf("upload of 3 bytes with 2 to spare = %v, want %s", err, agentproto.ErrInsufficientSpace)
+	}
+	if _, err := tools.uploadFile(agentproto.FileUploadArgs{Path: filepath.Join(dir, "call.bin"), Content: "YWI="}); err != nil {
+		t.Fatalf("upload of 2 bytes with 2 to spare = %v", err)
 	}
 }

@@ -58,6 +58,8 @@ type Tools struct {
 	selfExe   string
 	parentPID func() int32
 	procInfo  func(ctx context.Context, pid int32) (ppid int32, exe string, err error)
+	// freeSpace is the space free for the agent on the file system of dir; tests stand in for it.
+	freeSpace func(dir string) (uint64, error)
 }
 
 // system is the part of the tools that depends on the operating system.
@@ -98,7 +100,7 @@ func New(opts Options) *Tools {
 	// Without its own executable the agent cannot tell its watchdog, and refuses nothing more.
 	exe, _ := os.Executable()
 	return &Tools{denied: denied, selfPID: int32(os.Getpid()), sys: newSystem(cron),
-		selfExe: exe, parentPID: func() int32 { return int32(os.Getppid()) }, procInfo: readProcInfo}
+		selfExe: exe, parentPID: func() int32 { return int32(os.Getppid()) }, procInfo: readProcInfo, freeSpace: freeSpace}
 }
 
 // Register registers every system-tool method with reg.
