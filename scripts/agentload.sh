@@ -6,6 +6,7 @@
 #   scripts/agentload.sh                                # 10,000 agents, embedded SQLite
 #   AGENTS=20000 scripts/agentload.sh                   # push further
 #   DATABASE_URL=postgres://... scripts/agentload.sh    # an empty PostgreSQL database
+#   FLEET=true scripts/agentload.sh                     # also run a script on every agent
 #
 # Needs curl and jq, and a file-descriptor limit above AGENTS for both processes (the script
 # raises the soft limit to the hard one).
@@ -15,6 +16,7 @@ AGENTS=${AGENTS:-10000}
 HEARTBEAT=${HEARTBEAT:-60s}
 DURATION=${DURATION:-4m}
 COMMANDS=${COMMANDS:-300}
+FLEET=${FLEET:-false}
 PORT=${PORT:-18182}
 work=$(mktemp -d)
 trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -44,7 +46,7 @@ post /enrollment-keys "{\"orgId\":\"$ORG\",\"name\":\"load\",\"maxUsage\":100000
 peak() { awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$pid/status"; }
 "$work/gale-agentsim" -server "http://127.0.0.1:$PORT" -agents "$AGENTS" -key "$(jq -r .key "$work/key.json")" \
 	-secret "$(jq -r .enrollmentSecret "$work/key.json")" -state "$work/state.json" -heartbeat "$HEARTBEAT" \
-	-duration "$DURATION" -token "$TOKEN" -commands "$COMMANDS"
+	-duration "$DURATION" -token "$TOKEN" -commands "$COMMANDS" -fleet="$FLEET"
 echo "server: peak resident memory $(peak); at the end:"
 curl -sf "http://127.0.0.1:$PORT/metrics" | grep -E '^(go_goroutines|go_memstats_heap_inuse_bytes|go_memstats_sys_bytes) '
 echo "(GOGC=${GOGC:-400 by default})"

@@ -24,6 +24,7 @@ func main() {
 	flag.DurationVar(&o.Duration, "duration", 3*time.Minute, "how long to run once started")
 	flag.StringVar(&o.AdminToken, "token", "", "an administrator's access token, to time command delivery")
 	flag.IntVar(&o.Commands, "commands", 200, "commands to send when -token is given")
+	flag.BoolVar(&o.Fleet, "fleet", false, "with -token: run a script on every agent once and time its dispatch and results")
 	flag.Parse()
 	o.Progress = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -39,6 +39,9 @@ type Options struct {
 	// AdminToken, when set, lets the run send Commands commands and time their delivery.
 	AdminToken string
 	Commands   int
+	// Fleet, with AdminToken, runs a script on every agent once they are connected (POST
+	// /scripts/{id}/execute in batches of 500) and times its dispatch and its results.
+	Fleet bool
 	// Progress receives a line every few seconds.
 	Progress io.Writer
 }
@@ -63,12 +66,24 @@ type Report struct {
 	CommandP99        time.Duration
 	CommandMax        time.Duration
 	HeartbeatsMissing int
+	// The fleet run: devices it ran on, from the first execute request to the last agent
+	// receiving its command (Dispatch) and to every result stored (Stored), and the heartbeat
+	// latency meanwhile.
+	FleetDevices      int
+	FleetDispatch     time.Duration
+	FleetStored       time.Duration
+	FleetHeartbeatP99 time.Duration
 }
 
 func (r Report) String() string {
+	fleet := ""
+	if r.FleetDevices > 0 {
+		fleet = fmt.Sprintf("\nfleet script on %d agents: dispatched in %s, every result stored in %s, heartbeat p99 meanwhile %s",
+			r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetHeartbeatP99)
+	}
 	return fmt.Sprintf("agents %d, connected at once %d (connection failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
 		"commands %d: POST→agent p50 %s, p99 %s, max %s", r.Agents, r.Connected, r.ConnectFailures, r.Heartbeats,
-		r.HeartbeatsMissing, r.HeartbeatP50, r.HeartbeatP99, r.HeartbeatMax, r.Commands, r.CommandP50, r.CommandP99, r.CommandMax)
+		r.HeartbeatsMissing, r.HeartbeatP50, r.HeartbeatP99, r.HeartbeatMax, r.Commands, r.CommandP50, r.CommandP99, r.CommandMax) + fleet
 }
 
 type sim struct {
@@ -76,6 +91,7 @@ type sim struct {
 	http     *http.Client
 	mu       sync.Mutex
 	hb       []time.Duration
+	hbAt     []time.Time // when each heartbeat of hb was sent
 	missing  int
 	received sync.Map // command ID → time received
 	conns    atomic.Int64
@@ -106,9 +122,18 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		time.Sleep(2 * time.Second)
 		cmdLat = s.commands(runCtx, creds)
 	}
+	var fleet Report
+	if o.AdminToken != "" && o.Fleet {
+		time.Sleep(2 * time.Second)
+		if fleet, err = s.fleet(runCtx, creds); err != nil {
+			s.progress("fleet run: %v", err)
+		}
+	}
 	go s.report(runCtx)
 	wg.Wait()
-	rep := Report{Agents: len(creds), Connected: int(s.peak.Load()), ConnectFailures: int(s.failures.Load())}
+	rep := Report{Agents: len(creds), Connected: int(s.peak.Load()), ConnectFailures: int(s.failures.Load()),
+		FleetDevices: fleet.FleetDevices, FleetDispatch: fleet.FleetDispatch, FleetStored: fleet.FleetStored,
+		FleetHeartbeatP99: fleet.FleetHeartbeatP99}
 	s.mu.Lock()
 	rep.Heartbeats, rep.HeartbeatsMissing = len(s.hb), s.missing
 	rep.HeartbeatP50, rep.HeartbeatP99, rep.HeartbeatMax = percentiles(s.hb)
@@ -301,7 +326,7 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 			mu.Unlock()
 			if ok {
 				s.mu.Lock()
-				s.hb = append(s.hb, time.Since(at))
+				s.hb, s.hbAt = append(s.hb, time.Since(at)), append(s.hbAt, at)
 				s.mu.Unlock()
 			}
 		case agentproto.TypeCommand:
@@ -342,4 +367,107 @@ func (s *sim) commands(ctx context.Context, creds []Creds) []time.Duration {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return out
+}
+
+// fleet runs a script on every agent and times it: the requests, the commands reaching the
+// agents, and the results stored (polling the executions the server counts as completed).
+func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
+	var dev struct {
+		OrgID string `json:"orgId"`
+	}
+	if err := s.get(ctx, "/devices/"+creds[0].DeviceID, &dev); err != nil {
+		return Report{}, err
+	}
+	var sc struct {
+		ID string `json:"id"`
+	}
+	if err := s.post(ctx, "/scripts", s.o.AdminToken, map[string]any{"name": fmt.Sprintf("Fleet %d", time.Now().UnixNano()),
+		"orgId": dev.OrgID, "osTypes": []string{"linux"}, "language": "sh", "content": "uptime"}, &sc); err != nil {
+		return Report{}, err
+	}
+	start := time.Now()
+	var commandIDs []string
+	for first := 0; first < len(creds); first += 500 {
+		ids := make([]string, 0, 500)
+		for _, c := range creds[first:min(first+500, len(creds))] {
+			ids = append(ids, c.DeviceID)
+		}
+		var run struct {
+			Executions []struct {
+				CommandID string `json:"commandId"`
+			} `json:"executions"`
+		}
+		if err := s.post(ctx, "/scripts/"+sc.ID+"/execute", s.o.AdminToken, map[string]any{"deviceIds": ids}, &run); err != nil {
+			return Report{}, err
+		}
+		for _, x := range run.Executions {
+			commandIDs = append(commandIDs, x.CommandID)
+		}
+	}
+	s.progress("fleet: %d executions requested in %s", len(commandIDs), time.Since(start))
+	rep := Report{FleetDevices: len(commandIDs)}
+	for ctx.Err() == nil {
+		last, all := start, true
+		for _, id := range commandIDs {
+			at, ok := s.received.Load(id)
+			if !ok {
+				all = false
+				break
+			}
+			if t := at.(time.Time); t.After(last) {
+				last = t
+			}
+		}
+		if all {
+			rep.FleetDispatch = last.Sub(start)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.progress("fleet: every command received after %s", rep.FleetDispatch)
+	for ctx.Err() == nil {
+		var page struct {
+			Pagination struct {
+				Total int `json:"total"`
+			} `json:"pagination"`
+		}
+		if err := s.get(ctx, "/scripts/"+sc.ID+"/executions?status=completed&page=1&limit=1", &page); err != nil {
+			return rep, err
+		}
+		if page.Pagination.Total >= len(commandIDs) {
+			rep.FleetStored = time.Since(start)
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	s.progress("fleet: every result stored after %s", rep.FleetStored)
+	end := start.Add(rep.FleetStored)
+	s.mu.Lock()
+	var during []time.Duration
+	for i, at := range s.hbAt {
+		if !at.Before(start) && !at.After(end) {
+			during = append(during, s.hb[i])
+		}
+	}
+	s.mu.Unlock()
+	_, rep.FleetHeartbeatP99, _ = percentiles(during)
+	return rep, nil
+}
+
+func (s *sim) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.o.Server+"/api/v1"+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.o.AdminToken)
+	res, err := s.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 300 {
+		return fmt.Errorf("GET %s: %d %s", path, res.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return json.Unmarshal(body, out)
 }

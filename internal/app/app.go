@@ -38,6 +38,7 @@ import (
 	"gale/internal/notify"
 	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
+	"gale/internal/scripts"
 	"gale/internal/search"
 	"gale/internal/secrets"
 	"gale/internal/store"
@@ -61,6 +62,7 @@ var Modules = []module.Module{
 	devices.Module,
 	agenthub.Module,
 	systemtools.Module,
+	scripts.Module,
 	customfields.Module,
 	groups.Module,
 	alerts.Module,

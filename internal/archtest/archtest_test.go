@@ -96,6 +96,15 @@ var owners = map[string]string{
 
 	"nodes":             "internal/nodes",
 	"agent_connections": "internal/nodes",
+
+	"tickets": "internal/tickets",
+
+	"scripts":           "internal/scripts",
+	"script_versions":   "internal/scripts",
+	"script_categories": "internal/scripts",
+	"script_tags":       "internal/scripts",
+	"script_tag_links":  "internal/scripts",
+	"script_executions": "internal/scripts",
 }
 
 // crossDomainSQL lists the packages that still name another domain's table in their SQL, and

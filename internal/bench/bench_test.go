@@ -413,3 +413,82 @@ func BenchmarkAlertSweep(b *testing.B) {
 	}
 	b.ReportMetric(time.Since(start).Seconds()/float64(b.N), "s/sweep")
 }
+
+// BenchmarkExecuteScript is POST /scripts/{id}/execute of a partner-wide script on 500
+// devices: 500 executions and their run_script commands in one transaction, over loopback
+// HTTP, one request at a time. It reports the p50 and p99 latency of a request.
+func BenchmarkExecuteScript(b *testing.B) {
+	app.TuneRuntime()
+	e := apptest.New(b)
+	caller := seedDevices(b, e, 500)
+	var devices struct {
+		Devices []struct {
+			ID string `json:"id"`
+		} `json:"devices"`
+	}
+	e.Must(200, caller, "GET", "/api/v1/devices?limit=500", nil).JSON(b, &devices)
+	ids := make([]string, len(devices.Devices))
+	for i, d := range devices.Devices {
+		ids[i] = d.ID
+	}
+	var sc struct {
+		ID string `json:"id"`
+	}
+	e.Must(201, caller, "POST", "/api/v1/scripts", map[string]any{"name": "Bench", "osTypes": []string{"linux"}, "language": "sh",
+		"content": "uptime", "parameters": []map[string]any{{"name": "LEVEL", "type": "string", "defaultValue": "info"}}}).JSON(b, &sc)
+	body := map[string]any{"deviceIds": ids}
+	latencies := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r := e.Do(caller, "POST", "/api/v1/scripts/"+sc.ID+"/execute", body)
+		latencies = append(latencies, time.Since(start))
+		if r.Status != 202 {
+			b.Fatalf("execute = %d %s", r.Status, r.Body)
+		}
+	}
+	b.StopTimer()
+	reportLatencies(b, latencies)
+}
+
+// BenchmarkImportBundle is POST /scripts/bundle/import of a 200-script bundle (4 KiB of
+// content each) into an organization that has none of them.
+func BenchmarkImportBundle(b *testing.B) {
+	app.TuneRuntime()
+	e := apptest.New(b)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Bench")
+	scripts := make([]map[string]any, 200)
+	for i := range scripts {
+		scripts[i] = map[string]any{"name": fmt.Sprintf("Script %03d", i), "osTypes": []string{"linux"}, "language": "bash",
+			"content": strings.Repeat(fmt.Sprintf("echo line %d\n", i), 4096/12), "tags": []string{"bench", fmt.Sprintf("t%d", i%10)},
+			"category": fmt.Sprintf("Category %d", i%5), "parameters": []map[string]any{{"name": "P", "type": "number", "defaultValue": 1}}}
+	}
+	bundle := map[string]any{"bundleVersion": 1, "scripts": scripts}
+	orgs := make([]string, b.N)
+	for i := range orgs {
+		orgs[i] = e.CreateOrg(admin, ten.PartnerID, fmt.Sprintf("Target %d", i))
+	}
+	latencies := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r := e.Do(ten.Partner, "POST", "/api/v1/scripts/bundle/import", map[string]any{"bundle": bundle, "orgId": orgs[i]})
+		latencies = append(latencies, time.Since(start))
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"imported":200`) {
+			b.Fatalf("import = %d %s", r.Status, r.Body)
+		}
+	}
+	b.StopTimer()
+	reportLatencies(b, latencies)
+}
+
+// reportLatencies reports the p50 and p99 of sequential requests, in milliseconds.
+func reportLatencies(b *testing.B, latencies []time.Duration) {
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) float64 {
+		return float64(latencies[int(float64(len(latencies)-1)*p)].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}

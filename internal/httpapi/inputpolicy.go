@@ -291,7 +291,7 @@ func refuseControlCharacters(body reflect.Value) *apperr.Error {
 func walkText(v reflect.Value, path string, multiline bool, details *[]apperr.Detail) {
 	switch v.Kind() {
 	case reflect.String:
-		if hasControl(v.String(), multiline) {
+		if HasControl(v.String(), multiline) {
 			msg := "must not contain control characters"
 			if multiline {
 				msg = "must not contain control characters other than line breaks and tabs"
@@ -321,7 +321,7 @@ func walkText(v reflect.Value, path string, multiline bool, details *[]apperr.De
 		}
 		for iter := v.MapRange(); iter.Next(); {
 			name := fmt.Sprint(iter.Key())
-			if hasControl(name, false) {
+			if HasControl(name, false) {
 				*details = append(*details, apperr.Detail{Field: orBody(path), Message: "property names must not contain control characters"})
 				continue
 			}
@@ -330,9 +330,10 @@ func walkText(v reflect.Value, path string, multiline bool, details *[]apperr.De
 	}
 }
 
-// hasControl reports whether s holds a C0 control (other than \n, \r and \t when multiline),
-// DEL or a C1 control.
-func hasControl(s string, multiline bool) bool {
+// HasControl reports whether s holds a C0 control (other than \n, \r and \t when
+// multiline), DEL or a C1 control: the input policy's rule, exported for text that arrives
+// inside free-form JSON, which the policy does not walk (an imported bundle's scripts).
+func HasControl(s string, multiline bool) bool {
 	for _, r := range s {
 		switch {
 		case r == '\n' || r == '\r' || r == '\t':
