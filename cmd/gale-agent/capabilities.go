@@ -8,6 +8,7 @@ import (
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
 	"gale/internal/agent/systools"
+	"gale/internal/agent/tunnel"
 )
 
 // capabilities returns what this agent binary can do, one capability package a line. The
@@ -18,5 +19,6 @@ func capabilities(configPath string) *capability.Registry {
 	power.New(power.Options{StatePath: power.StatePath(configPath), Logger: logger()}).Register(reg)
 	script.Register(reg)
 	systools.New(systools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
+	tunnel.Register(reg)
 	return reg
 }

@@ -45,6 +45,7 @@ import (
 	"gale/internal/systemtools"
 	"gale/internal/tenancy"
 	"gale/internal/tickets"
+	"gale/internal/tunnels"
 	"gale/internal/webhooks"
 )
 
@@ -72,6 +73,7 @@ var Modules = []module.Module{
 	notify.Module,
 	notifications.Module,
 	mobile.Module,
+	tunnels.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

@@ -99,6 +99,8 @@ var owners = map[string]string{
 
 	"tickets": "internal/tickets",
 
+	"tunnels": "internal/tunnels",
+
 	"scripts":           "internal/scripts",
 	"script_versions":   "internal/scripts",
 	"script_categories": "internal/scripts",

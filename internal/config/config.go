@@ -132,6 +132,16 @@ type Config struct {
 	WebhookAllowPrivateTargets bool
 	// WebhookSenders is how many webhook deliveries a node sends at once (WEBHOOK_SENDERS).
 	WebhookSenders int
+	// TunnelAllowDeviceLocal lets tunnels that name a loopback or link-local address of their
+	// device (127.0.0.0/8, ::1, localhost, 169.254.0.0/16, fe80::/10) be created and reach it
+	// (TUNNEL_ALLOW_DEVICE_LOCAL); false refuses them, and agents refuse such addresses.
+	TunnelAllowDeviceLocal bool
+	// TunnelMaxResponseBytes caps one answer through a tunnel, and one request body
+	// (TUNNEL_MAX_RESPONSE_BYTES).
+	TunnelMaxResponseBytes int64
+	// TunnelResponseTimeout is how long a tunnel waits for the target's response headers
+	// (TUNNEL_RESPONSE_TIMEOUT_SECONDS).
+	TunnelResponseTimeout time.Duration
 	// ListCacheRows is how many rows of each cached list (organizations, devices) a node keeps
 	// decoded in memory (LIST_CACHE_ROWS); 0 reads every row of every page.
 	ListCacheRows int
@@ -184,6 +194,8 @@ func Defaults() Config {
 		PartnerAPIEnrollmentKeyDefaultTTL: 30 * 24 * time.Hour,
 		PartnerAPIEnrollmentKeyMaxTTL:     30 * 24 * time.Hour,
 		WebhookSenders:                    4,
+		TunnelMaxResponseBytes:            100 << 20,
+		TunnelResponseTimeout:             60 * time.Second,
 		ListCacheRows:                     20000,
 	}
 }
@@ -278,6 +290,13 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 		}
 		c.WebhookAllowPrivateTargets = b
 	}
+	if v := getenv("TUNNEL_ALLOW_DEVICE_LOCAL"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("TUNNEL_ALLOW_DEVICE_LOCAL must be true or false, got %q", v))
+		}
+		c.TunnelAllowDeviceLocal = b
+	}
 	intVar := func(name string, min, max int64, set func(int64)) {
 		v := getenv(name)
 		if v == "" {
@@ -314,6 +333,8 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
 	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
+	intVar("TUNNEL_MAX_RESPONSE_BYTES", 1024, 1<<40, func(n int64) { c.TunnelMaxResponseBytes = n })
+	intVar("TUNNEL_RESPONSE_TIMEOUT_SECONDS", 1, 3600, seconds(&c.TunnelResponseTimeout))
 	intVar("LIST_CACHE_ROWS", 0, 10_000_000, func(n int64) { c.ListCacheRows = int(n) })
 	intVar("AUTH_CACHE_MS", 0, 60_000, func(n int64) { c.AuthCacheTTL = time.Duration(n) * time.Millisecond })
 	intVar("LIST_PAGE_CACHE_MS", 0, 60_000, func(n int64) { c.ListPageCacheTTL = time.Duration(n) * time.Millisecond })
