@@ -177,11 +177,22 @@ func (s *sim) report(ctx context.Context) {
 
 func (s *sim) post(ctx context.Context, path, token string, in, out any) error {
 	b, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.o.Server+"/api/v1"+path, bytes.NewReader(b))
+	return s.do(ctx, http.MethodPost, path, token, bytes.NewReader(b), out)
+}
+
+func (s *sim) get(ctx context.Context, path string, out any) error {
+	return s.do(ctx, http.MethodGet, path, s.o.AdminToken, nil, out)
+}
+
+// do sends a request to the API and decodes its JSON answer into out (when not nil).
+func (s *sim) do(ctx context.Context, method, path, token string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, s.o.Server+"/api/v1"+path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -190,12 +201,12 @@ func (s *sim) post(ctx context.Context, path, token string, in, out any) error {
 		return err
 	}
 	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
+	raw, _ := io.ReadAll(res.Body)
 	if res.StatusCode >= 300 {
-		return fmt.Errorf("POST %s: %d %s", path, res.StatusCode, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s %s: %d %s", method, path, res.StatusCode, strings.TrimSpace(string(raw)))
 	}
 	if out != nil {
-		return json.Unmarshal(body, out)
+		return json.Unmarshal(raw, out)
 	}
 	return nil
 }
@@ -452,22 +463,4 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	s.mu.Unlock()
 	_, rep.FleetHeartbeatP99, _ = percentiles(during)
 	return rep, nil
-}
-
-func (s *sim) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.o.Server+"/api/v1"+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+s.o.AdminToken)
-	res, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("GET %s: %d %s", path, res.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return json.Unmarshal(body, out)
 }

@@ -375,6 +375,25 @@ func (e *Env) InsertDevice(d DeviceRow) string {
 	return id
 }
 
+// EnrollAgent enrolls an agent of a Linux machine named hostname in the tenant's organization,
+// with a single-use enrollment key and its secret as an installer would, and returns what the
+// agent receives. The device is online from then on, reporting (as far as the server knows)
+// over HTTP until its live channel is dialled (DialAgent).
+func (e *Env) EnrollAgent(ten Tenant, hostname string) agentproto.EnrollResponse {
+	e.T.Helper()
+	var k struct {
+		Key    string `json:"key"`
+		Secret string `json:"enrollmentSecret"`
+	}
+	e.Must(http.StatusCreated, ten.Partner, "POST", "/api/v1/enrollment-keys", map[string]any{"orgId": ten.OrgID, "name": hostname,
+		"maxUsage": 1, "issueEnrollmentSecret": true}).JSON(e.T, &k)
+	var r agentproto.EnrollResponse
+	e.Must(http.StatusCreated, Anonymous, "POST", "/api/v1"+agentproto.PathEnroll, agentproto.EnrollRequest{EnrollmentKey: k.Key,
+		EnrollmentSecret: k.Secret, Hostname: hostname, OSType: agentproto.OSLinux, OSVersion: "12", Architecture: "amd64",
+		AgentVersion: "1.0.0"}).JSON(e.T, &r)
+	return r
+}
+
 // DialAgent opens an agent's live channel with its token, as an agent would, and returns it
 // once the server's welcome arrived (the channel is registered then), with the context the
 // test reads and writes it under. Both end with the test.

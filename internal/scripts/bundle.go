@@ -20,7 +20,7 @@ import (
 	"gale/internal/tenancy"
 )
 
-// ScriptBundle limits.
+// Bundle limits.
 const (
 	BundleVersion     = 1
 	MaxBundleScripts  = 200

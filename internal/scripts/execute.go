@@ -19,7 +19,7 @@ import (
 	"gale/internal/tenancy"
 )
 
-// ScriptExecution statuses: pending until the device's agent has it, queued while it waits there
+// Execution statuses: pending until the device's agent has it, queued while it waits there
 // for its turn, running once its process started, then one of the final states.
 const (
 	StatusPending   = "pending"
@@ -66,10 +66,10 @@ type ScriptExecution struct {
 	DurationMs     *int64            `json:"durationMs"`
 }
 
-// ScriptRun runs a script on devices.
+// ScriptRun is a request to run a script on devices.
 type ScriptRun struct {
 	DeviceIDs  []string       `json:"deviceIds" minItems:"1" maxItems:"500"`
-	Parameters map[string]any `json:"parameters,omitempty" doc:"ScriptParameter name to value (string, number or boolean); checked against the script's parameters."`
+	Parameters map[string]any `json:"parameters,omitempty" doc:"Parameter name to value (string, number or boolean); checked against the script's parameters."`
 	RunAs      string         `json:"runAs,omitempty" enum:"system,user,elevated" doc:"Overrides the script's runAs."`
 }
 

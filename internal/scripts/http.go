@@ -31,7 +31,7 @@ type listInput struct {
 	httpapi.PageQuery
 	OrgID      string `query:"orgId" format:"uuid" doc:"Scripts that apply to this organization: its own and partner-wide ones."`
 	CategoryID string `query:"categoryId" format:"uuid"`
-	ScriptTag  string `query:"tag" maxLength:"50"`
+	Tag        string `query:"tag" maxLength:"50"`
 	OSType     string `query:"osType" enum:"windows,macos,linux"`
 	Language   string `query:"language" enum:"bash,sh,python,powershell,cmd"`
 	Search     string `query:"search" maxLength:"200" doc:"Matches name or description."`
@@ -94,7 +94,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			rows, next, total, err := s.List(ctx, ListFilter{OrgID: in.OrgID, CategoryID: in.CategoryID, ScriptTag: in.ScriptTag, OSType: in.OSType,
+			rows, next, total, err := s.List(ctx, ListFilter{OrgID: in.OrgID, CategoryID: in.CategoryID, Tag: in.Tag, OSType: in.OSType,
 				Language: in.Language, Search: in.Search}, page)
 			if err != nil {
 				return nil, err

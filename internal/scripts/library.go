@@ -12,7 +12,6 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/devices"
 	"gale/internal/store"
-	"gale/internal/tenancy"
 )
 
 //go:embed library
@@ -184,17 +183,7 @@ func (s *Service) clone(ctx context.Context, l LibraryScript, in ScriptCopy, sou
 	if err != nil {
 		return Script{}, err
 	}
-	var sc Script
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "script", PartnerID: in.PartnerID,
-			PartnerWide: true, PartnerWideRefused: errPartnerWide})
-		if err != nil {
-			return err
-		}
-		sc, err = s.insert(ctx, tx, at, d, in.CategoryID, nil, source, "from "+source)
-		return err
-	})
-	return sc, err
+	return s.create(ctx, in.OrgID, in.PartnerID, d, in.CategoryID, nil, source, "from "+source)
 }
 
 const versionColumns = `v.id, v.script_id, v.version, v.name, v.os_types, v.language, v.content, v.parameters, v.timeout_seconds,

@@ -33,7 +33,7 @@ const (
 	RunAsElevated = "elevated"
 )
 
-// ScriptParameter types.
+// Parameter types.
 const (
 	ParamString  = "string"
 	ParamNumber  = "number"
@@ -100,7 +100,7 @@ type ScriptInput struct {
 	Name                    string             `json:"name" minLength:"1" maxLength:"255"`
 	Description             string             `json:"description,omitempty" maxLength:"4000" multiline:"true"`
 	CategoryID              string             `json:"categoryId,omitempty" format:"uuid"`
-	Tags                    []string           `json:"tags,omitempty" maxItems:"20" doc:"ScriptTag names; unknown ones are created in the script's scope."`
+	Tags                    []string           `json:"tags,omitempty" maxItems:"20" doc:"Tag names; unknown ones are created in the script's scope."`
 	OSTypes                 []string           `json:"osTypes" minItems:"1" maxItems:"3"`
 	Language                string             `json:"language" enum:"bash,sh,python,powershell,cmd"`
 	Content                 string             `json:"content" minLength:"1" multiline:"true"`

@@ -106,7 +106,7 @@ func withTags(ctx context.Context, q store.Querier, list []Script) error {
 type ListFilter struct {
 	OrgID      string
 	CategoryID string
-	ScriptTag  string
+	Tag        string
 	OSType     string
 	Language   string
 	Search     string
@@ -122,9 +122,9 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Sc
 	if f.CategoryID != "" {
 		conds = append(conds, "s.category_id = "+a.Add(f.CategoryID))
 	}
-	if f.ScriptTag != "" {
+	if f.Tag != "" {
 		conds = append(conds, "EXISTS (SELECT 1 FROM script_tag_links l JOIN script_tags t ON t.id = l.tag_id WHERE l.script_id = s.id AND lower(t.name) = "+
-			a.Add(strings.ToLower(f.ScriptTag))+")")
+			a.Add(strings.ToLower(f.Tag))+")")
 	}
 	if f.OSType != "" {
 		conds = append(conds, "s.os_types LIKE "+a.Add(`%"`+f.OSType+`"%`))
@@ -197,14 +197,21 @@ func (s *Service) Create(ctx context.Context, in ScriptInput) (Script, error) {
 	if err != nil {
 		return Script{}, err
 	}
+	return s.create(ctx, in.OrgID, in.PartnerID, d, in.CategoryID, in.Tags, "", in.VersionNote)
+}
+
+// create adds a script where the request places it (orgId, or partner-wide), in one
+// transaction.
+func (s *Service) create(ctx context.Context, orgID, partnerID string, d definition, categoryID string, tags []string,
+	source, note string) (Script, error) {
 	var sc Script
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "script", PartnerID: in.PartnerID,
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), orgID, tenancy.PlaceOptions{Noun: "script", PartnerID: partnerID,
 			PartnerWide: true, PartnerWideRefused: errPartnerWide})
 		if err != nil {
 			return err
 		}
-		sc, err = s.insert(ctx, tx, at, d, in.CategoryID, in.Tags, "", in.VersionNote)
+		sc, err = s.insert(ctx, tx, at, d, categoryID, tags, source, note)
 		return err
 	})
 	return sc, err

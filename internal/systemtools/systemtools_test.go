@@ -17,22 +17,6 @@ import (
 
 const api = "/api/v1"
 
-// enrollAgent enrolls a simulated agent in the tenant's organization; the device is online
-// from then on, reporting (as far as the server knows) over HTTP only.
-func enrollAgent(e *apptest.Env, ten apptest.Tenant) agentproto.EnrollResponse {
-	e.T.Helper()
-	var k struct {
-		Key    string `json:"key"`
-		Secret string `json:"enrollmentSecret"`
-	}
-	e.Must(201, ten.Partner, "POST", api+"/enrollment-keys", map[string]any{"orgId": ten.OrgID, "name": "test", "maxUsage": 1,
-		"issueEnrollmentSecret": true}).JSON(e.T, &k)
-	var r agentproto.EnrollResponse
-	e.Must(201, apptest.Anonymous, "POST", api+"/agents/enroll", agentproto.EnrollRequest{EnrollmentKey: k.Key, EnrollmentSecret: k.Secret,
-		Hostname: "web-01", OSType: "linux", OSVersion: "12", Architecture: "amd64", AgentVersion: "1.0.0"}).JSON(e.T, &r)
-	return r
-}
-
 // liveAgent opens the agent's live channel and answers every call with result.
 func liveAgent(t *testing.T, e *apptest.Env, token string, result json.RawMessage) *websocket.Conn {
 	t.Helper()
@@ -74,7 +58,7 @@ func offlineAtOnce(t *testing.T, e *apptest.Env, c apptest.Caller, deviceID stri
 func TestAnOnlineDeviceWithoutALiveChannelIsOfflineAtOnce(t *testing.T) {
 	e := apptest.New(t)
 	ten := e.NewTenant(e.Admin(), "Alpha")
-	dev := enrollAgent(e, ten)
+	dev := e.EnrollAgent(ten, "web-01")
 	e.Must(200, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
 	offlineAtOnce(t, e, ten.Org, dev.DeviceID)
 	if r := e.Do(ten.Org, "POST", api+"/system-tools/devices/"+dev.DeviceID+"/processes/42/kill", nil); r.Status != 503 || r.ErrorCode() != "AGENT_OFFLINE" {
@@ -101,7 +85,7 @@ func TestAnotherNodeKnowsWhetherTheAgentHasALiveChannel(t *testing.T) {
 	}
 	other := e.SecondNode()
 	ten := e.NewTenant(e.Admin(), "Alpha")
-	dev := enrollAgent(e, ten)
+	dev := e.EnrollAgent(ten, "web-01")
 	offlineAtOnce(t, other, ten.Org, dev.DeviceID)
 
 	ws := liveAgent(t, e, dev.AuthToken, json.RawMessage(`[{"pid":7,"name":"x"}]`))
