@@ -4,10 +4,12 @@ import (
 	"path/filepath"
 
 	"gale/internal/agent/capability"
+	"gale/internal/agent/desktop"
 	"gale/internal/agent/echo"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
 	"gale/internal/agent/systools"
+	"gale/internal/agent/terminal"
 	"gale/internal/agent/tunnel"
 )
 
@@ -19,6 +21,8 @@ func capabilities(configPath string) *capability.Registry {
 	power.New(power.Options{StatePath: power.StatePath(configPath), Logger: logger()}).Register(reg)
 	script.Register(reg)
 	systools.New(systools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
+	terminal.Register(reg)
+	desktop.New().Register(reg)
 	tunnel.Register(reg)
 	return reg
 }

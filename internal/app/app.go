@@ -38,6 +38,7 @@ import (
 	"gale/internal/notify"
 	"gale/internal/partnerapi"
 	"gale/internal/ratelimit"
+	"gale/internal/remote"
 	"gale/internal/scripts"
 	"gale/internal/search"
 	"gale/internal/secrets"
@@ -74,6 +75,7 @@ var Modules = []module.Module{
 	notifications.Module,
 	mobile.Module,
 	tunnels.Module,
+	remote.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

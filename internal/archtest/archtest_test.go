@@ -101,6 +101,8 @@ var owners = map[string]string{
 
 	"tunnels": "internal/tunnels",
 
+	"remote_sessions": "internal/remote",
+
 	"scripts":           "internal/scripts",
 	"script_versions":   "internal/scripts",
 	"script_categories": "internal/scripts",
@@ -351,6 +353,14 @@ var agentLibraries = []string{
 	"github.com/lufia/plan9stats",
 	"github.com/power-devops/perfstat",
 	"golang.org/x/sys",
+	// The terminal's PTY, and the remote desktop's WebRTC peer with what it brings.
+	"github.com/creack/pty",
+	"github.com/pion",
+	"github.com/wlynxg/anet",
+	"github.com/google/uuid",
+	"golang.org/x/crypto",
+	"golang.org/x/net",
+	"golang.org/x/time",
 }
 
 // within reports whether importPath is one of prefixes or below one.

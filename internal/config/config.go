@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,6 +143,15 @@ type Config struct {
 	// TunnelResponseTimeout is how long a tunnel waits for the target's response headers
 	// (TUNNEL_RESPONSE_TIMEOUT_SECONDS).
 	TunnelResponseTimeout time.Duration
+	// RemoteSTUNURLs and RemoteTURNURLs are the ICE servers remote desktops may use
+	// (REMOTE_STUN_URLS, REMOTE_TURN_URLS: comma lists of stun:, stuns:, turn: or turns: URLs);
+	// empty: none, peers connect directly. TURN needs RemoteTURNSecret (REMOTE_TURN_SECRET, the
+	// TURN server's static-auth-secret), from which each viewer gets credentials valid for
+	// RemoteTURNCredentialTTL (REMOTE_TURN_CREDENTIAL_TTL_SECONDS).
+	RemoteSTUNURLs          []string
+	RemoteTURNURLs          []string
+	RemoteTURNSecret        string
+	RemoteTURNCredentialTTL time.Duration
 	// ListCacheRows is how many rows of each cached list (organizations, devices) a node keeps
 	// decoded in memory (LIST_CACHE_ROWS); 0 reads every row of every page.
 	ListCacheRows int
@@ -197,6 +207,7 @@ func Defaults() Config {
 		TunnelMaxResponseBytes:            100 << 20,
 		TunnelResponseTimeout:             60 * time.Second,
 		ListCacheRows:                     20000,
+		RemoteTURNCredentialTTL:           time.Hour,
 	}
 }
 
@@ -348,6 +359,27 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 			}
 			c.TrustedProxies = append(c.TrustedProxies, n)
 		}
+	}
+	intVar("REMOTE_TURN_CREDENTIAL_TTL_SECONDS", 60, 7*86400, seconds(&c.RemoteTURNCredentialTTL))
+	c.RemoteTURNSecret = getenv("REMOTE_TURN_SECRET")
+	for _, v := range []struct {
+		name    string
+		dst     *[]string
+		schemes []string
+	}{{"REMOTE_STUN_URLS", &c.RemoteSTUNURLs, []string{"stun:", "stuns:"}}, {"REMOTE_TURN_URLS", &c.RemoteTURNURLs, []string{"turn:", "turns:"}}} {
+		for _, part := range strings.Split(getenv(v.name), ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			if !slices.ContainsFunc(v.schemes, func(p string) bool { return strings.HasPrefix(part, p) && len(part) > len(p) }) {
+				errs = append(errs, fmt.Errorf("%s: %q must start with %s", v.name, part, strings.Join(v.schemes, " or ")))
+				continue
+			}
+			*v.dst = append(*v.dst, part)
+		}
+	}
+	if len(c.RemoteTURNURLs) > 0 && len(c.RemoteTURNSecret) < 16 {
+		errs = append(errs, errors.New("REMOTE_TURN_URLS needs REMOTE_TURN_SECRET (at least 16 characters), the TURN server's shared secret"))
 	}
 	if !strings.HasPrefix(c.DatabaseURL, "sqlite:") && !strings.HasPrefix(c.DatabaseURL, "postgres://") &&
 		!strings.HasPrefix(c.DatabaseURL, "postgresql://") {

@@ -148,3 +148,30 @@ func TestHSTSMaxAge(t *testing.T) {
 		t.Fatalf("HSTS_MAX_AGE=-1: error %v does not name the setting", err)
 	}
 }
+
+func TestRemoteICEServers(t *testing.T) {
+	load := func(vars map[string]string) (config.Config, error) {
+		vars["DATA_DIR"] = t.TempDir()
+		return config.Load(env(vars), slog.New(slog.DiscardHandler))
+	}
+	c, err := load(map[string]string{})
+	if err != nil || len(c.RemoteSTUNURLs) != 0 || len(c.RemoteTURNURLs) != 0 || c.RemoteTURNCredentialTTL != time.Hour {
+		t.Fatalf("remote defaults: %v %v %s (%v)", c.RemoteSTUNURLs, c.RemoteTURNURLs, c.RemoteTURNCredentialTTL, err)
+	}
+	c, err = load(map[string]string{"REMOTE_STUN_URLS": "stun:a.example:3478, stuns:b.example", "REMOTE_TURN_URLS": "turn:t.example:3478?transport=udp",
+		"REMOTE_TURN_SECRET": "0123456789abcdef", "REMOTE_TURN_CREDENTIAL_TTL_SECONDS": "600"})
+	if err != nil || len(c.RemoteSTUNURLs) != 2 || c.RemoteSTUNURLs[1] != "stuns:b.example" || len(c.RemoteTURNURLs) != 1 ||
+		c.RemoteTURNCredentialTTL != 10*time.Minute {
+		t.Fatalf("remote settings: %+v %+v %s (%v)", c.RemoteSTUNURLs, c.RemoteTURNURLs, c.RemoteTURNCredentialTTL, err)
+	}
+	for name, vars := range map[string]map[string]string{
+		"REMOTE_STUN_URLS":                   {"REMOTE_STUN_URLS": "turn:t.example"},
+		"REMOTE_TURN_URLS":                   {"REMOTE_TURN_URLS": "http://t.example"},
+		"REMOTE_TURN_SECRET":                 {"REMOTE_TURN_URLS": "turn:t.example"},
+		"REMOTE_TURN_CREDENTIAL_TTL_SECONDS": {"REMOTE_TURN_CREDENTIAL_TTL_SECONDS": "5"},
+	} {
+		if _, err := load(vars); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: error %v does not name the setting", name, err)
+		}
+	}
+}

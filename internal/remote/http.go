@@ -1,0 +1,193 @@
+package remote
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"gale/internal/access"
+	"gale/internal/agentproto"
+	"gale/internal/httpapi"
+)
+
+type idPath struct {
+	ID string `path:"id" format:"uuid"`
+}
+
+type createInput struct {
+	Body struct {
+		DeviceID string `json:"deviceId" format:"uuid"`
+		Type     string `json:"type" enum:"terminal,desktop,file_transfer"`
+	}
+}
+
+type listInput struct {
+	httpapi.PageQuery
+	DeviceID string `query:"deviceId" format:"uuid"`
+}
+
+type sessionOutput struct{ Body RemoteSession }
+
+type staleOutput struct {
+	Body struct {
+		Expired int64 `json:"expired" doc:"How many stale sessions were ended (failed)."`
+	}
+}
+
+type ticketOutput struct{ Body TerminalTicket }
+
+type connectCodeOutput struct {
+	Body struct {
+		Code      string    `json:"code" doc:"Single use; valid 2 minutes; bound to the caller."`
+		ExpiresAt time.Time `json:"expiresAt"`
+	}
+}
+
+type iceServersOutput struct {
+	Body struct {
+		ICEServers []agentproto.ICEServer `json:"iceServers" doc:"As RTCIceServer: STUN, and TURN with credentials of the TURN REST scheme. Empty without configuration: peers connect directly."`
+	}
+}
+
+type offerInput struct {
+	ID   string `path:"id" format:"uuid"`
+	Body struct {
+		SDP        string `json:"sdp,omitempty" maxLength:"65536" multiline:"true" doc:"The viewer's SDP offer."`
+		Type       string `json:"type,omitempty" enum:"offer" doc:"offer, when sent."`
+		ICERestart bool   `json:"iceRestart,omitempty" doc:"Without sdp: ask the agent to offer an ICE restart of the connection; answer it with /answer."`
+	}
+}
+
+type descriptionOutput struct{ Body agentproto.DesktopDescription }
+
+type answerInput struct {
+	ID   string `path:"id" format:"uuid"`
+	Body struct {
+		SDP  string `json:"sdp" minLength:"1" maxLength:"65536" multiline:"true" doc:"The viewer's SDP answer to the agent's offer."`
+		Type string `json:"type,omitempty" enum:"answer"`
+	}
+}
+
+type iceInput struct {
+	ID   string `path:"id" format:"uuid"`
+	Body struct {
+		Candidate     string  `json:"candidate" maxLength:"2048" doc:"As RTCIceCandidateInit; empty ends the viewer's candidates."`
+		SDPMid        *string `json:"sdpMid,omitempty" maxLength:"256"`
+		SDPMLineIndex *uint16 `json:"sdpMLineIndex,omitempty"`
+	}
+}
+
+type doneOutput struct{ Body agentproto.Done }
+
+// Register adds the /remote routes, and the terminal WebSocket.
+func (s *Service) Register(api *httpapi.Server) {
+	const tag = "Remote access"
+	const base = "/remote/sessions"
+	const agent = " The device's agent must be connected: 503 AGENT_OFFLINE otherwise, 504 AGENT_TIMEOUT when it does not answer in time."
+	route := func(id, method, path, summary, desc string, errors ...int) httpapi.Route {
+		return httpapi.Route{ID: id, Method: method, Path: path, Tag: tag, Permission: access.RemoteAccess, Summary: summary,
+			Description: desc, Errors: errors}
+	}
+
+	create := route("create-remote-session", http.MethodPost, base, "Open a remote session",
+		"A session of a device in scope, pending until a viewer connects. 400 DEVICE_OFFLINE when the device's agent is not connected; "+
+			"429 SESSION_LIMIT_REACHED when the organization has 10 active sessions or the caller 5.", 404, 429)
+	create.Status, create.MFA = http.StatusCreated, true
+	httpapi.Register(api, create, func(ctx context.Context, in *createInput) (*sessionOutput, error) {
+		x, err := s.Create(ctx, in.Body.DeviceID, in.Body.Type)
+		return &sessionOutput{x}, err
+	})
+	httpapi.Register(api, route("list-remote-sessions", http.MethodGet, base, "List active remote sessions",
+		"Sessions pending, connecting or active, in scope, newest first."),
+		func(ctx context.Context, in *listInput) (*httpapi.ListBody[RemoteSession], error) {
+			return s.list(ctx, in, false)
+		})
+	httpapi.Register(api, route("list-remote-session-history", http.MethodGet, base+"/history", "List ended remote sessions",
+		"Sessions disconnected, failed or denied, in scope, newest first, with their duration."),
+		func(ctx context.Context, in *listInput) (*httpapi.ListBody[RemoteSession], error) {
+			return s.list(ctx, in, true)
+		})
+	httpapi.Register(api, route("expire-stale-remote-sessions", http.MethodDelete, base+"/stale", "End stale remote sessions",
+		"Fails the sessions in scope pending for more than 5 minutes or connecting for more than 2, and the active terminals "+
+			"whose node stopped serving them for 2 (a periodic job does the same every minute), and says how many."),
+		func(ctx context.Context, _ *struct{}) (*staleOutput, error) {
+			n, err := s.ExpireStale(ctx)
+			out := &staleOutput{}
+			out.Body.Expired = n
+			return out, err
+		})
+	httpapi.Register(api, route("get-remote-session", http.MethodGet, base+"/{id}", "Get a remote session", "", 404),
+		func(ctx context.Context, in *idPath) (*sessionOutput, error) {
+			x, err := s.Get(ctx, in.ID)
+			return &sessionOutput{x}, err
+		})
+	httpapi.Register(api, route("end-remote-session", http.MethodPost, base+"/{id}/end", "End a remote session",
+		"The session becomes disconnected; an open terminal closes within seconds. 409 SESSION_ENDED when it had ended.", 404, 409),
+		func(ctx context.Context, in *idPath) (*sessionOutput, error) {
+			x, err := s.End(ctx, in.ID)
+			return &sessionOutput{x}, err
+		})
+
+	ticket := route("create-remote-terminal-ticket", http.MethodPost, base+"/{id}/ws-ticket", "Issue a terminal ticket",
+		"A single-use ticket, valid 60 seconds and bound to the caller, to open the terminal WebSocket of a pending terminal "+
+			"session (GET /api/v1"+TerminalPath+"?ticket=...; see the Remote sessions section of the API guide). "+
+			"400 SESSION_TYPE_MISMATCH for other sessions; 409 when the session is not pending.", 404, 409)
+	ticket.MFA = true
+	httpapi.Register(api, ticket, func(ctx context.Context, in *idPath) (*ticketOutput, error) {
+		t, err := s.IssueTerminalTicket(ctx, in.ID)
+		return &ticketOutput{t}, err
+	})
+	code := route("create-remote-desktop-connect-code", http.MethodPost, base+"/{id}/desktop-connect-code", "Issue a desktop connect code",
+		"A single-use code, valid 2 minutes and bound to the caller, for a desktop session that has not ended.", 404, 409)
+	code.MFA = true
+	httpapi.Register(api, code, func(ctx context.Context, in *idPath) (*connectCodeOutput, error) {
+		raw, expires, err := s.ConnectCode(ctx, in.ID)
+		out := &connectCodeOutput{}
+		out.Body.Code, out.Body.ExpiresAt = raw, expires
+		return out, err
+	})
+	httpapi.Register(api, route("get-remote-ice-servers", http.MethodGet, "/remote/ice-servers", "List ICE servers",
+		"The STUN and TURN servers a desktop viewer may use; TURN credentials are the caller's, time-limited."),
+		func(ctx context.Context, _ *struct{}) (*iceServersOutput, error) {
+			servers, err := s.CallerICEServers(ctx)
+			out := &iceServersOutput{}
+			out.Body.ICEServers = servers
+			return out, err
+		})
+	httpapi.Register(api, route("send-remote-desktop-offer", http.MethodPost, base+"/{id}/offer", "Send a WebRTC offer",
+		"Relays the viewer's SDP offer to the agent and answers the agent's SDP answer, its ICE candidates included; "+
+			"screenCapture says whether a video track carries the screen. With iceRestart and no sdp, the agent offers "+
+			"instead (type offer), to be answered with /answer. 400 SESSION_TYPE_MISMATCH for other sessions."+agent, 404, 409, 502, 503, 504),
+		func(ctx context.Context, in *offerInput) (*descriptionOutput, error) {
+			d, err := s.Offer(ctx, in.ID, in.Body.SDP, in.Body.ICERestart)
+			return &descriptionOutput{d}, err
+		})
+	httpapi.Register(api, route("send-remote-desktop-answer", http.MethodPost, base+"/{id}/answer", "Send a WebRTC answer",
+		"Relays the viewer's SDP answer to an offer the agent made (an ICE restart, see /offer)."+agent, 404, 409, 502, 503, 504),
+		func(ctx context.Context, in *answerInput) (*doneOutput, error) {
+			err := s.Answer(ctx, in.ID, in.Body.SDP)
+			return &doneOutput{agentproto.Done{OK: err == nil}}, err
+		})
+	httpapi.Register(api, route("send-remote-desktop-ice", http.MethodPost, base+"/{id}/ice", "Send an ICE candidate",
+		"Relays one of the viewer's ICE candidates to the agent, after the offer. The agent's own candidates are in its SDP."+agent,
+		404, 409, 502, 503, 504),
+		func(ctx context.Context, in *iceInput) (*doneOutput, error) {
+			err := s.ICE(ctx, in.ID, agentproto.DesktopICEArgs{Candidate: in.Body.Candidate, SDPMid: in.Body.SDPMid,
+				SDPMLineIndex: in.Body.SDPMLineIndex})
+			return &doneOutput{agentproto.Done{OK: err == nil}}, err
+		})
+
+	api.Handle("GET "+httpapi.Prefix+TerminalPath, http.HandlerFunc(s.ServeTerminal))
+}
+
+func (s *Service) list(ctx context.Context, in *listInput, ended bool) (*httpapi.ListBody[RemoteSession], error) {
+	page, err := in.Normalize(httpapi.MaxPageSize)
+	if err != nil {
+		return nil, err
+	}
+	rows, next, total, err := s.List(ctx, ended, in.DeviceID, page)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.ListPage(rows, next, page, total), nil
+}

@@ -1,0 +1,23 @@
+package remote
+
+import (
+	"time"
+
+	"gale/internal/devices"
+	"gale/internal/module"
+	"gale/internal/systemtools"
+	"gale/internal/tickets"
+)
+
+// Module serves remote sessions: terminals over agent streams, desktop signalling relayed to
+// agents, and the expiry of stale sessions every minute.
+var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
+	c := k.Config
+	s := New(k.DB, k.Clock, k.Logger, module.Get[*devices.Service](k), module.Get[systemtools.Caller](k), module.Get[*tickets.Service](k),
+		Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs, TURNSecret: c.RemoteTURNSecret,
+			TURNCredentialTTL: c.RemoteTURNCredentialTTL})
+	s.Register(k.HTTP)
+	k.Every("remote-sessions-expire", time.Minute, s.expireAll)
+	k.Provide(s)
+	return nil
+}}
