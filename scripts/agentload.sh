@@ -6,7 +6,7 @@
 #   scripts/agentload.sh                                # 10,000 agents, embedded SQLite
 #   AGENTS=20000 scripts/agentload.sh                   # push further
 #   DATABASE_URL=postgres://... scripts/agentload.sh    # an empty PostgreSQL database
-#   FLEET=true scripts/agentload.sh                     # also run a script on every agent
+#   FLEET=true scripts/agentload.sh                     # also run a script on every agent (an automation)
 #
 # Needs curl and jq, and a file-descriptor limit above AGENTS for both processes (the script
 # raises the soft limit to the hard one).

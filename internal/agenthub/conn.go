@@ -207,7 +207,7 @@ func (c *conn) handle(msg agentproto.Message) error {
 			return err
 		}
 		waiting, err := false, context.Canceled
-		c.hub.run(c.ctx, func() {
+		c.hub.runUrgent(c.ctx, func() {
 			start := time.Now()
 			waiting, err = c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
 			c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())

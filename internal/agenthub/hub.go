@@ -72,6 +72,7 @@ type Hub struct {
 
 	// work carries database work from connections to the workers; quit stops them.
 	work      chan func()
+	urgent    chan func() // heartbeats: taken before other work (see worker)
 	quit      chan struct{}
 	closeOnce sync.Once
 
@@ -114,7 +115,7 @@ func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Re
 		opts.Workers = 8
 	}
 	h := &Hub{devices: dev, bus: b, logger: logger, opts: opts, conns: map[string]*conn{}, handlers: map[string]MessageHandler{},
-		work: make(chan func()), quit: make(chan struct{}),
+		work: make(chan func()), urgent: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
@@ -147,10 +148,22 @@ func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Re
 	return h
 }
 
-// worker runs database work handed over by connections until the hub closes.
+// worker runs database work handed over by connections until the hub closes. Heartbeats go
+// first: when thousands of running scripts send their output pieces (and other reports) over
+// their channels at once, a heartbeat waits for the work the workers are doing, not for the
+// whole queue behind it, so its acknowledgement stays prompt and agents are not taken for
+// silent.
 func (h *Hub) worker() {
 	for {
 		select {
+		case fn := <-h.urgent:
+			fn()
+			continue
+		default:
+		}
+		select {
+		case fn := <-h.urgent:
+			fn()
 		case fn := <-h.work:
 			fn()
 		case <-h.quit:
@@ -163,10 +176,15 @@ func (h *Hub) worker() {
 // Connections hand their database work over instead of doing it on their own goroutines:
 // those calls need deep stacks (tens of KiB), and a goroutine keeps the stack it grew, so
 // thousands of connections would each hold one.
-func (h *Hub) run(ctx context.Context, fn func()) bool {
+func (h *Hub) run(ctx context.Context, fn func()) bool { return h.runOn(ctx, h.work, fn) }
+
+// runUrgent is run for a heartbeat, ahead of other work.
+func (h *Hub) runUrgent(ctx context.Context, fn func()) bool { return h.runOn(ctx, h.urgent, fn) }
+
+func (h *Hub) runOn(ctx context.Context, lane chan func(), fn func()) bool {
 	done := make(chan struct{})
 	select {
-	case h.work <- func() { fn(); close(done) }:
+	case lane <- func() { fn(); close(done) }:
 	case <-ctx.Done():
 		return false
 	case <-h.quit:

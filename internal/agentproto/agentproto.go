@@ -22,7 +22,8 @@ const (
 	PathHeartbeat = "/agents/{agentId}/heartbeat"
 	// PathInventory takes an Inventory document over HTTP (it can be large).
 	PathInventory = "/agents/{agentId}/inventory"
-	// PathCommandResult takes a CommandResult over HTTP when the socket is down.
+	// PathCommandResult takes a CommandResult over HTTP, where agents report results: the
+	// answer confirms the result was recorded (a command_result on the socket is taken too).
 	PathCommandResult = "/agents/{agentId}/commands/{commandId}/result"
 )
 

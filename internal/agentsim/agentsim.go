@@ -39,8 +39,9 @@ type Options struct {
 	// AdminToken, when set, lets the run send Commands commands and time their delivery.
 	AdminToken string
 	Commands   int
-	// Fleet, with AdminToken, runs a script on every agent once they are connected (POST
-	// /scripts/{id}/execute in batches of 500) and times its dispatch and its results.
+	// Fleet, with AdminToken, runs a script on every agent once they are connected (an
+	// automation targeting their organization, POST /automations/{id}/run) and times its
+	// dispatch and its results.
 	Fleet bool
 	// Progress receives a line every few seconds.
 	Progress io.Writer
@@ -342,9 +343,15 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 			}
 		case agentproto.TypeCommand:
 			s.received.LoadOrStore(msg.ID, time.Now())
-			code := 0
-			_ = write(agentproto.TypeCommandResult, msg.ID, agentproto.CommandResult{CommandID: msg.ID,
-				Status: agentproto.ResultCompleted, ExitCode: &code, Stdout: "ok"})
+			// As gale-agent does, the result goes over HTTP, whose answer confirms it was recorded.
+			go func() {
+				code := 0
+				path := "/agents/" + c.DeviceID + "/commands/" + msg.ID + "/result"
+				if err := s.post(ctx, path, c.Token, agentproto.CommandResult{CommandID: msg.ID, Status: agentproto.ResultCompleted,
+					ExitCode: &code, Stdout: "ok"}, nil); err != nil && ctx.Err() == nil {
+					s.progress("result: %v", err)
+				}
+			}()
 		case agentproto.TypeStop:
 			return nil
 		}
@@ -380,8 +387,9 @@ func (s *sim) commands(ctx context.Context, creds []Creds) []time.Duration {
 	return out
 }
 
-// fleet runs a script on every agent and times it: the requests, the commands reaching the
-// agents, and the results stored (polling the executions the server counts as completed).
+// fleet runs a script on every agent through an automation and times it: the run's request,
+// the commands reaching the agents, and the results stored (polling the executions the server
+// counts as completed).
 func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	var dev struct {
 		OrgID string `json:"orgId"`
@@ -396,26 +404,30 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 		"orgId": dev.OrgID, "osTypes": []string{"linux"}, "language": "sh", "content": "uptime"}, &sc); err != nil {
 		return Report{}, err
 	}
+	var auto struct {
+		ID string `json:"id"`
+	}
+	if err := s.post(ctx, "/automations", s.o.AdminToken, map[string]any{"name": "Fleet", "orgId": dev.OrgID,
+		"trigger": map[string]any{"type": "manual"}, "targets": map[string]any{"type": "organization"},
+		"actions": []map[string]any{{"type": "run_script", "scriptId": sc.ID}}}, &auto); err != nil {
+		return Report{}, err
+	}
 	start := time.Now()
+	var run struct {
+		Steps []struct {
+			CommandID *string `json:"commandId"`
+		} `json:"steps"`
+	}
+	if err := s.post(ctx, "/automations/"+auto.ID+"/run", s.o.AdminToken, map[string]any{}, &run); err != nil {
+		return Report{}, err
+	}
 	var commandIDs []string
-	for first := 0; first < len(creds); first += 500 {
-		ids := make([]string, 0, 500)
-		for _, c := range creds[first:min(first+500, len(creds))] {
-			ids = append(ids, c.DeviceID)
-		}
-		var run struct {
-			Executions []struct {
-				CommandID string `json:"commandId"`
-			} `json:"executions"`
-		}
-		if err := s.post(ctx, "/scripts/"+sc.ID+"/execute", s.o.AdminToken, map[string]any{"deviceIds": ids}, &run); err != nil {
-			return Report{}, err
-		}
-		for _, x := range run.Executions {
-			commandIDs = append(commandIDs, x.CommandID)
+	for _, st := range run.Steps {
+		if st.CommandID != nil {
+			commandIDs = append(commandIDs, *st.CommandID)
 		}
 	}
-	s.progress("fleet: %d executions requested in %s", len(commandIDs), time.Since(start))
+	s.progress("fleet: a run of %d executions started in %s", len(commandIDs), time.Since(start))
 	rep := Report{FleetDevices: len(commandIDs)}
 	for ctx.Err() == nil {
 		last, all := start, true

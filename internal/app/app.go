@@ -19,6 +19,7 @@ import (
 	"gale/internal/apikeys"
 	"gale/internal/audit"
 	"gale/internal/auth"
+	"gale/internal/automations"
 	"gale/internal/blob"
 	"gale/internal/bus"
 	"gale/internal/clock"
@@ -76,6 +77,7 @@ var Modules = []module.Module{
 	mobile.Module,
 	tunnels.Module,
 	remote.Module,
+	automations.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

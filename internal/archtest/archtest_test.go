@@ -103,6 +103,11 @@ var owners = map[string]string{
 
 	"remote_sessions": "internal/remote",
 
+	"automations":                   "internal/automations",
+	"automation_runs":               "internal/automations",
+	"automation_run_steps":          "internal/automations",
+	"automation_webhook_signatures": "internal/automations",
+
 	"scripts":           "internal/scripts",
 	"script_versions":   "internal/scripts",
 	"script_categories": "internal/scripts",
