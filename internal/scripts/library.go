@@ -81,9 +81,10 @@ var systemLibrary = []LibraryScript{
 }
 
 var templates = []LibraryScript{
-	{ID: "bash-basic", Name: "Bash script", Category: "Templates", file: "templates/bash-basic.sh",
+	{ID: "bash-basic", Name: "Bash script", Category: "Templates", file: "templates/bash-basic.sh", Language: LangBash,
 		Description: "Stops at the first failing command and says where.", OSTypes: []string{OSLinux, OSMacOS}},
 	{ID: "bash-parameters", Name: "Bash script with parameters", Category: "Templates", file: "templates/bash-parameters.sh",
+		Language:    LangBash,
 		Description: "Reads a required and an optional parameter.", OSTypes: []string{OSLinux, OSMacOS},
 		Parameters: []ScriptParameter{{Name: "TARGET", Type: ParamString, Required: true}, {Name: "DRY_RUN", Type: ParamBoolean, DefaultValue: true}}},
 	{ID: "python-basic", Name: "Python script", Category: "Templates", file: "templates/python-basic.py", Language: LangPython,
