@@ -152,6 +152,9 @@ type Config struct {
 	RemoteTURNURLs          []string
 	RemoteTURNSecret        string
 	RemoteTURNCredentialTTL time.Duration
+	// RemoteFileTransferMaxBytes caps one file moved through a file_transfer remote session,
+	// either way (REMOTE_FILE_TRANSFER_MAX_BYTES).
+	RemoteFileTransferMaxBytes int64
 	// ListCacheRows is how many rows of each cached list (organizations, devices) a node keeps
 	// decoded in memory (LIST_CACHE_ROWS); 0 reads every row of every page.
 	ListCacheRows int
@@ -208,6 +211,7 @@ func Defaults() Config {
 		TunnelResponseTimeout:             60 * time.Second,
 		ListCacheRows:                     20000,
 		RemoteTURNCredentialTTL:           time.Hour,
+		RemoteFileTransferMaxBytes:        2 << 30,
 	}
 }
 
@@ -361,6 +365,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 		}
 	}
 	intVar("REMOTE_TURN_CREDENTIAL_TTL_SECONDS", 60, 7*86400, seconds(&c.RemoteTURNCredentialTTL))
+	intVar("REMOTE_FILE_TRANSFER_MAX_BYTES", 1, 1<<40, func(n int64) { c.RemoteFileTransferMaxBytes = n })
 	c.RemoteTURNSecret = getenv("REMOTE_TURN_SECRET")
 	for _, v := range []struct {
 		name    string

@@ -155,13 +155,14 @@ func TestRemoteICEServers(t *testing.T) {
 		return config.Load(env(vars), slog.New(slog.DiscardHandler))
 	}
 	c, err := load(map[string]string{})
-	if err != nil || len(c.RemoteSTUNURLs) != 0 || len(c.RemoteTURNURLs) != 0 || c.RemoteTURNCredentialTTL != time.Hour {
-		t.Fatalf("remote defaults: %v %v %s (%v)", c.RemoteSTUNURLs, c.RemoteTURNURLs, c.RemoteTURNCredentialTTL, err)
+	if err != nil || len(c.RemoteSTUNURLs) != 0 || len(c.RemoteTURNURLs) != 0 || c.RemoteTURNCredentialTTL != time.Hour ||
+		c.RemoteFileTransferMaxBytes != 2<<30 {
+		t.Fatalf("remote defaults: %v %v %s %d (%v)", c.RemoteSTUNURLs, c.RemoteTURNURLs, c.RemoteTURNCredentialTTL, c.RemoteFileTransferMaxBytes, err)
 	}
 	c, err = load(map[string]string{"REMOTE_STUN_URLS": "stun:a.example:3478, stuns:b.example", "REMOTE_TURN_URLS": "turn:t.example:3478?transport=udp",
-		"REMOTE_TURN_SECRET": "0123456789abcdef", "REMOTE_TURN_CREDENTIAL_TTL_SECONDS": "600"})
+		"REMOTE_TURN_SECRET": "0123456789abcdef", "REMOTE_TURN_CREDENTIAL_TTL_SECONDS": "600", "REMOTE_FILE_TRANSFER_MAX_BYTES": "1048576"})
 	if err != nil || len(c.RemoteSTUNURLs) != 2 || c.RemoteSTUNURLs[1] != "stuns:b.example" || len(c.RemoteTURNURLs) != 1 ||
-		c.RemoteTURNCredentialTTL != 10*time.Minute {
+		c.RemoteTURNCredentialTTL != 10*time.Minute || c.RemoteFileTransferMaxBytes != 1<<20 {
 		t.Fatalf("remote settings: %+v %+v %s (%v)", c.RemoteSTUNURLs, c.RemoteTURNURLs, c.RemoteTURNCredentialTTL, err)
 	}
 	for name, vars := range map[string]map[string]string{
@@ -169,6 +170,7 @@ func TestRemoteICEServers(t *testing.T) {
 		"REMOTE_TURN_URLS":                   {"REMOTE_TURN_URLS": "http://t.example"},
 		"REMOTE_TURN_SECRET":                 {"REMOTE_TURN_URLS": "turn:t.example"},
 		"REMOTE_TURN_CREDENTIAL_TTL_SECONDS": {"REMOTE_TURN_CREDENTIAL_TTL_SECONDS": "5"},
+		"REMOTE_FILE_TRANSFER_MAX_BYTES":     {"REMOTE_FILE_TRANSFER_MAX_BYTES": "0"},
 	} {
 		if _, err := load(vars); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: error %v does not name the setting", name, err)

@@ -7,7 +7,9 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/agentproto"
+	"gale/internal/apperr"
 	"gale/internal/httpapi"
+	"gale/internal/systemtools"
 )
 
 type idPath struct {
@@ -78,6 +80,24 @@ type iceInput struct {
 }
 
 type doneOutput struct{ Body agentproto.Done }
+
+type fileInput struct {
+	ID   string `path:"id" format:"uuid"`
+	Path string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Absolute path on the device."`
+}
+
+type fileUploadInput struct {
+	ID        string `path:"id" format:"uuid"`
+	Path      string `query:"path" required:"true" minLength:"1" maxLength:"4096" doc:"Absolute path of the new file; its directory must exist."`
+	Overwrite bool   `query:"overwrite" doc:"Replace an existing file; otherwise an existing file is a 400."`
+	Mode      string `query:"mode" pattern:"^0?[0-7]{3}$" doc:"Octal permissions such as 0644 (not on Windows)."`
+	// The raw application/octet-stream body is the file; small files may come as JSON too.
+	Body *struct {
+		Content string `json:"content" doc:"The file's bytes, base64-encoded; at most 50 MiB."`
+	}
+}
+
+type fileEntryOutput struct{ Body agentproto.FileEntry }
 
 // Register adds the /remote routes, and the terminal WebSocket.
 func (s *Service) Register(api *httpapi.Server) {
@@ -177,7 +197,44 @@ func (s *Service) Register(api *httpapi.Server) {
 			return &doneOutput{agentproto.Done{OK: err == nil}}, err
 		})
 
+	s.registerFiles(api, route, agent)
+
 	api.Handle("GET "+httpapi.Prefix+TerminalPath, http.HandlerFunc(s.ServeTerminal))
+}
+
+// registerFiles adds the transfers of file_transfer sessions.
+func (s *Service) registerFiles(api *httpapi.Server, route func(id, method, path, summary, desc string, errors ...int) httpapi.Route, agent string) {
+	const path = "/remote/sessions/{id}/files"
+	const session = " The session must be a file_transfer session (400 SESSION_TYPE_MISMATCH) that has not ended (409 SESSION_ENDED); " +
+		"its first transfer makes it active."
+	httpapi.Register(api, route("download-remote-session-file", http.MethodGet, path, "Download a file",
+		"The bytes of the file at path on the session's device as application/octet-stream, with Content-Length and "+
+			"X-Checksum-Sha256 unless the file reports no size; they stream from the agent. A file larger than "+
+			"REMOTE_FILE_TRANSFER_MAX_BYTES is 413; a transfer that breaks off cuts the connection."+session+agent,
+		404, 409, 413, 502, 503, 504),
+		func(ctx context.Context, in *fileInput) (*systemtools.DownloadOutput, error) {
+			return s.DownloadFile(ctx, in.ID, in.Path)
+		})
+	upload := route("upload-remote-session-file", http.MethodPut, path, "Upload a file",
+		"Writes the raw application/octet-stream body to the file at path on the session's device, streamed to the agent "+
+			"as it arrives, atomically (a failed upload leaves nothing), and answers the file's entry. A file larger than "+
+			"REMOTE_FILE_TRANSFER_MAX_BYTES is 413: before any byte is written when Content-Length says so, else when the "+
+			"body passes the limit. A JSON body {content} (base64, at most 50 MiB) is taken too."+session+agent,
+		404, 409, 413, 502, 503, 504)
+	upload.RawBodyBytes = s.opts.FileTransferMaxBytes
+	upload.MaxBodyBytes = systemtools.MaxJSONUploadBodyBytes
+	httpapi.Register(api, upload, func(ctx context.Context, in *fileUploadInput) (*fileEntryOutput, error) {
+		var e agentproto.FileEntry
+		var err error
+		if raw, ok := httpapi.RawBodyFrom(ctx); ok {
+			e, err = s.UploadFile(ctx, in.ID, in.Path, raw, in.Mode, in.Overwrite)
+		} else if in.Body != nil {
+			e, err = s.UploadFileBase64(ctx, in.ID, in.Path, in.Body.Content, in.Mode, in.Overwrite)
+		} else {
+			err = apperr.Invalid("body", "send the file's bytes as application/octet-stream, or a JSON body {content} in base64")
+		}
+		return &fileEntryOutput{e}, err
+	})
 }
 
 func (s *Service) list(ctx context.Context, in *listInput, ended bool) (*httpapi.ListBody[RemoteSession], error) {

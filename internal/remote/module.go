@@ -10,12 +10,13 @@ import (
 )
 
 // Module serves remote sessions: terminals over agent streams, desktop signalling relayed to
-// agents, and the expiry of stale sessions every minute.
+// agents, file transfers through the system tools' file streams, and the expiry of stale
+// sessions every minute.
 var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
 	c := k.Config
 	s := New(k.DB, k.Clock, k.Logger, module.Get[*devices.Service](k), module.Get[systemtools.Caller](k), module.Get[*tickets.Service](k),
-		Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs, TURNSecret: c.RemoteTURNSecret,
-			TURNCredentialTTL: c.RemoteTURNCredentialTTL})
+		module.Get[*systemtools.Service](k), Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs,
+			TURNSecret: c.RemoteTURNSecret, TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})
 	s.Register(k.HTTP)
 	k.Every("remote-sessions-expire", time.Minute, s.expireAll)
 	k.Provide(s)

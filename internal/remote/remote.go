@@ -86,6 +86,8 @@ type Options struct {
 	TURNURLs          []string
 	TURNSecret        string
 	TURNCredentialTTL time.Duration
+	// FileTransferMaxBytes caps one file moved through a file_transfer session, either way.
+	FileTransferMaxBytes int64
 }
 
 // Service runs remote sessions.
@@ -96,12 +98,15 @@ type Service struct {
 	devices *devices.Service
 	agents  systemtools.Caller
 	tickets *tickets.Service
+	files   *systemtools.Service
 	opts    Options
 }
 
-// New returns the remote-session service.
-func New(db *store.DB, clk clock.Clock, logger *slog.Logger, dev *devices.Service, agents systemtools.Caller, t *tickets.Service, opts Options) *Service {
-	return &Service{db: db, clock: clock.Or(clk), logger: logger, devices: dev, agents: agents, tickets: t, opts: opts}
+// New returns the remote-session service; files carries the transfers of file_transfer
+// sessions.
+func New(db *store.DB, clk clock.Clock, logger *slog.Logger, dev *devices.Service, agents systemtools.Caller, t *tickets.Service,
+	files *systemtools.Service, opts Options) *Service {
+	return &Service{db: db, clock: clock.Or(clk), logger: logger, devices: dev, agents: agents, tickets: t, files: files, opts: opts}
 }
 
 // RemoteSession is the API view of a remote session (named so in the API document, beside

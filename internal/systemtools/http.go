@@ -2,13 +2,9 @@ package systemtools
 
 import (
 	"context"
-	"encoding/base64"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/danielgtaylor/huma/v2"
 
 	"gale/internal/access"
 	"gale/internal/agentproto"
@@ -113,14 +109,6 @@ type fileListOrRead struct {
 		Entries []agentproto.FileEntry  `json:"entries,omitempty"`
 		Content *agentproto.FileContent `json:"content,omitempty"`
 	}
-}
-
-type downloadOutput struct {
-	ContentType        string `header:"Content-Type"`
-	ContentDisposition string `header:"Content-Disposition"`
-	ContentLength      string `header:"Content-Length"`
-	Checksum           string `header:"X-Checksum-Sha256"`
-	Body               func(huma.Context)
 }
 
 func list[T any](rows []T) *listOut[T] {
@@ -284,45 +272,26 @@ func (s *Service) Register(api *httpapi.Server) {
 		"The file's bytes as application/octet-stream, with Content-Length and X-Checksum-Sha256 (both left out for "+
 			"files that report no size, such as those of /proc). They stream from the agent whatever the file's size; "+
 			"an agent older than file streams sends at most 50 MiB. A transfer that breaks off cuts the connection."),
-		func(ctx context.Context, in *downloadInput) (*downloadOutput, error) {
-			d, err := s.device(ctx, in.DeviceID)
-			if err != nil {
-				return nil, err
-			}
-			name := in.Path[strings.LastIndexAny(in.Path, `/\`)+1:]
-			if o, streamed, err := s.streamDownload(ctx, d, in.Path, name); streamed || err != nil {
-				return o, err
-			}
-			var c agentproto.FileContent
-			if err := s.act(ctx, in.DeviceID, agentproto.MethodFileDownload, agentproto.PathArgs{Path: in.Path}, &c, transferTimeout); err != nil {
-				return nil, err
-			}
-			b, err := base64.StdEncoding.DecodeString(c.Content)
-			if err != nil {
-				return nil, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent sent an unreadable file"}
-			}
-			return &downloadOutput{ContentType: "application/octet-stream", Checksum: c.SHA256,
-				ContentDisposition: attachment(name),
-				ContentLength:      strconv.Itoa(len(b)), Body: func(hctx huma.Context) { _, _ = hctx.BodyWriter().Write(b) }}, nil
+		func(ctx context.Context, in *downloadInput) (*DownloadOutput, error) {
+			return s.Download(ctx, in.DeviceID, in.Path, TransferOptions{})
 		})
 	route := exec("upload-device-file", http.MethodPost, "/files/upload", "Upload a file",
 		"Writes the file atomically: a temporary file beside it, synced, then renamed into place, so a failed upload "+
 			"leaves nothing behind. Either a JSON body (content base64, at most 50 MiB) or, for files of any size up "+
 			"to 10 GiB, the raw bytes as application/octet-stream with path, overwrite and mode as query parameters: "+
 			"they stream to the agent as they arrive (an agent older than file streams takes raw uploads of at most 50 MiB).")
-	route.MaxBodyBytes = agentproto.MaxFileUploadBytes*4/3 + 64<<10
+	route.MaxBodyBytes = MaxJSONUploadBodyBytes
 	route.RawBodyBytes = MaxStreamedUploadBytes
 	httpapi.Register(api, route, func(ctx context.Context, in *uploadInput) (*out[agentproto.FileEntry], error) {
-		d, err := s.device(ctx, in.DeviceID)
-		if err != nil {
-			return nil, err
-		}
-		var e agentproto.FileEntry
 		if raw, ok := httpapi.RawBodyFrom(ctx); ok {
-			e, err = s.uploadRaw(ctx, d, in, raw)
-		} else {
-			e, err = s.uploadJSON(ctx, d, in)
+			e, err := s.Upload(ctx, in.DeviceID, in.Path, raw, TransferOptions{Mode: in.Mode, Overwrite: in.Overwrite})
+			return &out[agentproto.FileEntry]{Body: e}, err
 		}
+		if in.Body == nil {
+			return nil, apperr.Invalid("body", "send a JSON body, or the raw bytes as application/octet-stream")
+		}
+		b := in.Body
+		e, err := s.UploadBase64(ctx, in.DeviceID, b.Path, b.Content, TransferOptions{Mode: b.Mode, Overwrite: b.Overwrite})
 		return &out[agentproto.FileEntry]{Body: e}, err
 	})
 

@@ -7,8 +7,10 @@ import (
 )
 
 // Module serves the system tools (processes, services, files, registry, event logs) that run
-// as calls to a device's agent.
+// as calls to a device's agent, and provides their file transfers to other domains.
 var Module = module.Module{Name: "systemtools", Build: func(k *module.Kernel) error {
-	New(module.Get[*devices.Service](k), module.Get[Caller](k), module.Get[*audit.Log](k)).Register(k.HTTP)
+	s := New(module.Get[*devices.Service](k), module.Get[Caller](k), module.Get[*audit.Log](k))
+	s.Register(k.HTTP)
+	k.Provide(s)
 	return nil
 }}

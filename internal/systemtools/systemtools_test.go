@@ -106,3 +106,51 @@ func waitNoLiveChannel(t *testing.T, e *apptest.Env, deviceID string) {
 		return err == nil && !live
 	})
 }
+
+// An agent without file streams gets downloads and uploads (raw or JSON) as calls; each is
+// audited with its path and size.
+func TestFileTransfersThroughCalls(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := e.EnrollAgent(ten, "web-01")
+	liveAgent(t, e, dev.AuthToken, json.RawMessage(`{"name":"a.txt","path":"/tmp/a.txt","type":"file","sizeBytes":5,
+		"content":"aGVsbG8=","sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}`))
+	files := api + "/system-tools/devices/" + dev.DeviceID + "/files"
+
+	r := e.Must(200, ten.Org, "GET", files+"/download?path=/tmp/a.txt", nil)
+	if string(r.Body) != "hello" || r.Header.Get("Content-Length") != "5" || r.Header.Get("Content-Disposition") != `attachment; filename="a.txt"` ||
+		r.Header.Get("X-Checksum-Sha256") != "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824" {
+		t.Fatalf("download = %q %v", r.Body, r.Header)
+	}
+	raw := ten.Org
+	raw.Header = map[string][]string{"Content-Type": {"application/octet-stream"}}
+	if r := e.Must(200, raw, "POST", files+"/upload?path=/tmp/a.txt", []byte("hello")); !strings.Contains(string(r.Body), `"path":"/tmp/a.txt"`) {
+		t.Fatalf("raw upload = %s", r.Body)
+	}
+	if r := e.Must(200, ten.Org, "POST", files+"/upload", map[string]any{"path": "/tmp/a.txt", "content": "aGVsbG8="}); !strings.Contains(string(r.Body), `"path":"/tmp/a.txt"`) {
+		t.Fatalf("JSON upload = %s", r.Body)
+	}
+	if r := e.Do(ten.Org, "POST", files+"/upload", nil); r.Status != 400 || r.ErrorCode() != "VALIDATION_ERROR" {
+		t.Fatalf("upload without a body = %d %s", r.Status, r.Body)
+	}
+
+	var log struct {
+		Data []struct {
+			Details struct {
+				Method string         `json:"method"`
+				Args   map[string]any `json:"args"`
+			} `json:"details"`
+		} `json:"data"`
+	}
+	e.Must(200, e.Admin(), "GET", api+"/audit/logs?action=device.system_tool&resourceId="+dev.DeviceID, nil).JSON(t, &log)
+	methods := map[string]int{}
+	for _, l := range log.Data {
+		if l.Details.Args["path"] != "/tmp/a.txt" || l.Details.Args["sizeBytes"] != float64(5) {
+			t.Fatalf("audit entry = %+v", l)
+		}
+		methods[l.Details.Method]++
+	}
+	if methods[agentproto.MethodFileDownload] != 1 || methods[agentproto.MethodFileUpload] != 2 {
+		t.Fatalf("audit entries = %+v", log.Data)
+	}
+}

@@ -3,9 +3,15 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,6 +26,7 @@ import (
 	"gale/internal/agentproto"
 	"gale/internal/apptest"
 	"gale/internal/clock"
+	"gale/internal/config"
 	"gale/internal/remote"
 )
 
@@ -369,6 +376,93 @@ func TestRemoteDesktopDataChannel(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("the agent kept the connection of an ended session")
 	}
+}
+
+// TestRemoteFileTransferRoundTrip uploads 8 MiB through a file_transfer session to a real
+// agent, downloads them back intact, and checks that the size cap refuses larger files
+// either way without leaving a file on the device.
+func TestRemoteFileTransferRoundTrip(t *testing.T) {
+	const limit = 16 << 20
+	node := apptest.New(t, func(c *config.Config) { c.RemoteFileTransferMaxBytes = limit })
+	agent := startStreamAgent(t, node)
+	admin := node.Admin()
+	files := node.Server.URL + "/api/v1/remote/sessions/" + remoteSession(t, node, admin, agent.deviceID, "file_transfer") + "/files?path="
+	dir := t.TempDir()
+	src := filepath.Join(dir, "source.bin")
+	want := writeRandomFile(t, src, 8<<20)
+	transfer := func(method, path string, body io.Reader, size int64) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, files+url.QueryEscape(path), body)
+		req.Header.Set("Authorization", "Bearer "+admin.Token)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/octet-stream")
+			req.ContentLength = size
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		return res
+	}
+
+	copyPath := filepath.Join(dir, "copy.bin")
+	f, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res := transfer(http.MethodPut, copyPath, f, 8<<20)
+	answer, _ := io.ReadAll(res.Body)
+	var entry struct {
+		SizeBytes int64 `json:"sizeBytes"`
+	}
+	if res.StatusCode != http.StatusOK || json.Unmarshal(answer, &entry) != nil || entry.SizeBytes != 8<<20 {
+		t.Fatalf("upload = %d %s", res.StatusCode, answer)
+	}
+	res = transfer(http.MethodGet, copyPath, nil, 0)
+	sum := sha256.New()
+	n, err := io.Copy(sum, res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("download: status %d, %d bytes, %v", res.StatusCode, n, err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != want || n != 8<<20 || res.Header.Get("X-Checksum-Sha256") != want {
+		t.Fatalf("downloaded %d bytes with SHA-256 %s (header %s), want %d with %s", n, got, res.Header.Get("X-Checksum-Sha256"), 8<<20, want)
+	}
+
+	errorCode := func(res *http.Response) string {
+		var env struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&env)
+		return env.Error.Code
+	}
+	big := filepath.Join(dir, "big.bin")
+	writeRandomFile(t, big, limit+1)
+	for _, size := range []int64{limit + 1, -1} { // declared, then chunked
+		tooBig := filepath.Join(dir, fmt.Sprintf("too-big%d.bin", size))
+		f, err := os.Open(big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := transfer(http.MethodPut, tooBig, io.MultiReader(f), size)
+		f.Close()
+		if code := errorCode(res); res.StatusCode != http.StatusRequestEntityTooLarge || code != "PAYLOAD_TOO_LARGE" {
+			t.Fatalf("upload of %d bytes (size %d) over a cap of %d = %d %s", limit+1, size, limit, res.StatusCode, code)
+		}
+		if _, err := os.Stat(tooBig); !os.IsNotExist(err) {
+			t.Fatalf("a refused upload left %s (%v)", tooBig, err)
+		}
+	}
+	if res := transfer(http.MethodGet, big, nil, 0); res.StatusCode != http.StatusRequestEntityTooLarge || errorCode(res) != "PAYLOAD_TOO_LARGE" {
+		t.Fatalf("download over the cap = %d", res.StatusCode)
+	}
+	apptest.Eventually(t, 10*time.Second, func() bool {
+		leftovers, _ := filepath.Glob(filepath.Join(dir, ".*gale-*"))
+		return len(leftovers) == 0
+	})
 }
 
 // BenchmarkRemoteTerminalKeystrokeEcho types one key at a time into 20 open terminals on two
