@@ -16,6 +16,7 @@ var Module = module.Module{Name: "alerts", Build: func(k *module.Kernel) error {
 	module.Get[*devices.Service](k).AddHooks(devices.Hooks{LeftOrg: s.DeviceLeftOrg, Heartbeat: s.EvaluateIsolated,
 		CommandFinished: s.EvaluateIsolated})
 	k.Every("alerts-evaluate", time.Minute, s.EvaluateAll)
+	k.Consume(s.ScriptResults())
 	k.Provide(s)
 	return nil
 }}

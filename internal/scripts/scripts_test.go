@@ -604,3 +604,64 @@ func TestCancelRacingTheResultHasOneWinner(t *testing.T) {
 	}
 	t.Logf("%d cancels and %d results won", cancels, results)
 }
+
+// A failure whose exit code the script maps to a severity opens one alert of that severity on
+// the device, however often it fails; the script's next success there resolves it. A failure
+// the mapping does not name opens none.
+func TestMappedFailuresOpenAndResolveOneAlert(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dev := app.Service[*devices.Service](f.e.App)
+	host := f.device(f.a, "db-01", "linux")
+	sc := f.create(f.a.Partner, shScript("Backup check", map[string]any{"exitCodeSeverityMapping": map[string]any{"3": "high"}}))
+	finish := func(exit int) {
+		t.Helper()
+		var run scripts.ScriptRunResult
+		f.e.Must(202, f.a.Partner, "POST", api+"/scripts/"+sc.ID+"/execute", map[string]any{"deviceIds": []string{host}}).JSON(t, &run)
+		x := run.Executions[0]
+		status := agentproto.ResultCompleted
+		if exit != 0 {
+			status = agentproto.ResultFailed
+		}
+		if err := dev.RecordResult(ctx, agentOf(f, f.a, host), agentproto.CommandResult{CommandID: x.CommandID, Status: status,
+			ExitCode: &exit, Error: "backup is 3 days old"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.e.App.Events.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type alert struct {
+		Severity string `json:"severity"`
+		Status   string `json:"status"`
+		Title    string `json:"title"`
+	}
+	alertsOf := func() []alert {
+		var list struct{ Data []alert }
+		f.e.Must(200, f.a.Partner, "GET", api+"/alerts?deviceId="+host, nil).JSON(t, &list)
+		return list.Data
+	}
+	finish(1)
+	if got := alertsOf(); len(got) != 0 {
+		t.Fatalf("an unmapped failure opened %+v", got)
+	}
+	finish(3)
+	finish(3)
+	got := alertsOf()
+	if len(got) != 1 || got[0].Severity != "high" || got[0].Status != "active" || got[0].Title != "Script Backup check failed" {
+		t.Fatalf("after two mapped failures: %+v", got)
+	}
+	finish(0)
+	if got := alertsOf(); len(got) != 1 || got[0].Status != "resolved" {
+		t.Fatalf("after a success: %+v", got)
+	}
+	finish(3)
+	if got := alertsOf(); len(got) != 2 {
+		t.Fatalf("a new failure after the resolution opens a new alert: %+v", got)
+	}
+	var other struct{ Data []alert }
+	f.e.Must(200, f.b.Partner, "GET", api+"/alerts?deviceId="+host, nil).JSON(t, &other)
+	if len(other.Data) != 0 {
+		t.Fatalf("another tenant sees %d script alerts", len(other.Data))
+	}
+}

@@ -258,24 +258,20 @@ func validateMapping(m map[string]*string) error {
 	return nil
 }
 
-// outcome reads an exit code with a mapping: completed or failed, and the severity of a
-// failure. A code the mapping names (or its default) is a success when mapped to null and a
-// failure of that severity otherwise; without either, 0 is a success and anything else a
-// failure of severity high.
+// outcome reads an exit code with a mapping: completed or failed, and the severity the
+// mapping gives a failure. A code the mapping names (or its default) is a success when mapped
+// to null and a failure of that severity otherwise; without either, 0 is a success and
+// anything else a failure without a severity (it raises no alert).
 func outcome(m map[string]*string, exit int) (status string, severity *string) {
 	v, ok := m[strconv.Itoa(exit)]
 	if !ok {
 		v, ok = m["default"]
 	}
-	if !ok {
-		if exit == 0 {
-			return StatusCompleted, nil
-		}
-		high := "high"
-		return StatusFailed, &high
-	}
-	if v == nil {
+	switch {
+	case !ok && exit == 0, ok && v == nil:
 		return StatusCompleted, nil
+	case !ok:
+		return StatusFailed, nil
 	}
 	sev := *v
 	return StatusFailed, &sev
