@@ -535,6 +535,13 @@ func TestDeviceOfflineEventTriggersAnAutomation(t *testing.T) {
 	if runs := runsOf(t, f, x.ID); len(runs) != 1 {
 		t.Fatalf("the offline automation ran %d times (another tenant's device went offline too)", len(runs))
 	}
+	// Triggered by hand, an event automation takes only a payload its filter lets through.
+	if r := f.e.Do(f.a.Org, "POST", api+"/automations/"+x.ID+"/trigger", map[string]any{"payload": map[string]any{"orgId": f.b.OrgID}}); r.Status != 422 ||
+		r.ErrorCode() != "TRIGGER_FILTER_MISMATCH" {
+		t.Fatalf("trigger with a payload outside the filter = %d %s, want 422 TRIGGER_FILTER_MISMATCH", r.Status, r.Body)
+	}
+	f.e.Must(202, f.a.Org, "POST", api+"/automations/"+x.ID+"/trigger", map[string]any{"payload": map[string]any{"orgId": f.a.OrgID,
+		"deviceId": stale}})
 }
 
 // Runs record automation.started and automation.completed, so automations chain: one fires

@@ -113,7 +113,9 @@ func (s *Service) Register(api *httpapi.Server) {
 		func(ctx context.Context, in *idPath) (*struct{}, error) { return nil, s.Delete(ctx, in.ID) })
 	httpapi.Register(api, httpapi.Route{ID: "trigger-automation", Method: http.MethodPost, Path: "/automations/{id}/trigger", Tag: tag,
 		Permission: access.AutomationsExecute, Status: http.StatusAccepted, Summary: "Fire an automation as its trigger would",
-		Description: "Starts a run with the conditions applied; a payload.deviceId narrows it to that device. A disabled automation is 400 AUTOMATION_DISABLED."},
+		Description: "Starts a run with the conditions applied; a payload.deviceId narrows it to that device. A disabled automation is 400 " +
+			"AUTOMATION_DISABLED; for an event trigger, a payload its filter would not let through is 422 TRIGGER_FILTER_MISMATCH.",
+		Errors: []int{http.StatusUnprocessableEntity}},
 		func(ctx context.Context, in *startInput) (*runOutput, error) {
 			r, err := s.Start(ctx, in.ID, StartedByTrigger, in.start())
 			return &runOutput{r}, err

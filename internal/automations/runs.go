@@ -214,6 +214,11 @@ func (s *Service) insertRun(ctx context.Context, tx *sql.Tx, x Automation, st st
 // errDisabled answers a request to start a disabled automation.
 var errDisabled = apperr.BadRequest("AUTOMATION_DISABLED", "the automation is disabled; enable it first")
 
+// errFilterMismatch answers a trigger whose payload the event trigger's filter would not let
+// through: the event it stands for would not have fired the automation.
+var errFilterMismatch = &apperr.Error{Kind: apperr.KindUnprocessable, Code: "TRIGGER_FILTER_MISMATCH",
+	Message: "the payload does not match the trigger's filter, so the event it describes would not fire this automation; nothing ran"}
+
 // Start begins a run of an automation at a technician's request: run (immediately, without
 // the conditions) or trigger (as its trigger would fire it: conditions apply, and a deviceId
 // in the payload narrows it to that device). It returns the run once its first action started.
@@ -228,6 +233,9 @@ func (s *Service) Start(ctx context.Context, id string, by string, in Automation
 			return errDisabled
 		}
 		st := start{by: by, payload: in.Payload, conditions: by == StartedByTrigger}
+		if st.conditions && x.Trigger.Type == TriggerEvent && !matches(x.Trigger.Filter, eventFacts(events.Event{}, in.Payload)) {
+			return errFilterMismatch
+		}
 		if st.conditions {
 			if dev, ok := in.Payload["deviceId"].(string); ok {
 				if !store.ValidID(dev) {
