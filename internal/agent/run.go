@@ -90,7 +90,10 @@ type runner struct {
 
 	beatNow  chan struct{}
 	flushNow chan struct{}
-	retired  sync.Once
+	// dialNow cuts the wait before the next attempt at the live channel short: an HTTP
+	// heartbeat the server took shows it is back and takes the agent's token again.
+	dialNow chan struct{}
+	retired sync.Once
 }
 
 // Run runs the main agent until ctx ends or the server decommissions the device (then it
@@ -114,7 +117,8 @@ func Run(ctx context.Context, o RunOptions) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	r := &runner{opts: o, cfg: cfg, log: o.Logger.With("deviceId", cfg.DeviceID), http: newClient(cfg.Server, cfg.AuthToken),
-		box: box, ctx: ctx, stop: stop, beatNow: make(chan struct{}, 1), flushNow: make(chan struct{}, 1)}
+		box: box, ctx: ctx, stop: stop, beatNow: make(chan struct{}, 1), flushNow: make(chan struct{}, 1),
+		dialNow: make(chan struct{}, 1)}
 	cmds, err := openCommands(CommandsPath(o.ConfigPath))
 	if err != nil {
 		r.log.Error("could not read the commands cancelled or ended before; starting without them", "error", err)
@@ -166,7 +170,11 @@ func (r *runner) connectLoop(ctx context.Context) {
 			d = wait.next()
 			r.log.Warn("live channel down; reconnecting", "error", err, "in", d.Round(time.Millisecond))
 		}
-		if !sleep(ctx, d) {
+		select {
+		case <-r.dialNow:
+			r.log.Info("the server took a heartbeat over HTTP; reconnecting now")
+		case <-time.After(d):
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -600,6 +608,7 @@ func (r *runner) httpHeartbeat(ctx context.Context, hb agentproto.Heartbeat) err
 	if err := r.http.do(ctx, http.MethodPost, apiPath(agentproto.PathHeartbeat, r.cfg.DeviceID), hb, &resp, nil); err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
+	nudge(r.dialNow)
 	if resp.Config != nil {
 		r.applyConfig(*resp.Config)
 	}
