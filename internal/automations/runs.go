@@ -512,35 +512,56 @@ func (s *Service) perform(ctx context.Context, r runRow, idx int, devs []string)
 	switch a.Type {
 	case ActionRunScript:
 		for chunk := range slices.Chunk(devs, chunkDevices) {
-			res, xerr := s.scripts.Execute(ctx, a.ScriptID, scripts.ScriptRun{DeviceIDs: chunk, Parameters: a.Parameters})
+			// The executions and their steps commit together: a node that stops midway loses
+			// neither without the other.
+			var cmds []devices.DeviceCommand
+			var xerr error
+			err := s.db.Write(ctx, func(tx *sql.Tx) error {
+				var res scripts.ScriptRunResult
+				if res, cmds, xerr = s.scripts.ExecuteIn(ctx, tx, a.ScriptID, scripts.ScriptRun{DeviceIDs: chunk, Parameters: a.Parameters}); xerr != nil {
+					return xerr
+				}
+				for _, x := range res.Executions {
+					steps = append(steps, newStep{device: x.DeviceID, status: StepRunning, execution: x.ID, batch: res.BatchID, command: x.CommandID})
+				}
+				bulk(res.Skipped, res.Failed)
+				return s.writeStepsIn(ctx, tx, r, idx, a.Type, steps)
+			})
+			steps = steps[:0]
 			if xerr != nil {
 				failAll(xerr)
 				break
 			}
-			for _, x := range res.Executions {
-				steps = append(steps, newStep{device: x.DeviceID, status: StepRunning, execution: x.ID, batch: res.BatchID, command: x.CommandID})
-			}
-			bulk(res.Skipped, res.Failed)
-			if err := s.writeSteps(ctx, r, idx, a.Type, steps); err != nil {
+			if err != nil {
 				return err
 			}
-			steps = steps[:0]
+			s.devices.Dispatch(ctx, cmds)
 		}
 	case ActionRunCommand:
 		for chunk := range slices.Chunk(devs, chunkDevices) {
-			res, xerr := s.devices.SendBulk(ctx, devices.BulkInput{DeviceIDs: chunk, CommandInput: *a.Command})
+			var cmds []devices.DeviceCommand
+			var xerr error
+			err := s.db.Write(ctx, func(tx *sql.Tx) error {
+				var res devices.BulkResult
+				if res, xerr = s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: chunk, CommandInput: *a.Command}); xerr != nil {
+					return xerr
+				}
+				cmds = res.Commands
+				for _, c := range res.Commands {
+					steps = append(steps, newStep{device: c.DeviceID, status: StepRunning, command: c.ID})
+				}
+				bulk(res.Skipped, res.Failed)
+				return s.writeStepsIn(ctx, tx, r, idx, a.Type, steps)
+			})
+			steps = steps[:0]
 			if xerr != nil {
 				failAll(xerr)
 				break
 			}
-			for _, c := range res.Commands {
-				steps = append(steps, newStep{device: c.DeviceID, status: StepRunning, command: c.ID})
-			}
-			bulk(res.Skipped, res.Failed)
-			if err := s.writeSteps(ctx, r, idx, a.Type, steps); err != nil {
+			if err != nil {
 				return err
 			}
-			steps = steps[:0]
+			s.devices.Dispatch(ctx, cmds)
 		}
 	case ActionNotify:
 		subject := a.Subject
@@ -569,37 +590,38 @@ func (s *Service) perform(ctx context.Context, r runRow, idx int, devs []string)
 	return s.writeSteps(ctx, r, idx, a.Type, steps)
 }
 
-// writeSteps records new steps of an action, in statements of stepsPerStatement rows: a run
-// records its steps as each chunk of devices is handed over, so a node that stops midway loses
-// no more than a chunk's, and the database's writer is never held for long.
+// writeSteps records new steps of an action in a transaction of their own.
 func (s *Service) writeSteps(ctx context.Context, r runRow, idx int, actionType string, steps []newStep) error {
-	const stepsPerStatement = 100
 	if len(steps) == 0 {
 		return nil
 	}
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		now := s.clock.Now()
-		for chunk := range slices.Chunk(steps, stepsPerStatement) {
-			var a store.Args
-			rows := make([]string, 0, len(chunk))
-			for _, st := range chunk {
-				var done any
-				if st.status != StepRunning {
-					done = now
-				}
-				rows = append(rows, "("+strings.Join([]string{a.Add(store.NewID()), a.Add(r.ID), a.Add(idx), a.Add(actionType),
-					a.Add(store.NullIfEmpty(st.device)), a.Add(st.status), a.Add(store.NullIfEmpty(st.execution)),
-					a.Add(store.NullIfEmpty(st.batch)), a.Add(store.NullIfEmpty(st.command)), a.Add(store.NullIfEmpty(st.alert)),
-					a.Add(nullText(st.errMsg, maxErrorLen)), a.Add(now), a.Add(done)}, ", ")+")")
+	return s.db.Write(ctx, func(tx *sql.Tx) error { return s.writeStepsIn(ctx, tx, r, idx, actionType, steps) })
+}
+
+// writeStepsIn records new steps of an action in tx, in statements of up to 100 rows.
+func (s *Service) writeStepsIn(ctx context.Context, tx *sql.Tx, r runRow, idx int, actionType string, steps []newStep) error {
+	const stepsPerStatement = 100
+	now := s.clock.Now()
+	for chunk := range slices.Chunk(steps, stepsPerStatement) {
+		var a store.Args
+		rows := make([]string, 0, len(chunk))
+		for _, st := range chunk {
+			var done any
+			if st.status != StepRunning {
+				done = now
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO automation_run_steps (id, run_id, action_index, action_type, device_id, status,
-				execution_id, batch_id, command_id, alert_id, error, started_at, completed_at) VALUES `+strings.Join(rows, ", "),
-				a.Values()...); err != nil {
-				return fmt.Errorf("insert run steps: %w", err)
-			}
+			rows = append(rows, "("+strings.Join([]string{a.Add(store.NewID()), a.Add(r.ID), a.Add(idx), a.Add(actionType),
+				a.Add(store.NullIfEmpty(st.device)), a.Add(st.status), a.Add(store.NullIfEmpty(st.execution)),
+				a.Add(store.NullIfEmpty(st.batch)), a.Add(store.NullIfEmpty(st.command)), a.Add(store.NullIfEmpty(st.alert)),
+				a.Add(nullText(st.errMsg, maxErrorLen)), a.Add(now), a.Add(done)}, ", ")+")")
 		}
-		return nil
-	})
+		if _, err := tx.ExecContext(ctx, `INSERT INTO automation_run_steps (id, run_id, action_index, action_type, device_id, status,
+			execution_id, batch_id, command_id, alert_id, error, started_at, completed_at) VALUES `+strings.Join(rows, ", "),
+			a.Values()...); err != nil {
+			return fmt.Errorf("insert run steps: %w", err)
+		}
+	}
+	return nil
 }
 
 // describe tells what went wrong for a step or run: an API error with its field details.

@@ -211,55 +211,68 @@ func scriptEnv(params []ScriptParameter, given map[string]any) (map[string]strin
 // command, all recorded in one transaction. Devices of another OS than the script's are
 // reported, not run.
 func (s *Service) Execute(ctx context.Context, scriptID string, in ScriptRun) (ScriptRunResult, error) {
-	if len(in.DeviceIDs) == 0 || len(in.DeviceIDs) > MaxExecuteDevices {
-		return ScriptRunResult{}, apperr.Invalid("deviceIds", "name 1 to 500 devices")
-	}
-	out := ScriptRunResult{BatchID: store.NewID(), Executions: []ScriptExecution{}}
+	var out ScriptRunResult
 	var cmds []devices.DeviceCommand
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		sc, err := getScript(ctx, tx, access.ScopeFrom(ctx), scriptID)
-		if err != nil {
-			return err
-		}
-		runAs := sc.RunAs
-		if in.RunAs != "" {
-			runAs = in.RunAs
-		}
-		if runAs == RunAsUser {
-			return apperr.BadRequest("RUN_AS_UNSUPPORTED", "running as the logged-in user is not supported by the agent yet; run as system or elevated")
-		}
-		env, err := scriptEnv(sc.Parameters, in.Parameters)
-		if err != nil {
-			return err
-		}
-		payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes})
-		res, err := s.devices.SendBulkIn(narrowedTo(ctx, sc), tx, devices.BulkInput{DeviceIDs: in.DeviceIDs, OnlyOS: sc.OSTypes, Audited: true,
-			CommandInput: devices.CommandInput{Type: agentproto.CommandRunScript, Payload: json.RawMessage(payload), TimeoutSeconds: sc.TimeoutSeconds}})
-		if err != nil {
-			return err
-		}
-		out.Skipped, out.Failed, cmds = res.Skipped, res.Failed, res.Commands
-		if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, encode(env), runAs); err != nil {
-			return err
-		}
-		if len(res.Commands) > 0 {
-			if out.Executions, err = s.batch(ctx, tx, out.BatchID); err != nil {
-				return err
-			}
-		}
-		deviceIDs := make([]string, len(res.Commands))
-		for i, c := range res.Commands {
-			deviceIDs[i] = c.DeviceID
-		}
-		return audit.Record(ctx, tx, audit.Entry{Action: "script.execute", ResourceType: "script", ResourceID: sc.ID, ResourceName: sc.Name,
-			PartnerID: sc.PartnerID, OrgID: deref(sc.OrgID), Details: map[string]any{"batchId": out.BatchID, "version": sc.Version,
-				"deviceIds": deviceIDs, "skipped": len(res.Skipped), "failed": len(res.Failed)}})
+	err := s.db.Write(ctx, func(tx *sql.Tx) (err error) {
+		out, cmds, err = s.ExecuteIn(ctx, tx, scriptID, in)
+		return err
 	})
 	if err != nil {
 		return ScriptRunResult{}, err
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return out, nil
+}
+
+// ExecuteIn records what Execute does in the caller's transaction, so that a domain starting
+// scripts (an automation's run) records its own rows with them; once the transaction has
+// committed, the caller hands the commands returned to devices' Dispatch.
+func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in ScriptRun) (ScriptRunResult, []devices.DeviceCommand, error) {
+	if len(in.DeviceIDs) == 0 || len(in.DeviceIDs) > MaxExecuteDevices {
+		return ScriptRunResult{}, nil, apperr.Invalid("deviceIds", "name 1 to 500 devices")
+	}
+	sc, err := getScript(ctx, tx, access.ScopeFrom(ctx), scriptID)
+	if err != nil {
+		return ScriptRunResult{}, nil, err
+	}
+	runAs := sc.RunAs
+	if in.RunAs != "" {
+		runAs = in.RunAs
+	}
+	if runAs == RunAsUser {
+		return ScriptRunResult{}, nil, apperr.BadRequest("RUN_AS_UNSUPPORTED",
+			"running as the logged-in user is not supported by the agent yet; run as system or elevated")
+	}
+	env, err := scriptEnv(sc.Parameters, in.Parameters)
+	if err != nil {
+		return ScriptRunResult{}, nil, err
+	}
+	payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes})
+	res, err := s.devices.SendBulkIn(narrowedTo(ctx, sc), tx, devices.BulkInput{DeviceIDs: in.DeviceIDs, OnlyOS: sc.OSTypes, Audited: true,
+		CommandInput: devices.CommandInput{Type: agentproto.CommandRunScript, Payload: json.RawMessage(payload), TimeoutSeconds: sc.TimeoutSeconds}})
+	if err != nil {
+		return ScriptRunResult{}, nil, err
+	}
+	out := ScriptRunResult{BatchID: store.NewID(), Executions: []ScriptExecution{}, Skipped: res.Skipped, Failed: res.Failed}
+	if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, encode(env), runAs); err != nil {
+		return ScriptRunResult{}, nil, err
+	}
+	if len(res.Commands) > 0 {
+		if out.Executions, err = s.batch(ctx, tx, out.BatchID); err != nil {
+			return ScriptRunResult{}, nil, err
+		}
+	}
+	deviceIDs := make([]string, len(res.Commands))
+	for i, c := range res.Commands {
+		deviceIDs[i] = c.DeviceID
+	}
+	err = audit.Record(ctx, tx, audit.Entry{Action: "script.execute", ResourceType: "script", ResourceID: sc.ID, ResourceName: sc.Name,
+		PartnerID: sc.PartnerID, OrgID: deref(sc.OrgID), Details: map[string]any{"batchId": out.BatchID, "version": sc.Version,
+			"deviceIds": deviceIDs, "skipped": len(res.Skipped), "failed": len(res.Failed)}})
+	if err != nil {
+		return ScriptRunResult{}, nil, err
+	}
+	return out, res.Commands, nil
 }
 
 // insertExecutions records the executions a batch's commands carry, in statements of up to
