@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"gale/internal/access"
@@ -22,8 +23,16 @@ const (
 // transfer: a pending session becomes active with its first transfer.
 func (s *Service) transferSession(ctx context.Context, id string) (RemoteSession, error) {
 	x, err := s.activeSession(ctx, id, TypeFileTransfer)
-	if err != nil || x.Status == StatusActive {
+	if err != nil {
 		return x, err
+	}
+	if x.Status == StatusActive {
+		// A transfer keeps its session from being idle.
+		return x, s.db.Write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `UPDATE remote_sessions SET updated_at = $1 WHERE id = $2 AND status = $3`,
+				s.clock.Now(), x.ID, StatusActive)
+			return err
+		})
 	}
 	active, err := s.change(ctx, access.ScopeFrom(ctx), id, []string{StatusPending}, StatusActive, func(ch *store.Changes, now time.Time) {
 		ch.Set("started_at", now)

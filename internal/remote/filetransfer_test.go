@@ -10,6 +10,7 @@ import (
 	"gale/internal/agenthub"
 	"gale/internal/app"
 	"gale/internal/apptest"
+	"gale/internal/clock"
 	"gale/internal/config"
 	"gale/internal/store"
 )
@@ -203,5 +204,38 @@ func TestFileTransferAgentOffline(t *testing.T) {
 	}
 	if r := e.Do(octetStream(ten.Org), "PUT", files, []byte("x")); r.Status != 503 || r.ErrorCode() != "AGENT_OFFLINE" {
 		t.Fatalf("upload to an offline device = %d %s", r.Status, r.Body)
+	}
+}
+
+// An active file transfer session is kept by its transfers; 30 minutes without one disconnect
+// it, so it stops counting against the caps.
+func TestIdleFileTransferSessionIsDisconnected(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	e := apptest.New(t, apptest.WithClock(clk))
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := onlineDevice(e, ten, fileAgent)
+	x := create(e, ten.Org, dev, "file_transfer")
+	files := api + "/remote/sessions/" + x.ID + "/files?path=/tmp/a.txt"
+	e.Must(200, ten.Org, "GET", files, nil)
+	var stale struct {
+		Expired int64 `json:"expired"`
+	}
+	clk.Advance(20 * time.Minute)
+	e.Must(200, ten.Org, "GET", files, nil)
+	clk.Advance(20 * time.Minute)
+	if e.Must(200, ten.Org, "DELETE", api+"/remote/sessions/stale", nil).JSON(t, &stale); stale.Expired != 0 {
+		t.Fatalf("a session with a transfer 20 minutes ago was expired")
+	}
+	clk.Advance(11 * time.Minute)
+	if e.Must(200, ten.Org, "DELETE", api+"/remote/sessions/stale", nil).JSON(t, &stale); stale.Expired != 1 {
+		t.Fatalf("idle for 31 minutes: %d expired, want 1", stale.Expired)
+	}
+	var got session
+	e.Must(200, ten.Org, "GET", api+"/remote/sessions/"+x.ID, nil).JSON(t, &got)
+	if got.Status != "disconnected" || got.EndReason == nil || *got.EndReason != "idle: no transfer for 30 minutes" {
+		t.Fatalf("idle session = %+v", got)
+	}
+	if r := e.Do(ten.Org, "GET", files, nil); r.Status != 409 {
+		t.Fatalf("a transfer through the disconnected session = %d, want 409", r.Status)
 	}
 }

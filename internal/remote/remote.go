@@ -47,14 +47,17 @@ var activeStatuses = []string{StatusPending, StatusConnecting, StatusActive}
 
 // Caps of active sessions, and how long a session may wait in pending or connecting before it
 // is stale. An open terminal marks its session seen every terminalSeenEvery; an active
-// terminal unseen for TerminalLostAfter lost the node that served it.
+// terminal unseen for TerminalLostAfter lost the node that served it. An active file transfer
+// session without a transfer for FileTransferIdleAfter is disconnected, so that it stops
+// counting against the caps.
 const (
-	MaxPerOrg         = 10
-	MaxPerUser        = 5
-	PendingStaleAfter = 5 * time.Minute
-	ConnectStaleAfter = 2 * time.Minute
-	TerminalLostAfter = 2 * time.Minute
-	terminalSeenEvery = 30 * time.Second
+	MaxPerOrg             = 10
+	MaxPerUser            = 5
+	PendingStaleAfter     = 5 * time.Minute
+	ConnectStaleAfter     = 2 * time.Minute
+	TerminalLostAfter     = 2 * time.Minute
+	FileTransferIdleAfter = 30 * time.Minute
+	terminalSeenEvery     = 30 * time.Second
 )
 
 // Error codes of the remote sessions.
@@ -307,18 +310,21 @@ func (s *Service) lockCaps(ctx context.Context, tx *sql.Tx, orgID, userID string
 }
 
 // expireStale fails the sessions that waited too long, pending or connecting, and the active
-// terminals whose node stopped serving them, among those matching the condition where
-// renders, and audits their end.
+// terminals whose node stopped serving them, and disconnects the idle file transfer sessions,
+// among those matching the condition where renders, and audits their end.
 func (s *Service) expireStale(ctx context.Context, tx *sql.Tx, now time.Time, where func(a *store.Args) string) (int64, error) {
 	var a store.Args
-	active := a.Add(StatusActive)
-	lost := "status = " + active + " AND type = " + a.Add(TypeTerminal) + " AND updated_at < " + a.Add(now.Add(-TerminalLostAfter))
+	active, terminal, transfer := a.Add(StatusActive), a.Add(TypeTerminal), a.Add(TypeFileTransfer)
+	lost := "status = " + active + " AND type = " + terminal + " AND updated_at < " + a.Add(now.Add(-TerminalLostAfter))
+	idle := "status = " + active + " AND type = " + transfer + " AND updated_at < " + a.Add(now.Add(-FileTransferIdleAfter))
 	stale := "((status = " + a.Add(StatusPending) + " AND status_at < " + a.Add(now.Add(-PendingStaleAfter)) + ") OR (status = " +
-		a.Add(StatusConnecting) + " AND status_at < " + a.Add(now.Add(-ConnectStaleAfter)) + ") OR (" + lost + "))"
+		a.Add(StatusConnecting) + " AND status_at < " + a.Add(now.Add(-ConnectStaleAfter)) + ") OR (" + lost + ") OR (" + idle + "))"
 	at := a.Add(now)
-	set := "status = " + a.Add(StatusFailed) + ", status_at = " + at + ", ended_at = " + at + ", updated_at = " + at +
-		", end_reason = CASE WHEN status = " + active + " THEN " + a.Add("lost: the server that held the terminal stopped") +
-		" ELSE " + a.Add("stale: no viewer connected in time") + " END"
+	set := "status = CASE WHEN status = " + active + " AND type = " + transfer + " THEN " + a.Add(StatusDisconnected) + " ELSE " +
+		a.Add(StatusFailed) + " END, status_at = " + at + ", ended_at = " + at + ", updated_at = " + at +
+		", end_reason = CASE WHEN status = " + active + " AND type = " + transfer + " THEN " +
+		a.Add("idle: no transfer for 30 minutes") + " WHEN status = " + active + " THEN " +
+		a.Add("lost: the server that held the terminal stopped") + " ELSE " + a.Add("stale: no viewer connected in time") + " END"
 	rows, err := tx.QueryContext(ctx, `UPDATE remote_sessions SET `+set+` WHERE `+stale+` AND `+where(&a)+
 		` RETURNING `+columns, a.Values()...)
 	if err != nil {
