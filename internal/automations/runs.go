@@ -509,59 +509,62 @@ func (s *Service) perform(ctx context.Context, r runRow, idx int, devs []string)
 			steps = append(steps, newStep{device: it.DeviceID, status: StepFailed, errMsg: it.Code + ": " + it.Reason})
 		}
 	}
-	switch a.Type {
-	case ActionRunScript:
+	// handOver gives each chunk of devices its work with hand, which also appends the chunk's
+	// steps. The work and its steps commit together (a node that stops midway loses neither
+	// without the other), and the commands are dispatched once they did. Work that could not
+	// start is one failed step.
+	handOver := func(hand func(tx *sql.Tx, chunk []string) ([]devices.DeviceCommand, error)) error {
 		for chunk := range slices.Chunk(devs, chunkDevices) {
-			// The executions and their steps commit together: a node that stops midway loses
-			// neither without the other.
 			var cmds []devices.DeviceCommand
 			var xerr error
 			err := s.db.Write(ctx, func(tx *sql.Tx) error {
-				var res scripts.ScriptRunResult
-				if res, cmds, xerr = s.scripts.ExecuteIn(ctx, tx, a.ScriptID, scripts.ScriptRun{DeviceIDs: chunk, Parameters: a.Parameters}); xerr != nil {
+				if cmds, xerr = hand(tx, chunk); xerr != nil {
 					return xerr
 				}
-				for _, x := range res.Executions {
-					steps = append(steps, newStep{device: x.DeviceID, status: StepRunning, execution: x.ID, batch: res.BatchID, command: x.CommandID})
-				}
-				bulk(res.Skipped, res.Failed)
 				return s.writeStepsIn(ctx, tx, r, idx, a.Type, steps)
 			})
 			steps = steps[:0]
 			if xerr != nil {
 				failAll(xerr)
-				break
+				return nil
 			}
 			if err != nil {
 				return err
 			}
 			s.devices.Dispatch(ctx, cmds)
 		}
-	case ActionRunCommand:
-		for chunk := range slices.Chunk(devs, chunkDevices) {
-			var cmds []devices.DeviceCommand
-			var xerr error
-			err := s.db.Write(ctx, func(tx *sql.Tx) error {
-				var res devices.BulkResult
-				if res, xerr = s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: chunk, CommandInput: *a.Command}); xerr != nil {
-					return xerr
-				}
-				cmds = res.Commands
-				for _, c := range res.Commands {
-					steps = append(steps, newStep{device: c.DeviceID, status: StepRunning, command: c.ID})
-				}
-				bulk(res.Skipped, res.Failed)
-				return s.writeStepsIn(ctx, tx, r, idx, a.Type, steps)
-			})
-			steps = steps[:0]
-			if xerr != nil {
-				failAll(xerr)
-				break
-			}
+		return nil
+	}
+	switch a.Type {
+	case ActionRunScript:
+		err := handOver(func(tx *sql.Tx, chunk []string) ([]devices.DeviceCommand, error) {
+			res, cmds, err := s.scripts.ExecuteIn(ctx, tx, a.ScriptID, scripts.ScriptRun{DeviceIDs: chunk, Parameters: a.Parameters})
 			if err != nil {
-				return err
+				return nil, err
 			}
-			s.devices.Dispatch(ctx, cmds)
+			for _, x := range res.Executions {
+				steps = append(steps, newStep{device: x.DeviceID, status: StepRunning, execution: x.ID, batch: res.BatchID, command: x.CommandID})
+			}
+			bulk(res.Skipped, res.Failed)
+			return cmds, nil
+		})
+		if err != nil {
+			return err
+		}
+	case ActionRunCommand:
+		err := handOver(func(tx *sql.Tx, chunk []string) ([]devices.DeviceCommand, error) {
+			res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: chunk, CommandInput: *a.Command})
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range res.Commands {
+				steps = append(steps, newStep{device: c.DeviceID, status: StepRunning, command: c.ID})
+			}
+			bulk(res.Skipped, res.Failed)
+			return res.Commands, nil
+		})
+		if err != nil {
+			return err
 		}
 	case ActionNotify:
 		subject := a.Subject
