@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -245,6 +246,20 @@ func (w *statusWriter) WriteWhole(b []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Hijack hands the connection over to a handler that answers on it itself (a proxied
+// upgrade): nothing more is sent through the writer, and the request is logged as switching
+// protocols.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.sent = true
+		if w.status == 0 {
+			w.status = http.StatusSwitchingProtocols
+		}
+	}
+	return conn, rw, err
+}
 
 func (w *statusWriter) Flush() {
 	w.send()
