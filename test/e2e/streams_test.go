@@ -319,6 +319,8 @@ func TestStreamRefusals(t *testing.T) {
 		}
 		// An older agent: a WebSocket without the streams header, with the agent's own token.
 		agent.stop()
+		// The stopped agent's connection goes first, or the check below could see it, not the old agent's.
+		waitFor(t, 10*time.Second, "the agent's own connection gone", func() bool { return !hubOf(holder).Connected(agent.deviceID) })
 		ws, _, err := websocket.Dial(t.Context(), holder.Server.URL+"/api/v1"+agentproto.PathWebSocket,
 			&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + agent.token}}})
 		if err != nil {
