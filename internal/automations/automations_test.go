@@ -158,6 +158,18 @@ func TestAutomationsCRUDValidationAndTenancy(t *testing.T) {
 		}
 	}
 
+	// Names are unique in their scope, whatever their case; another scope may repeat one.
+	dupe := manual("NIGHTLY CLEAN", map[string]any{"type": "organization"}, alertAction("a"))
+	dupe["orgId"] = f.a.OrgID
+	if r := f.e.Do(c, "POST", api+"/automations", dupe); r.Status != 409 || r.ErrorCode() != "AUTOMATION_NAME_TAKEN" {
+		t.Fatalf("same name = %d %s, want 409 AUTOMATION_NAME_TAKEN", r.Status, r.Body)
+	}
+	delete(dupe, "orgId")
+	renamed := f.create(c, dupe)
+	if r := f.e.Do(c, "PATCH", api+"/automations/"+renamed.ID, map[string]any{"name": "Wide"}); r.Status != 200 {
+		t.Fatalf("rename to a free name = %d %s", r.Status, r.Body)
+	}
+
 	// Another tenant sees nothing of it: every route answers as for a missing automation.
 	other := f.b.Partner
 	for _, rt := range []struct{ method, path string }{{"GET", "/automations/" + x.ID}, {"PATCH", "/automations/" + x.ID},
@@ -175,8 +187,12 @@ func TestAutomationsCRUDValidationAndTenancy(t *testing.T) {
 	if len(list.Data) != 0 {
 		t.Fatalf("another tenant lists %+v", list.Data)
 	}
+	f.e.Must(201, f.b.Partner, "POST", api+"/automations", manual("Nightly clean", map[string]any{"type": "organization"}, alertAction("a")))
 	// A partner-wide automation is not visible to the organization's own callers.
-	wide := f.create(c, manual("Wide", map[string]any{"type": "organization"}, alertAction("w")))
+	if r := f.e.Do(c, "POST", api+"/automations", manual("wide", map[string]any{"type": "organization"}, alertAction("w"))); r.Status != 409 {
+		t.Fatalf("a partner-wide name taken = %d %s, want 409", r.Status, r.Body)
+	}
+	wide := renamed
 	if wide.OrgID != nil {
 		t.Fatalf("a partner caller without orgId makes a partner-wide automation: %+v", wide)
 	}

@@ -253,6 +253,9 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			encode(in.Trigger), store.NullIfEmpty(in.Trigger.EventType), sealed, hint, encode(nonNil(in.Conditions)), encode(in.Actions),
 			targetsValue(in.Targets), in.OnFailure, encode(nonNil(in.NotifyChannelIDs)), actorName(ctx), now,
 			nextRun(in.Trigger, enabled, now)); err != nil {
+			if store.IsUniqueViolation(err) {
+				return nameTaken(in.Name)
+			}
 			return fmt.Errorf("insert automation: %w", err)
 		}
 		var err error
@@ -265,6 +268,11 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 	})
 	x.Trigger.Secret = secret
 	return x, err
+}
+
+// nameTaken is the answer to a name that another automation of the scope holds.
+func nameTaken(name string) error {
+	return apperr.ConflictCode("AUTOMATION_NAME_TAKEN", "an automation named "+name+" already exists in this scope")
 }
 
 // newSecret makes a webhook trigger's signing secret: the secret, sealed, and its hint.
@@ -357,6 +365,9 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 			c.Set("webhook_secret_hint", hint)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE automations SET `+c.SQL()+` WHERE id = `+c.Args.Add(id), c.Args.Values()...); err != nil {
+			if store.IsUniqueViolation(err) {
+				return nameTaken(after.Name)
+			}
 			return fmt.Errorf("update automation %s: %w", id, err)
 		}
 		if x, err = s.get(ctx, tx, access.SystemScope(), id); err != nil {
