@@ -145,3 +145,17 @@ func (s *Service) ConnectCode(ctx context.Context, id string) (string, time.Time
 	}
 	return s.tickets.Issue(ctx, desktopCodeKind, x.ID, user, desktopCodeTTL)
 }
+
+// OfferWithCode is Offer for a desktop viewer that holds a connect code instead of a bearer
+// token: the code, redeemed once, stands for the user it was issued to, who must still be
+// active, hold remote:access and reach the session.
+func (s *Service) OfferWithCode(ctx context.Context, id, code, sdp string) (agentproto.DesktopDescription, error) {
+	if sdp == "" {
+		return agentproto.DesktopDescription{}, apperr.Invalid("sdp", "send the viewer's SDP offer with the code")
+	}
+	p, err := s.redeem(ctx, desktopCodeKind, id, code)
+	if err != nil {
+		return agentproto.DesktopDescription{}, err
+	}
+	return s.Offer(access.WithPrincipal(ctx, p), id, sdp, false)
+}

@@ -60,6 +60,15 @@ type offerInput struct {
 	}
 }
 
+type connectInput struct {
+	ID   string `path:"id" format:"uuid"`
+	Body struct {
+		Code string `json:"code" maxLength:"200" doc:"The connect code of POST /remote/sessions/{id}/desktop-connect-code."`
+		SDP  string `json:"sdp" maxLength:"65536" multiline:"true" doc:"The viewer's SDP offer, its ICE candidates included."`
+		Type string `json:"type,omitempty" enum:"offer" doc:"offer, when sent."`
+	}
+}
+
 type descriptionOutput struct{ Body agentproto.DesktopDescription }
 
 type answerInput struct {
@@ -165,6 +174,16 @@ func (s *Service) Register(api *httpapi.Server) {
 		out := &connectCodeOutput{}
 		out.Body.Code, out.Body.ExpiresAt = raw, expires
 		return out, err
+	})
+	connect := route("connect-remote-desktop-with-code", http.MethodPost, base+"/{id}/desktop-connect", "Connect a desktop viewer with a code",
+		"For a desktop viewer without the user's bearer token: the connect code (single use) stands for the user it was issued to. "+
+			"Relays the viewer's SDP offer, which must carry its ICE candidates (the code cannot authorise later /ice calls), and "+
+			"answers the agent's SDP answer as /offer does. 401 INVALID_TICKET for an unknown, used or expired code, or one of "+
+			"another session."+agent, 404, 409, 502, 503, 504)
+	connect.Public, connect.Permission = true, ""
+	httpapi.Register(api, connect, func(ctx context.Context, in *connectInput) (*descriptionOutput, error) {
+		d, err := s.OfferWithCode(ctx, in.ID, in.Body.Code, in.Body.SDP)
+		return &descriptionOutput{d}, err
 	})
 	httpapi.Register(api, route("get-remote-ice-servers", http.MethodGet, "/remote/ice-servers", "List ICE servers",
 		"The STUN and TURN servers a desktop viewer may use; TURN credentials are the caller's, time-limited."),

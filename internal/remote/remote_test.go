@@ -161,6 +161,24 @@ func TestSessionLifecycle(t *testing.T) {
 	if !strings.HasPrefix(codeOut.Code, "tkt_") || codeOut.ExpiresAt == "" {
 		t.Fatalf("connect code = %+v", codeOut)
 	}
+	// The code stands for its user once, without a bearer token, on its own session only.
+	connect := func(id, code string, sdp string) *apptest.Response {
+		return e.Do(apptest.Anonymous, "POST", api+"/remote/sessions/"+id+"/desktop-connect", map[string]any{"code": code, "sdp": sdp})
+	}
+	if r := connect(desk.ID, codeOut.Code, ""); r.Status != 400 {
+		t.Fatalf("connect without sdp = %d %s", r.Status, r.Body)
+	}
+	other := create(e, ten.Org, dev, "desktop")
+	if r := connect(other.ID, codeOut.Code, "v=0"); r.Status != 401 || r.ErrorCode() != "INVALID_TICKET" {
+		t.Fatalf("code on another session = %d %s", r.Status, r.Body)
+	}
+	if r := connect(desk.ID, codeOut.Code, "v=0"); r.Status != 200 {
+		t.Fatalf("connect with the code = %d %s", r.Status, r.Body)
+	}
+	if r := connect(desk.ID, codeOut.Code, "v=0"); r.Status != 401 || r.ErrorCode() != "INVALID_TICKET" {
+		t.Fatalf("a used code = %d %s", r.Status, r.Body)
+	}
+	e.Must(200, ten.Org, "POST", api+"/remote/sessions/"+other.ID+"/end", nil)
 
 	// Operations of the other type are refused.
 	term := create(e, ten.Org, dev, "terminal")

@@ -139,19 +139,9 @@ func windowSize(q url.Values) (cols, rows uint16, err *apperr.Error) {
 // user. A failure to open ends the session (failed, or denied when the agent refuses
 // terminals).
 func (s *Service) openTerminal(ctx context.Context, id, raw string, cols, rows uint16) (*streams.Stream, RemoteSession, *access.Principal, error) {
-	t, err := s.tickets.Redeem(ctx, terminalTicketKind, id, raw)
+	p, err := s.redeem(ctx, terminalTicketKind, id, raw)
 	if err != nil {
 		return nil, RemoteSession{}, nil, err
-	}
-	p, err := auth.PrincipalForUser(ctx, s.db, t.UserID)
-	if err != nil {
-		return nil, RemoteSession{}, nil, err
-	}
-	if p == nil {
-		return nil, RemoteSession{}, nil, apperr.Unauthorized("the ticket's user is no longer active")
-	}
-	if !p.Can(access.RemoteAccess) {
-		return nil, RemoteSession{}, nil, apperr.Forbidden("missing permission " + string(access.RemoteAccess))
 	}
 	ctx = access.WithPrincipal(ctx, p)
 	x, err := s.activeSession(ctx, id, TypeTerminal)
@@ -178,6 +168,27 @@ func (s *Service) openTerminal(ctx context.Context, id, raw string, cols, rows u
 		return nil, x, nil, err
 	}
 	return st, x, p, nil
+}
+
+// redeem redeems a ticket of the session and returns the principal of the user it was issued
+// to, who must still be active and hold remote:access; reaching the session is checked by the
+// caller, with that principal.
+func (s *Service) redeem(ctx context.Context, kind, id, raw string) (*access.Principal, error) {
+	t, err := s.tickets.Redeem(ctx, kind, id, raw)
+	if err != nil {
+		return nil, err
+	}
+	p, err := auth.PrincipalForUser(ctx, s.db, t.UserID)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, apperr.Unauthorized("the ticket's user is no longer active")
+	}
+	if !p.Can(access.RemoteAccess) {
+		return nil, apperr.Forbidden("missing permission " + string(access.RemoteAccess))
+	}
+	return p, nil
 }
 
 // awaitShell reads the agent's first frame: the shell started, or why not.

@@ -268,19 +268,7 @@ func TestRemoteDesktopDataChannel(t *testing.T) {
 		t.Fatalf("ice servers without configuration = %+v", ice.ICEServers)
 	}
 
-	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	dc, err := pc.CreateDataChannel("control", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opened := make(chan struct{})
-	echoed := make(chan string, 1)
-	dc.OnOpen(func() { close(opened) })
-	dc.OnMessage(func(m webrtc.DataChannelMessage) { echoed <- string(m.Data) })
+	pc, dc, opened, echoed := newViewer(t)
 	// The viewer trickles its candidates through /ice.
 	pc.OnICECandidate(func(c *webrtc.ICECandidate) {
 		if c == nil {
@@ -305,22 +293,7 @@ func TestRemoteDesktopDataChannel(t *testing.T) {
 	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer.SDP}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-opened:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the data channel did not open (connection %s)", pc.ConnectionState())
-	}
-	if err := dc.SendText("ping"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got := <-echoed:
-		if got != "ping" {
-			t.Fatalf("echo = %q", got)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent did not echo on the control channel")
-	}
+	awaitEcho(t, pc, dc, opened, echoed)
 
 	var s struct {
 		Status        string `json:"status"`
@@ -375,6 +348,82 @@ func TestRemoteDesktopDataChannel(t *testing.T) {
 	case <-closedByAgent:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the agent kept the connection of an ended session")
+	}
+}
+
+// A desktop viewer without the user's token connects with a connect code: its offer carries
+// every candidate (no trickling), and the data channel opens to the real agent.
+func TestRemoteDesktopConnectCode(t *testing.T) {
+	node := apptest.New(t)
+	agent := startStreamAgent(t, node)
+	admin := node.Admin()
+	id := remoteSession(t, node, admin, agent.deviceID, "desktop")
+	var code struct {
+		Code string `json:"code"`
+	}
+	node.Must(200, admin, "POST", "/api/v1/remote/sessions/"+id+"/desktop-connect-code", nil).JSON(t, &code)
+
+	pc, dc, opened, echoed := newViewer(t)
+	offer, err := pc.CreateOffer(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(offer); err != nil {
+		t.Fatal(err)
+	}
+	<-gathered
+	var answer agentproto.DesktopDescription
+	node.Must(200, apptest.Anonymous, "POST", "/api/v1/remote/sessions/"+id+"/desktop-connect",
+		map[string]any{"code": code.Code, "sdp": pc.LocalDescription().SDP, "type": "offer"}).JSON(t, &answer)
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeAnswer, SDP: answer.SDP}); err != nil {
+		t.Fatal(err)
+	}
+	awaitEcho(t, pc, dc, opened, echoed)
+	if r := node.Do(apptest.Anonymous, "POST", "/api/v1/remote/sessions/"+id+"/desktop-connect",
+		map[string]any{"code": code.Code, "sdp": pc.LocalDescription().SDP}); r.Status != 401 {
+		t.Fatalf("a second use of the code = %d %s", r.Status, r.Body)
+	}
+}
+
+// newViewer is a desktop viewer's peer with a "control" data channel: a channel closed when
+// it opens, and one receiving what arrives on it.
+func newViewer(t *testing.T) (*webrtc.PeerConnection, *webrtc.DataChannel, chan struct{}, chan string) {
+	t.Helper()
+	pc, err := webrtc.NewPeerConnection(webrtc.Configuration{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	dc, err := pc.CreateDataChannel("control", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened := make(chan struct{})
+	echoed := make(chan string, 1)
+	dc.OnOpen(func() { close(opened) })
+	dc.OnMessage(func(m webrtc.DataChannelMessage) { echoed <- string(m.Data) })
+	return pc, dc, opened, echoed
+}
+
+// awaitEcho waits for the data channel to open and checks that the agent echoes on it.
+func awaitEcho(t *testing.T, pc *webrtc.PeerConnection, dc *webrtc.DataChannel, opened chan struct{}, echoed chan string) {
+	t.Helper()
+	select {
+	case <-opened:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the data channel did not open (connection %s)", pc.ConnectionState())
+	}
+	if err := dc.SendText("ping"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-echoed:
+		if got != "ping" {
+			t.Fatalf("echo = %q", got)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not echo on the control channel")
 	}
 }
 
