@@ -130,7 +130,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	r.caps = o.Capabilities
 	r.caps.Command(agentproto.CommandRefreshInventory, r.refreshInventory)
 	r.caps.Command(agentproto.CommandCancel, r.cancelCommand)
-	r.caps.Start(ctx, r.reportPending)
+	r.caps.Start(ctx, r.reportPending, r.sendLive)
 	if n := box.Len(); n > 0 {
 		r.log.Info("messages kept from an earlier run wait for the server", "count", n)
 	}
@@ -684,9 +684,13 @@ func (r *runner) runCommand(ctx context.Context, c agentproto.Command) agentprot
 
 // sendOutput sends a piece of a running command's output over the live channel, when there
 // is one; without it the piece is dropped (the result carries the whole output).
-func (r *runner) sendOutput(o agentproto.CommandOutput) {
+func (r *runner) sendOutput(o agentproto.CommandOutput) { r.sendLive(agentproto.TypeCommandOutput, o) }
+
+// sendLive sends a message over the live channel, when there is one; without it the message
+// is dropped.
+func (r *runner) sendLive(msgType string, payload any) {
 	if s := r.liveSession(); s != nil {
-		_ = s.send(agentproto.TypeCommandOutput, "", o)
+		_ = s.send(msgType, "", payload)
 	}
 }
 

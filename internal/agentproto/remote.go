@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Remote sessions: a terminal is a stream of kind StreamTerminal carrying TermFrames; a
@@ -170,4 +171,24 @@ type DesktopICEArgs struct {
 // DesktopSessionArgs name a session (MethodDesktopClose).
 type DesktopSessionArgs struct {
 	SessionID string `json:"sessionId"`
+}
+
+// TypeDesktopState is the agent's report on its desktop connections (payload DesktopState),
+// sent every DesktopStateEvery while it has connected ones, and at once when one closes, so
+// the server ends sessions whose viewer went away and keeps the others alive.
+const TypeDesktopState = "desktop_state"
+
+// DesktopStateEvery is how often an agent with connected desktops reports them.
+const DesktopStateEvery = 30 * time.Second
+
+// DesktopState lists the sessions whose peer is connected, and those whose peer closed.
+type DesktopState struct {
+	Connected []string        `json:"connected,omitempty"`
+	Closed    []DesktopClosed `json:"closed,omitempty"`
+}
+
+// DesktopClosed is a desktop peer the agent closed, and why.
+type DesktopClosed struct {
+	SessionID string `json:"sessionId"`
+	Reason    string `json:"reason"`
 }

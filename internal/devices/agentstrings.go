@@ -22,9 +22,9 @@ const (
 	maxAgentMessage = 4096
 )
 
-// cleanLine removes control characters (C0, DEL, C1) and invalid UTF-8 from s, and cuts it
+// CleanLine removes control characters (C0, DEL, C1) and invalid UTF-8 from s, and cuts it
 // to at most max bytes on a character boundary.
-func cleanLine(s string, max int) string {
+func CleanLine(s string, max int) string {
 	if len(s) <= max && utf8.ValidString(s) && strings.IndexFunc(s, isControl) < 0 {
 		return s
 	}
@@ -86,22 +86,22 @@ func withoutNUL(v any) any {
 }
 
 func cleanHeartbeat(hb *agentproto.Heartbeat) {
-	hb.AgentVersion = cleanLine(hb.AgentVersion, maxAgentName)
-	hb.LastUser = cleanLine(hb.LastUser, maxAgentName)
-	hb.WatchdogState = cleanLine(hb.WatchdogState, maxAgentName)
-	hb.WatchdogReason = cleanLine(hb.WatchdogReason, maxAgentMessage)
+	hb.AgentVersion = CleanLine(hb.AgentVersion, maxAgentName)
+	hb.LastUser = CleanLine(hb.LastUser, maxAgentName)
+	hb.WatchdogState = CleanLine(hb.WatchdogState, maxAgentName)
+	hb.WatchdogReason = CleanLine(hb.WatchdogReason, maxAgentMessage)
 }
 
 func cleanEnroll(req *agentproto.EnrollRequest) {
-	req.EnrollmentKey = cleanLine(req.EnrollmentKey, maxAgentName)
-	req.EnrollmentSecret = cleanLine(req.EnrollmentSecret, maxAgentName)
-	req.SiteID = cleanLine(req.SiteID, maxAgentName)
+	req.EnrollmentKey = CleanLine(req.EnrollmentKey, maxAgentName)
+	req.EnrollmentSecret = CleanLine(req.EnrollmentSecret, maxAgentName)
+	req.SiteID = CleanLine(req.SiteID, maxAgentName)
 	// A host name too long to be one stays too long, so that enrollment refuses it.
-	req.Hostname = cleanLine(req.Hostname, len(req.Hostname))
-	req.OSType = cleanLine(req.OSType, maxAgentName)
-	req.OSVersion = cleanLine(req.OSVersion, maxAgentName)
-	req.Architecture = cleanLine(req.Architecture, maxAgentName)
-	req.AgentVersion = cleanLine(req.AgentVersion, maxAgentName)
+	req.Hostname = CleanLine(req.Hostname, len(req.Hostname))
+	req.OSType = CleanLine(req.OSType, maxAgentName)
+	req.OSVersion = CleanLine(req.OSVersion, maxAgentName)
+	req.Architecture = CleanLine(req.Architecture, maxAgentName)
+	req.AgentVersion = CleanLine(req.AgentVersion, maxAgentName)
 	if req.Hardware != nil {
 		cleanHardware(req.Hardware)
 	}
@@ -110,69 +110,69 @@ func cleanEnroll(req *agentproto.EnrollRequest) {
 func cleanHardware(h *agentproto.Hardware) {
 	for _, f := range []*string{&h.Manufacturer, &h.Model, &h.SerialNumber, &h.BIOSVersion, &h.CPUModel, &h.Virtualization,
 		&h.VirtualizationType, &h.CPUVendor, &h.BoardVendor, &h.BoardName, &h.BoardSerial, &h.ChassisType, &h.SystemUUID} {
-		*f = cleanLine(*f, maxAgentName)
+		*f = CleanLine(*f, maxAgentName)
 	}
 	for i := range h.PhysicalDisks {
 		d := &h.PhysicalDisks[i]
 		for _, f := range []*string{&d.Name, &d.Model, &d.Serial} {
-			*f = cleanLine(*f, maxAgentEntry)
+			*f = CleanLine(*f, maxAgentEntry)
 		}
 	}
 }
 
 func cleanInventory(inv *agentproto.Inventory) {
-	inv.Hostname = cleanLine(inv.Hostname, maxAgentName)
+	inv.Hostname = CleanLine(inv.Hostname, maxAgentName)
 	o := &inv.OS
 	for _, f := range []*string{&o.Type, &o.Name, &o.Version, &o.Build, &o.KernelVersion, &o.Architecture, &o.Timezone,
 		&o.PrettyName, &o.Codename, &o.PointRelease} {
-		*f = cleanLine(*f, maxAgentName)
+		*f = CleanLine(*f, maxAgentName)
 	}
 	for i := range o.DNSServers {
-		o.DNSServers[i] = cleanLine(o.DNSServers[i], maxAgentEntry)
+		o.DNSServers[i] = CleanLine(o.DNSServers[i], maxAgentEntry)
 	}
 	cleanHardware(&inv.Hardware)
 	for i := range inv.Disks {
 		d := &inv.Disks[i]
 		for _, f := range []*string{&d.Device, &d.Mountpoint, &d.FSType} {
-			*f = cleanLine(*f, maxAgentEntry)
+			*f = CleanLine(*f, maxAgentEntry)
 		}
 	}
 	for i := range inv.Network {
 		n := &inv.Network[i]
-		n.Name, n.MACAddress, n.OperState = cleanLine(n.Name, maxAgentEntry), cleanLine(n.MACAddress, maxAgentEntry), cleanLine(n.OperState, maxAgentEntry)
+		n.Name, n.MACAddress, n.OperState = CleanLine(n.Name, maxAgentEntry), CleanLine(n.MACAddress, maxAgentEntry), CleanLine(n.OperState, maxAgentEntry)
 		for j := range n.Addresses {
-			n.Addresses[j] = cleanLine(n.Addresses[j], maxAgentEntry)
+			n.Addresses[j] = CleanLine(n.Addresses[j], maxAgentEntry)
 		}
 		for j := range n.Gateways {
-			n.Gateways[j] = cleanLine(n.Gateways[j], maxAgentEntry)
+			n.Gateways[j] = CleanLine(n.Gateways[j], maxAgentEntry)
 		}
 	}
 	for i := range inv.Software {
 		p := &inv.Software[i]
 		for _, f := range []*string{&p.Name, &p.Version, &p.Publisher, &p.Architecture, &p.InstallDate, &p.Source} {
-			*f = cleanLine(*f, maxAgentEntry)
+			*f = CleanLine(*f, maxAgentEntry)
 		}
 	}
 	for _, users := range [][]agentproto.LoggedInUser{inv.Users, inv.LastLogons} {
 		for i := range users {
 			u := &users[i]
-			u.Username, u.Terminal, u.Host = cleanLine(u.Username, maxAgentName), cleanLine(u.Terminal, maxAgentName), cleanLine(u.Host, maxAgentEntry)
+			u.Username, u.Terminal, u.Host = CleanLine(u.Username, maxAgentName), CleanLine(u.Terminal, maxAgentName), CleanLine(u.Host, maxAgentEntry)
 		}
 	}
 	for i := range inv.Errors {
-		inv.Errors[i] = cleanLine(inv.Errors[i], maxAgentMessage)
+		inv.Errors[i] = CleanLine(inv.Errors[i], maxAgentMessage)
 	}
 }
 
 func cleanResult(r *agentproto.CommandResult) {
-	r.Status = cleanLine(r.Status, maxAgentName)
+	r.Status = CleanLine(r.Status, maxAgentName)
 	r.Error = cleanText(truncate(r.Error, maxAgentMessage))
 	r.Result = cleanJSON(r.Result)
 }
 
 func cleanCallResult(r *agentproto.CallResult) {
 	if r.Error != nil {
-		r.Error.Code = cleanLine(r.Error.Code, maxAgentName)
+		r.Error.Code = CleanLine(r.Error.Code, maxAgentName)
 		r.Error.Message = cleanText(truncate(r.Error.Message, maxAgentMessage))
 	}
 }

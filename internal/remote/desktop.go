@@ -4,14 +4,17 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha1"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
 	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/apperr"
+	"gale/internal/devices"
 	"gale/internal/store"
 	"gale/internal/systemtools"
 )
@@ -158,4 +161,62 @@ func (s *Service) OfferWithCode(ctx context.Context, id, code, sdp string) (agen
 		return agentproto.DesktopDescription{}, err
 	}
 	return s.Offer(access.WithPrincipal(ctx, p), id, sdp, false)
+}
+
+// maxDesktopReport bounds the sessions one desktop report names (an agent keeps at most 4
+// peers; more is a broken or hostile agent).
+const maxDesktopReport = 16
+
+// DesktopState takes an agent's report on its desktop peers (agentproto.TypeDesktopState):
+// sessions still connected are marked seen, so they are not taken for lost; sessions whose
+// peer closed end as disconnected, with the agent's reason. Only the agent's own device's
+// desktop sessions are touched.
+func (s *Service) DesktopState(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
+	var st agentproto.DesktopState
+	if err := json.Unmarshal(payload, &st); err != nil {
+		return fmt.Errorf("desktop state of device %s: %w", a.DeviceID, err)
+	}
+	if ids := validIDs(st.Connected); len(ids) > 0 {
+		err := s.db.Write(ctx, func(tx *sql.Tx) error {
+			var args store.Args
+			_, err := tx.ExecContext(ctx, `UPDATE remote_sessions SET updated_at = `+args.Add(s.clock.Now())+` WHERE device_id = `+
+				args.Add(a.DeviceID)+` AND type = `+args.Add(TypeDesktop)+` AND status = `+args.Add(StatusActive)+` AND id IN `+
+				args.In(ids), args.Values()...)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("mark desktop sessions of device %s seen: %w", a.DeviceID, err)
+		}
+	}
+	for i, c := range st.Closed {
+		if i == maxDesktopReport {
+			break
+		}
+		x, err := s.get(ctx, s.db, access.SystemScope(), c.SessionID)
+		if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && (x.DeviceID != a.DeviceID || x.Type != TypeDesktop || x.EndedAt != nil)) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		reason := "the device closed the desktop: " + devices.CleanLine(c.Reason, 200)
+		if _, err := s.end(ctx, access.SystemScope(), x.ID, StatusDisconnected, reason); err != nil && !apperr.IsCode(err, CodeSessionEnded) {
+			return err
+		}
+	}
+	return nil
+}
+
+// validIDs keeps the well-formed session IDs among the first maxDesktopReport.
+func validIDs(ids []string) []string {
+	var out []string
+	for i, id := range ids {
+		if i == maxDesktopReport {
+			break
+		}
+		if store.ValidID(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

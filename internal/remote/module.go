@@ -3,6 +3,8 @@ package remote
 import (
 	"time"
 
+	"gale/internal/agenthub"
+	"gale/internal/agentproto"
 	"gale/internal/devices"
 	"gale/internal/module"
 	"gale/internal/systemtools"
@@ -18,6 +20,7 @@ var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
 		module.Get[*systemtools.Service](k), Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs,
 			TURNSecret: c.RemoteTURNSecret, TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})
 	s.Register(k.HTTP)
+	module.Get[*agenthub.Hub](k).OnMessage(agentproto.TypeDesktopState, s.DesktopState)
 	k.Every("remote-sessions-expire", time.Minute, s.expireAll)
 	k.Provide(s)
 	return nil

@@ -47,7 +47,8 @@ var activeStatuses = []string{StatusPending, StatusConnecting, StatusActive}
 
 // Caps of active sessions, and how long a session may wait in pending or connecting before it
 // is stale. An open terminal marks its session seen every terminalSeenEvery; an active
-// terminal unseen for TerminalLostAfter lost the node that served it. An active file transfer
+// terminal unseen for TerminalLostAfter lost the node that served it; so did an active desktop
+// its agent stopped reporting (agents report connected desktops every 30 seconds). An active file transfer
 // session without a transfer for FileTransferIdleAfter is disconnected, so that it stops
 // counting against the caps.
 const (
@@ -315,7 +316,7 @@ func (s *Service) lockCaps(ctx context.Context, tx *sql.Tx, orgID, userID string
 func (s *Service) expireStale(ctx context.Context, tx *sql.Tx, now time.Time, where func(a *store.Args) string) (int64, error) {
 	var a store.Args
 	active, terminal, transfer := a.Add(StatusActive), a.Add(TypeTerminal), a.Add(TypeFileTransfer)
-	lost := "status = " + active + " AND type = " + terminal + " AND updated_at < " + a.Add(now.Add(-TerminalLostAfter))
+	lost := "status = " + active + " AND type IN (" + terminal + ", " + a.Add(TypeDesktop) + ") AND updated_at < " + a.Add(now.Add(-TerminalLostAfter))
 	idle := "status = " + active + " AND type = " + transfer + " AND updated_at < " + a.Add(now.Add(-FileTransferIdleAfter))
 	stale := "((status = " + a.Add(StatusPending) + " AND status_at < " + a.Add(now.Add(-PendingStaleAfter)) + ") OR (status = " +
 		a.Add(StatusConnecting) + " AND status_at < " + a.Add(now.Add(-ConnectStaleAfter)) + ") OR (" + lost + ") OR (" + idle + "))"
@@ -323,8 +324,9 @@ func (s *Service) expireStale(ctx context.Context, tx *sql.Tx, now time.Time, wh
 	set := "status = CASE WHEN status = " + active + " AND type = " + transfer + " THEN " + a.Add(StatusDisconnected) + " ELSE " +
 		a.Add(StatusFailed) + " END, status_at = " + at + ", ended_at = " + at + ", updated_at = " + at +
 		", end_reason = CASE WHEN status = " + active + " AND type = " + transfer + " THEN " +
-		a.Add("idle: no transfer for 30 minutes") + " WHEN status = " + active + " THEN " +
-		a.Add("lost: the server that held the terminal stopped") + " ELSE " + a.Add("stale: no viewer connected in time") + " END"
+		a.Add("idle: no transfer for 30 minutes") + " WHEN status = " + active + " AND type = " + terminal + " THEN " +
+		a.Add("lost: the server that held the terminal stopped") + " WHEN status = " + active + " THEN " +
+		a.Add("lost: the device stopped reporting the desktop connection") + " ELSE " + a.Add("stale: no viewer connected in time") + " END"
 	rows, err := tx.QueryContext(ctx, `UPDATE remote_sessions SET `+set+` WHERE `+stale+` AND `+where(&a)+
 		` RETURNING `+columns, a.Values()...)
 	if err != nil {

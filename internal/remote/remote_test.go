@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
@@ -17,9 +18,12 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/agentproto"
+	"gale/internal/app"
 	"gale/internal/apptest"
 	"gale/internal/clock"
 	"gale/internal/config"
+	"gale/internal/devices"
+	"gale/internal/remote"
 	"gale/internal/store"
 )
 
@@ -189,6 +193,63 @@ func TestSessionLifecycle(t *testing.T) {
 	}
 	if r := e.Do(ten.Org, "POST", api+"/remote/sessions/"+desk.ID+"/ws-ticket", nil); r.Status != 400 || r.ErrorCode() != "SESSION_TYPE_MISMATCH" {
 		t.Fatalf("ws-ticket on a desktop = %d %s", r.Status, r.Body)
+	}
+}
+
+// An active desktop lives while its agent reports it connected, ends with the agent's reason
+// when the agent reports it closed, and is lost when the reports stop; an agent touches only
+// its own device's sessions.
+func TestDesktopSessionsFollowTheirAgentsReports(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	e := apptest.New(t, apptest.WithClock(clk))
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := onlineDevice(e, ten, `{}`)
+	other := e.EnrollAgent(ten, "web-02")
+	svc := app.Service[*remote.Service](e.App)
+	report := func(deviceID string, st agentproto.DesktopState) {
+		t.Helper()
+		payload, _ := json.Marshal(st)
+		if err := svc.DesktopState(context.Background(), devices.Agent{DeviceID: deviceID, PartnerID: ten.PartnerID, OrgID: ten.OrgID}, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() session {
+		d := create(e, ten.Org, dev, "desktop")
+		e.Must(200, ten.Org, "POST", api+"/remote/sessions/"+d.ID+"/offer", map[string]any{"sdp": "v=0"})
+		return d
+	}
+	get := func(id string) session {
+		var x session
+		e.Must(200, ten.Org, "GET", api+"/remote/sessions/"+id, nil).JSON(t, &x)
+		return x
+	}
+	kept, lost, closed := open(), open(), open()
+
+	// Reports keep one alive past the lost limit; another device's report counts for nothing.
+	for range 5 {
+		clk.Advance(40 * time.Second)
+		report(dev, agentproto.DesktopState{Connected: []string{kept.ID, "not-an-id"}})
+		report(other.DeviceID, agentproto.DesktopState{Connected: []string{lost.ID}, Closed: []agentproto.DesktopClosed{{SessionID: closed.ID, Reason: "x"}}})
+	}
+	e.Must(200, ten.Org, "DELETE", api+"/remote/sessions/stale", nil)
+	if x := get(kept.ID); x.Status != "active" {
+		t.Fatalf("a reported desktop = %+v", x)
+	}
+	if x := get(lost.ID); x.Status != "failed" || x.EndReason == nil || !strings.Contains(*x.EndReason, "stopped reporting the desktop") {
+		t.Fatalf("an unreported desktop = %+v", x)
+	}
+	if x := get(closed.ID); x.Status != "failed" {
+		t.Fatalf("a desktop closed by another device's report = %+v", x)
+	}
+
+	report(dev, agentproto.DesktopState{Closed: []agentproto.DesktopClosed{{SessionID: kept.ID, Reason: "the viewer closed the connection\x1b"}}})
+	x := get(kept.ID)
+	if x.Status != "disconnected" || x.EndReason == nil || *x.EndReason != "the device closed the desktop: the viewer closed the connection" {
+		t.Fatalf("a desktop its agent closed = %+v", x)
+	}
+	report(dev, agentproto.DesktopState{Closed: []agentproto.DesktopClosed{{SessionID: kept.ID, Reason: "again"}}})
+	if x := get(kept.ID); *x.EndReason != "the device closed the desktop: the viewer closed the connection" {
+		t.Fatalf("a second close report changed the end: %+v", x)
 	}
 }
 

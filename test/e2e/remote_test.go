@@ -384,6 +384,22 @@ func TestRemoteDesktopConnectCode(t *testing.T) {
 		map[string]any{"code": code.Code, "sdp": pc.LocalDescription().SDP}); r.Status != 401 {
 		t.Fatalf("a second use of the code = %d %s", r.Status, r.Body)
 	}
+
+	// The viewer goes away: the agent reports its peer closed and the session ends.
+	start := time.Now()
+	pc.Close()
+	var s struct {
+		Status    string `json:"status"`
+		EndReason string `json:"endReason"`
+	}
+	apptest.Eventually(t, 60*time.Second, func() bool {
+		node.Must(200, admin, "GET", "/api/v1/remote/sessions/"+id, nil).JSON(t, &s)
+		return s.Status != "active"
+	})
+	if s.Status != "disconnected" || !strings.HasPrefix(s.EndReason, "the device closed the desktop: ") {
+		t.Fatalf("session after the viewer left = %+v", s)
+	}
+	t.Logf("the session ended %v after the viewer closed: %s", time.Since(start).Round(time.Millisecond), s.EndReason)
 }
 
 // newViewer is a desktop viewer's peer with a "control" data channel: a channel closed when

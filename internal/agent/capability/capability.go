@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"gale/internal/agentproto"
 	"gale/internal/streams"
@@ -29,6 +30,10 @@ const ResultPending = "pending"
 // result is delivered or kept.
 type Reporter func(agentproto.CommandResult)
 
+// Messenger sends a report to the server over the live channel, best effort: without a live
+// channel it is dropped. Reports that must arrive are command results, not messages.
+type Messenger func(msgType string, payload any)
+
 // Starter runs once when the agent starts, before it takes commands, with the agent's
 // lifetime and its Reporter: a capability picks up there what an earlier run left unfinished.
 // It must not block; what takes time runs in its own goroutine.
@@ -46,6 +51,7 @@ type Registry struct {
 	streams  map[string]streams.Handler
 	starters []Starter
 	cancels  []Withdrawer
+	send     atomic.Pointer[Messenger]
 }
 
 // Withdrawer takes back a command its capability holds pending after answering ResultPending
@@ -93,10 +99,19 @@ func (r *Registry) Stream(kind string, h streams.Handler) { add(r.streams, "stre
 // OnStart registers a Starter.
 func (r *Registry) OnStart(s Starter) { r.starters = append(r.starters, s) }
 
-// Start runs the Starters, in registration order.
-func (r *Registry) Start(ctx context.Context, report Reporter) {
+// Start takes the agent's Messenger, then runs the Starters in registration order.
+func (r *Registry) Start(ctx context.Context, report Reporter, send Messenger) {
+	r.send.Store(&send)
 	for _, s := range r.starters {
 		s(ctx, report)
+	}
+}
+
+// Send sends a report over the agent's live channel (see Messenger); before the agent started
+// it is dropped.
+func (r *Registry) Send(msgType string, payload any) {
+	if send := r.send.Load(); send != nil && *send != nil {
+		(*send)(msgType, payload)
 	}
 }
 

@@ -31,21 +31,51 @@ const (
 	gatherTimeout  = 5 * time.Second
 )
 
-// Desktop keeps the agent's WebRTC peers, by remote session.
+// Desktop keeps the agent's WebRTC peers, by remote session, and reports them to the server
+// (agentproto.TypeDesktopState).
 type Desktop struct {
-	mu    sync.Mutex
-	peers map[string]*webrtc.PeerConnection
+	mu        sync.Mutex
+	peers     map[string]*webrtc.PeerConnection
+	connected map[string]bool
+	send      capability.Messenger
 }
 
 // New returns a Desktop with no peers.
-func New() *Desktop { return &Desktop{peers: map[string]*webrtc.PeerConnection{}} }
+func New() *Desktop {
+	return &Desktop{peers: map[string]*webrtc.PeerConnection{}, connected: map[string]bool{}, send: func(string, any) {}}
+}
 
-// Register registers the signalling calls with reg.
+// Register registers the signalling calls with reg, and the reports of connected peers.
 func (d *Desktop) Register(reg *capability.Registry) {
 	reg.Call(agentproto.MethodDesktopOffer, d.offer)
 	reg.Call(agentproto.MethodDesktopAnswer, d.answer)
 	reg.Call(agentproto.MethodDesktopICE, d.ice)
 	reg.Call(agentproto.MethodDesktopClose, d.close)
+	d.send = reg.Send
+	reg.OnStart(func(ctx context.Context, _ capability.Reporter) { go d.reportConnected(ctx, agentproto.DesktopStateEvery) })
+}
+
+// reportConnected tells the server every interval which sessions have a connected peer, while
+// there are any, so it keeps those sessions and ends the ones the agent no longer serves.
+func (d *Desktop) reportConnected(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.mu.Lock()
+		ids := make([]string, 0, len(d.connected))
+		for id := range d.connected {
+			ids = append(ids, id)
+		}
+		d.mu.Unlock()
+		if len(ids) > 0 {
+			d.send(agentproto.TypeDesktopState, agentproto.DesktopState{Connected: ids})
+		}
+	}
 }
 
 func invalid(msg string) error {
@@ -102,7 +132,7 @@ func (d *Desktop) offer(ctx context.Context, raw json.RawMessage) (any, error) {
 	}
 	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: a.SDP}); err != nil {
 		if created {
-			d.drop(a.SessionID, pc)
+			d.drop(a.SessionID, pc, "")
 		}
 		return nil, invalid("the offer was refused: " + err.Error())
 	}
@@ -173,8 +203,15 @@ func (d *Desktop) newPeer(sessionID string, servers []agentproto.ICEServer) (*we
 		switch st {
 		case webrtc.PeerConnectionStateConnected:
 			once.Do(func() { close(connected) })
-		case webrtc.PeerConnectionStateFailed, webrtc.PeerConnectionStateClosed:
-			d.drop(sessionID, pc)
+			d.mu.Lock()
+			if d.peers[sessionID] == pc {
+				d.connected[sessionID] = true
+			}
+			d.mu.Unlock()
+		case webrtc.PeerConnectionStateFailed:
+			d.drop(sessionID, pc, "the connection to the viewer failed")
+		case webrtc.PeerConnectionStateClosed:
+			d.drop(sessionID, pc, "the viewer closed the connection")
 		}
 	})
 	// A viewer that never connects does not hold a peer for good.
@@ -182,20 +219,26 @@ func (d *Desktop) newPeer(sessionID string, servers []agentproto.ICEServer) (*we
 		select {
 		case <-connected:
 		default:
-			d.drop(sessionID, pc)
+			d.drop(sessionID, pc, "no viewer connected within 2 minutes")
 		}
 	})
 	d.peers[sessionID] = pc
 	return pc, nil
 }
 
-// drop forgets and closes pc if it is still the session's peer.
-func (d *Desktop) drop(sessionID string, pc *webrtc.PeerConnection) {
+// drop forgets and closes pc if it is still the session's peer, and tells the server why; an
+// empty reason tells nothing (a refused offer leaves the session to the viewer's next one).
+func (d *Desktop) drop(sessionID string, pc *webrtc.PeerConnection, reason string) {
 	d.mu.Lock()
-	if d.peers[sessionID] == pc {
+	mine := d.peers[sessionID] == pc
+	if mine {
 		delete(d.peers, sessionID)
+		delete(d.connected, sessionID)
 	}
 	d.mu.Unlock()
+	if mine && reason != "" {
+		d.send(agentproto.TypeDesktopState, agentproto.DesktopState{Closed: []agentproto.DesktopClosed{{SessionID: sessionID, Reason: reason}}})
+	}
 	go pc.Close()
 }
 
@@ -235,7 +278,7 @@ func (d *Desktop) close(_ context.Context, raw json.RawMessage) (any, error) {
 		return nil, err
 	}
 	if pc := d.peer(a.SessionID); pc != nil {
-		d.drop(a.SessionID, pc)
+		d.drop(a.SessionID, pc, "the session was ended")
 	}
 	return agentproto.Done{OK: true}, nil
 }

@@ -24,6 +24,14 @@ func TestDesktopAnswersAnOfferAndEchoesOnControl(t *testing.T) {
 	d := New()
 	reg := capability.New()
 	d.Register(reg)
+	reports := make(chan agentproto.DesktopState, 16)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	reg.Start(ctx, nil, func(typ string, payload any) {
+		if typ == agentproto.TypeDesktopState {
+			reports <- payload.(agentproto.DesktopState)
+		}
+	})
 
 	if r := call(t, reg, agentproto.MethodDesktopICE, agentproto.DesktopICEArgs{SessionID: "s1", Candidate: ""}); r.Error == nil || r.Error.Code != agentproto.ErrNotFound {
 		t.Fatalf("ice before an offer = %+v", r)
@@ -79,10 +87,39 @@ func TestDesktopAnswersAnOfferAndEchoesOnControl(t *testing.T) {
 		t.Fatalf("no echo on the control channel (connection %s)", pc.ConnectionState())
 	}
 
+	if len(reports) != 0 {
+		t.Fatalf("a refused offer was reported: %+v", <-reports)
+	}
+	// While connected, the session is reported alive.
+	go d.reportConnected(ctx, 20*time.Millisecond)
+	if got := awaitReport(t, reports); len(got.Connected) != 1 || got.Connected[0] != "s2" || len(got.Closed) != 0 {
+		t.Fatalf("report while connected = %+v", got)
+	}
+
 	if r := call(t, reg, agentproto.MethodDesktopClose, agentproto.DesktopSessionArgs{SessionID: "s2"}); r.Error != nil {
 		t.Fatalf("close: %+v", r.Error)
 	}
 	if d.peer("s2") != nil {
 		t.Fatal("the closed session keeps its peer")
 	}
+	for {
+		got := awaitReport(t, reports)
+		if len(got.Closed) == 1 {
+			if got.Closed[0].SessionID != "s2" || got.Closed[0].Reason != "the session was ended" {
+				t.Fatalf("closed report = %+v", got)
+			}
+			break
+		}
+	}
+}
+
+func awaitReport(t *testing.T, reports chan agentproto.DesktopState) agentproto.DesktopState {
+	t.Helper()
+	select {
+	case got := <-reports:
+		return got
+	case <-time.After(10 * time.Second):
+		t.Fatal("no desktop report")
+	}
+	return agentproto.DesktopState{}
 }
