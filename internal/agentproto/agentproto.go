@@ -230,7 +230,18 @@ type RunScript struct {
 	Env      map[string]string `json:"env,omitempty"`
 	// MaxOutputBytes caps each of stdout and stderr; the rest is dropped and Truncated set.
 	MaxOutputBytes int `json:"maxOutputBytes"`
+	// RunAs is whom the script runs as: RunAsSystem (the agent's own account, the default),
+	// RunAsElevated (the same on an agent running as root or a service) or RunAsUser (the user
+	// logged in at the console; the command fails when there is none).
+	RunAs string `json:"runAs,omitempty"`
 }
+
+// Whom run_script runs a script as.
+const (
+	RunAsSystem   = "system"
+	RunAsElevated = "elevated"
+	RunAsUser     = "user"
+)
 
 // PowerDelay is the payload of reboot and shutdown: seconds to wait first (default 0). The
 // agent keeps the scheduled command on disk, so it survives an agent restart, and reports it

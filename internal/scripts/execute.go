@@ -239,15 +239,12 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	if in.RunAs != "" {
 		runAs = in.RunAs
 	}
-	if runAs == RunAsUser {
-		return ScriptRunResult{}, nil, apperr.BadRequest("RUN_AS_UNSUPPORTED",
-			"running as the logged-in user is not supported by the agent yet; run as system or elevated")
-	}
 	env, err := scriptEnv(sc.Parameters, in.Parameters)
 	if err != nil {
 		return ScriptRunResult{}, nil, err
 	}
-	payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes})
+	payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes,
+		RunAs: runAs})
 	res, err := s.devices.SendBulkIn(narrowedTo(ctx, sc), tx, devices.BulkInput{DeviceIDs: in.DeviceIDs, OnlyOS: sc.OSTypes, Audited: true,
 		CommandInput: devices.CommandInput{Type: agentproto.CommandRunScript, Payload: json.RawMessage(payload), TimeoutSeconds: sc.TimeoutSeconds}})
 	if err != nil {

@@ -253,7 +253,6 @@ func TestExecutionsFollowTheirCommandsAndTheExitCodeMapping(t *testing.T) {
 		`{"deviceIds":["` + linux + `"],"parameters":{"TARGET":"x","NOPE":1}}`:       "parameters.NOPE",
 		`{"deviceIds":["` + linux + `"],"parameters":{"TARGET":"x","LEVEL":"mid"}}`:  "parameters.LEVEL",
 		`{"deviceIds":["` + linux + `"],"parameters":{"TARGET":"x","COUNT":"many"}}`: "parameters.COUNT",
-		`{"deviceIds":["` + linux + `"],"parameters":{"TARGET":"x"},"runAs":"user"}`: "RUN_AS_UNSUPPORTED",
 	} {
 		var m map[string]any
 		_ = json.Unmarshal([]byte(body), &m)

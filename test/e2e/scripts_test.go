@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/apptest"
 	"gale/internal/scripts"
+	"gale/internal/store"
 )
 
 // scriptRunner is a real agent on an in-process node, with a caller that runs scripts on it.
@@ -121,6 +122,14 @@ func TestScriptExecutionsOnARealAgent(t *testing.T) {
 	done = r.waitFor(r.run(param.ID, map[string]any{"WHO": "it's me; $(id)"}).ID, 30*time.Second, ended)
 	if done.Status != scripts.StatusCompleted || *done.Stdout != "it's me; $(id)|2" {
 		t.Fatalf("parameters: %+v", done)
+	}
+
+	// As the console user: a machine where nobody is logged in at the console says so.
+	asUser := r.script("Who", "id -un", map[string]any{"runAs": "user"})
+	done = r.waitFor(r.run(asUser.ID, nil).ID, 30*time.Second, ended)
+	noUser := done.Status == scripts.StatusFailed && done.Error != nil && strings.Contains(*done.Error, "no user is logged in")
+	if done.RunAs != "user" || !noUser && (done.Status != scripts.StatusCompleted || *done.Stdout == "root\n") {
+		t.Fatalf("run as the console user: %+v (error %q)", done, store.Deref(done.Error))
 	}
 }
 

@@ -107,6 +107,9 @@ func run(ctx context.Context, commandID string, rs agentproto.RunScript) agentpr
 	stdout, stderr := &outputBuffer{max: limit}, &outputBuffer{max: limit}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	proctree.KillOnCancel(cmd)
+	if err := runAs(ctx, cmd, rs.RunAs, dir, file); err != nil {
+		return failed(err.Error())
+	}
 	cmd.WaitDelay = 5 * time.Second
 	if err = cmd.Start(); err == nil {
 		liveCtx, stopLive := context.WithCancel(ctx)
