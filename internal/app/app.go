@@ -46,6 +46,7 @@ import (
 	"gale/internal/store"
 	"gale/internal/systemtools"
 	"gale/internal/tenancy"
+	"gale/internal/thirdparty"
 	"gale/internal/tickets"
 	"gale/internal/tunnels"
 	"gale/internal/webhooks"
@@ -78,6 +79,7 @@ var Modules = []module.Module{
 	tunnels.Module,
 	remote.Module,
 	automations.Module,
+	thirdparty.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

@@ -101,6 +101,10 @@ var owners = map[string]string{
 
 	"tunnels": "internal/tunnels",
 
+	"third_party_packages": "internal/thirdparty",
+	"third_party_versions": "internal/thirdparty",
+	"third_party_tests":    "internal/thirdparty",
+
 	"remote_sessions": "internal/remote",
 
 	"automations":                   "internal/automations",
