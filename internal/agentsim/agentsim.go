@@ -74,13 +74,16 @@ type Report struct {
 	FleetDispatch     time.Duration
 	FleetStored       time.Duration
 	FleetHeartbeatP99 time.Duration
+	// FleetBareP99 is the latency of a bare request (GET /health: no database, no
+	// authentication) sent every 50 ms during the fleet run: the host's floor meanwhile.
+	FleetBareP99 time.Duration
 }
 
 func (r Report) String() string {
 	fleet := ""
 	if r.FleetDevices > 0 {
-		fleet = fmt.Sprintf("\nfleet script on %d agents: dispatched in %s, every result stored in %s, heartbeat p99 meanwhile %s",
-			r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetHeartbeatP99)
+		fleet = fmt.Sprintf("\nfleet script on %d agents: dispatched in %s, every result stored in %s, heartbeat p99 meanwhile %s, "+
+			"bare request p99 meanwhile %s", r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetHeartbeatP99, r.FleetBareP99)
 	}
 	return fmt.Sprintf("agents %d, connected at once %d (connection failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
 		"commands %d: POST→agent p50 %s, p99 %s, max %s", r.Agents, r.Connected, r.ConnectFailures, r.Heartbeats,
@@ -134,7 +137,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	wg.Wait()
 	rep := Report{Agents: len(creds), Connected: int(s.peak.Load()), ConnectFailures: int(s.failures.Load()),
 		FleetDevices: fleet.FleetDevices, FleetDispatch: fleet.FleetDispatch, FleetStored: fleet.FleetStored,
-		FleetHeartbeatP99: fleet.FleetHeartbeatP99}
+		FleetHeartbeatP99: fleet.FleetHeartbeatP99, FleetBareP99: fleet.FleetBareP99}
 	s.mu.Lock()
 	rep.Heartbeats, rep.HeartbeatsMissing = len(s.hb), s.missing
 	rep.HeartbeatP50, rep.HeartbeatP99, rep.HeartbeatMax = percentiles(s.hb)
@@ -412,6 +415,10 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 		"actions": []map[string]any{{"type": "run_script", "scriptId": sc.ID}}}, &auto); err != nil {
 		return Report{}, err
 	}
+	probeCtx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	bare := make(chan []time.Duration, 1)
+	go func() { bare <- s.probe(probeCtx, 50*time.Millisecond) }()
 	start := time.Now()
 	var run struct {
 		Steps []struct {
@@ -464,6 +471,8 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	s.progress("fleet: every result stored after %s", rep.FleetStored)
+	stopProbe()
+	_, rep.FleetBareP99, _ = percentiles(<-bare)
 	end := start.Add(rep.FleetStored)
 	s.mu.Lock()
 	var during []time.Duration
@@ -475,4 +484,33 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	s.mu.Unlock()
 	_, rep.FleetHeartbeatP99, _ = percentiles(during)
 	return rep, nil
+}
+
+// probe times a bare request (GET /health, answered without the database or authentication)
+// every interval until ctx ends, from its own connection: what any request waits for on the
+// host at the moment, whatever it does.
+func (s *sim) probe(ctx context.Context, every time.Duration) []time.Duration {
+	client := &http.Client{Timeout: 30 * time.Second}
+	var lat []time.Duration
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return lat
+		case <-t.C:
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.o.Server+"/health", nil)
+		if err != nil {
+			return lat
+		}
+		start := time.Now()
+		res, err := client.Do(req)
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		lat = append(lat, time.Since(start))
+	}
 }

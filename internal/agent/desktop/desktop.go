@@ -52,7 +52,9 @@ func (d *Desktop) Register(reg *capability.Registry) {
 	reg.Call(agentproto.MethodDesktopICE, d.ice)
 	reg.Call(agentproto.MethodDesktopClose, d.close)
 	d.send = reg.Send
-	reg.OnStart(func(ctx context.Context, _ capability.Reporter) { go d.reportConnected(ctx, agentproto.DesktopStateEvery) })
+	reg.OnStart(func(ctx context.Context, _ capability.Reporter) {
+		go d.reportConnected(ctx, agentproto.DesktopStateEvery)
+	})
 }
 
 // reportConnected tells the server every interval which sessions have a connected peer, while
