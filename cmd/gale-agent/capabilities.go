@@ -3,9 +3,11 @@ package main
 import (
 	"path/filepath"
 
+	"gale/internal/agent"
 	"gale/internal/agent/capability"
 	"gale/internal/agent/desktop"
 	"gale/internal/agent/echo"
+	"gale/internal/agent/packages"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
 	"gale/internal/agent/systools"
@@ -14,8 +16,10 @@ import (
 )
 
 // capabilities returns what this agent binary can do, one capability package a line. The
-// system tools never touch the agent's own configuration (its tokens).
+// system tools never touch the agent's own configuration (its tokens). An agent not enrolled
+// yet has no package root: it manages its own system.
 func capabilities(configPath string) *capability.Registry {
+	cfg, _ := agent.LoadConfig(configPath)
 	reg := capability.New()
 	echo.Register(reg)
 	power.New(power.Options{StatePath: power.StatePath(configPath), Logger: logger()}).Register(reg)
@@ -24,5 +28,6 @@ func capabilities(configPath string) *capability.Registry {
 	terminal.Register(reg)
 	desktop.New().Register(reg)
 	tunnel.Register(reg)
+	packages.New(packages.Options{Root: cfg.PackageRoot, Fetch: reg.Fetch, Logger: logger()}).Register(reg)
 	return reg
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// agentproto.TypeStop); the agent then exits at once with ExitDecommissioned. A refused
 	// token never sets it.
 	Decommissioned bool `json:"decommissioned,omitempty"`
+	// PackageRoot, when set, is the system tree whose packages the agent manages (patch scans
+	// and installs, software): a chroot or a container's root. Empty manages the agent's own
+	// system. Set by hand; enrollment leaves it empty.
+	PackageRoot string `json:"packageRoot,omitempty"`
 }
 
 // ExitDecommissioned is the exit status of gale-agent run once the device was decommissioned.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -130,7 +131,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	r.caps = o.Capabilities
 	r.caps.Command(agentproto.CommandRefreshInventory, r.refreshInventory)
 	r.caps.Command(agentproto.CommandCancel, r.cancelCommand)
-	r.caps.Start(ctx, r.reportPending, r.sendLive)
+	r.caps.Start(ctx, capability.Host{Report: r.reportPending, Send: r.sendLive, Fetch: r.fetch})
 	if n := box.Len(); n > 0 {
 		r.log.Info("messages kept from an earlier run wait for the server", "count", n)
 	}
@@ -685,6 +686,38 @@ func (r *runner) runCommand(ctx context.Context, c agentproto.Command) agentprot
 // sendOutput sends a piece of a running command's output over the live channel, when there
 // is one; without it the piece is dropped (the result carries the whole output).
 func (r *runner) sendOutput(o agentproto.CommandOutput) { r.sendLive(agentproto.TypeCommandOutput, o) }
+
+// fetch downloads a file for a capability: a server path with the agent's token, or an
+// http(s) address of another server without it. Only the command's context bounds it, as a
+// package file may take long.
+func (r *runner) fetch(ctx context.Context, url string) (io.ReadCloser, error) {
+	header := http.Header{}
+	switch {
+	case strings.HasPrefix(url, "/api/v1/"):
+		header.Set("Authorization", "Bearer "+r.cfg.AuthToken)
+		url = strings.TrimRight(r.cfg.Server, "/") + url
+	case !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://"):
+		return nil, fmt.Errorf("cannot download %q: only server paths and http(s) addresses", url)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header = header
+	resp, err := downloads.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, fmt.Errorf("download %s: %w", url, readAPIError(resp))
+	}
+	return resp.Body, nil
+}
+
+// downloads is the client of fetch: no overall timeout, but one for each step of a connection.
+var downloads = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSHandshakeTimeout: 30 * time.Second,
+	ResponseHeaderTimeout: 60 * time.Second, IdleConnTimeout: 90 * time.Second}}
 
 // sendLive sends a message over the live channel, when there is one; without it the message
 // is dropped.

@@ -343,7 +343,8 @@ func goList(t *testing.T, root string, env []string, args ...string) []goPackage
 }
 
 // agentPackages are the module's packages the agent binary may contain.
-var agentPackages = []string{"gale/cmd/gale-agent", "gale/internal/agent", "gale/internal/agentproto", "gale/internal/streams"}
+var agentPackages = []string{"gale/cmd/gale-agent", "gale/internal/agent", "gale/internal/agentproto", "gale/internal/pkgversion",
+	"gale/internal/streams"}
 
 // agentLibraries are the third-party modules the agent may use (gopsutil brings the OS
 // helpers); server libraries (huma, pgx, River, SQLite, S3) must never appear.
@@ -370,6 +371,9 @@ var agentLibraries = []string{
 	"golang.org/x/crypto",
 	"golang.org/x/net",
 	"golang.org/x/time",
+	// Debian's and RPM's version ordering, for patches.
+	"github.com/knqyf263/go-deb-version",
+	"github.com/knqyf263/go-rpm-version",
 }
 
 // within reports whether importPath is one of prefixes or below one.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync/atomic"
 
 	"gale/internal/agentproto"
@@ -34,6 +35,18 @@ type Reporter func(agentproto.CommandResult)
 // channel it is dropped. Reports that must arrive are command results, not messages.
 type Messenger func(msgType string, payload any)
 
+// Fetcher downloads a file: a path on the server (starting /api/v1/) with the agent's
+// credentials, or an http(s) address without them. The caller closes the body.
+type Fetcher func(ctx context.Context, url string) (io.ReadCloser, error)
+
+// Host is what the running agent lends its capabilities once it starts.
+type Host struct {
+	// Report delivers the late results of commands answered ResultPending.
+	Report Reporter
+	Send   Messenger
+	Fetch  Fetcher
+}
+
 // Starter runs once when the agent starts, before it takes commands, with the agent's
 // lifetime and its Reporter: a capability picks up there what an earlier run left unfinished.
 // It must not block; what takes time runs in its own goroutine.
@@ -51,7 +64,7 @@ type Registry struct {
 	streams  map[string]streams.Handler
 	starters []Starter
 	cancels  []Withdrawer
-	send     atomic.Pointer[Messenger]
+	host     atomic.Pointer[Host]
 }
 
 // Withdrawer takes back a command its capability holds pending after answering ResultPending
@@ -99,20 +112,28 @@ func (r *Registry) Stream(kind string, h streams.Handler) { add(r.streams, "stre
 // OnStart registers a Starter.
 func (r *Registry) OnStart(s Starter) { r.starters = append(r.starters, s) }
 
-// Start takes the agent's Messenger, then runs the Starters in registration order.
-func (r *Registry) Start(ctx context.Context, report Reporter, send Messenger) {
-	r.send.Store(&send)
+// Start takes the agent's Host, then runs the Starters in registration order.
+func (r *Registry) Start(ctx context.Context, h Host) {
+	r.host.Store(&h)
 	for _, s := range r.starters {
-		s(ctx, report)
+		s(ctx, h.Report)
 	}
 }
 
 // Send sends a report over the agent's live channel (see Messenger); before the agent started
 // it is dropped.
 func (r *Registry) Send(msgType string, payload any) {
-	if send := r.send.Load(); send != nil && *send != nil {
-		(*send)(msgType, payload)
+	if h := r.host.Load(); h != nil && h.Send != nil {
+		h.Send(msgType, payload)
 	}
+}
+
+// Fetch downloads a file through the agent (see Fetcher); before the agent started it fails.
+func (r *Registry) Fetch(ctx context.Context, url string) (io.ReadCloser, error) {
+	if h := r.host.Load(); h != nil && h.Fetch != nil {
+		return h.Fetch(ctx, url)
+	}
+	return nil, errors.New("the agent has not started: nothing can be downloaded yet")
 }
 
 func add[H any](m map[string]H, what, name string, h H) {

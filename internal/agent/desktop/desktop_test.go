@@ -27,11 +27,11 @@ func TestDesktopAnswersAnOfferAndEchoesOnControl(t *testing.T) {
 	reports := make(chan agentproto.DesktopState, 16)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	reg.Start(ctx, nil, func(typ string, payload any) {
+	reg.Start(ctx, capability.Host{Send: func(typ string, payload any) {
 		if typ == agentproto.TypeDesktopState {
 			reports <- payload.(agentproto.DesktopState)
 		}
-	})
+	}})
 
 	if r := call(t, reg, agentproto.MethodDesktopICE, agentproto.DesktopICEArgs{SessionID: "s1", Candidate: ""}); r.Error == nil || r.Error.Code != agentproto.ErrNotFound {
 		t.Fatalf("ice before an offer = %+v", r)

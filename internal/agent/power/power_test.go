@@ -79,7 +79,7 @@ func start(t *testing.T, path string, sys *fakeSystem, warnBefore time.Duration)
 	reg := capability.New()
 	a := &agentRun{p: p, reg: reg, reports: make(chan agentproto.CommandResult, 10), stop: stop}
 	p.Register(reg)
-	reg.Start(ctx, func(r agentproto.CommandResult) { a.reports <- r }, nil)
+	reg.Start(ctx, capability.Host{Report: func(r agentproto.CommandResult) { a.reports <- r }})
 	return a
 }
 
