@@ -1,7 +1,6 @@
 package packages
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,133 +18,9 @@ import (
 
 	"gale/internal/agent/capability"
 	"gale/internal/agentproto"
+	"gale/internal/aptfixture"
 	"gale/internal/pkgversion"
 )
-
-// needAptTools skips a test that needs the Debian tools, and root for dpkg.
-func needAptTools(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"dpkg", "dpkg-deb", "dpkg-query", "apt-get", "apt-cache"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed: the apt tests need the Debian package tools", tool)
-		}
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("dpkg installs into a throwaway root only as root (uid 0)")
-	}
-}
-
-// hostUnchanged fails the test when the host's package state changed during it.
-func hostUnchanged(t *testing.T) {
-	t.Helper()
-	sum := func(path string) string {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "missing"
-		}
-		s := sha256.Sum256(b)
-		return hex.EncodeToString(s[:])
-	}
-	paths := []string{"/var/lib/dpkg/status", "/var/log/dpkg.log", "/var/log/apt/history.log", "/var/log/apt/term.log", "/var/log/apt/eipp.log.xz",
-		"/var/lib/apt/extended_states", "/var/cache/debconf/config.dat", "/var/cache/debconf/templates.dat"}
-	before := map[string]string{}
-	for _, p := range paths {
-		before[p] = sum(p)
-	}
-	t.Cleanup(func() {
-		for _, p := range paths {
-			if got := sum(p); got != before[p] {
-				t.Errorf("the host's %s changed during the test", p)
-			}
-		}
-	})
-}
-
-type debSpec struct {
-	name, version string
-	extra         string // more control fields, each ending in a newline
-}
-
-// buildDeb builds a small package with dpkg-deb and returns its path.
-func buildDeb(t *testing.T, dir string, d debSpec) string {
-	t.Helper()
-	src := filepath.Join(dir, "src", d.name+"_"+d.version)
-	must(t, os.MkdirAll(filepath.Join(src, "DEBIAN"), 0o755))
-	must(t, os.MkdirAll(filepath.Join(src, "usr/share", d.name), 0o755))
-	must(t, os.WriteFile(filepath.Join(src, "usr/share", d.name, "version"), []byte(d.version+"\n"), 0o644))
-	control := fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: all\nMaintainer: Test <test@example.com>\n%sDescription: %s test package\n a package for tests\n",
-		d.name, d.version, d.extra, d.name)
-	must(t, os.WriteFile(filepath.Join(src, "DEBIAN/control"), []byte(control), 0o644))
-	deb := filepath.Join(dir, d.name+"_"+d.version+"_all.deb")
-	out, err := exec.Command("dpkg-deb", "--root-owner-group", "--build", src, deb).CombinedOutput()
-	if err != nil {
-		t.Fatalf("dpkg-deb --build: %v\n%s", err, out)
-	}
-	return deb
-}
-
-// writeRepo writes a flat apt repository of debs with a Release file naming suite.
-func writeRepo(t *testing.T, dir, suite string, debs ...string) {
-	t.Helper()
-	must(t, os.MkdirAll(dir, 0o755))
-	var pkgs bytes.Buffer
-	for _, deb := range debs {
-		control, err := exec.Command("dpkg-deb", "-f", deb).Output()
-		must(t, err)
-		data, err := os.ReadFile(deb)
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(dir, filepath.Base(deb)), data, 0o644))
-		sum := sha256.Sum256(data)
-		fmt.Fprintf(&pkgs, "%sFilename: ./%s\nSize: %d\nSHA256: %x\n\n", control, filepath.Base(deb), len(data), sum)
-	}
-	must(t, os.WriteFile(filepath.Join(dir, "Packages"), pkgs.Bytes(), 0o644))
-	sum := sha256.Sum256(pkgs.Bytes())
-	release := fmt.Sprintf("Origin: Galetest\nLabel: Galetest\nSuite: %s\nCodename: %s\nDate: %s\nSHA256:\n %x %d Packages\n",
-		suite, suite, time.Now().UTC().Format(time.RFC1123Z), sum, pkgs.Len())
-	must(t, os.WriteFile(filepath.Join(dir, "Release"), []byte(release), 0o644))
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-// newRoot creates an empty Debian system root with its apt sources.
-func newRoot(t *testing.T, dir string, sources ...string) string {
-	t.Helper()
-	root := filepath.Join(dir, "root")
-	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates", "var/lib/apt/lists/partial",
-		"var/cache/apt/archives/partial", "var/log/apt", "var/run", "etc/apt/apt.conf.d", "etc/apt/sources.list.d", "etc/apt/preferences.d"} {
-		must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
-	}
-	must(t, os.WriteFile(filepath.Join(root, "var/lib/dpkg/status"), nil, 0o644))
-	// The root's own apt configuration applies: this one renames apt's history log.
-	must(t, os.WriteFile(filepath.Join(root, "etc/apt/apt.conf.d/50galetest"), []byte("Dir::Log::History \"galetest-history.log\";\n"), 0o644))
-	must(t, os.WriteFile(filepath.Join(root, "var/lib/dpkg/available"), nil, 0o644))
-	setSources(t, root, sources...)
-	return root
-}
-
-func setSources(t *testing.T, root string, repos ...string) {
-	var b strings.Builder
-	for _, r := range repos {
-		fmt.Fprintf(&b, "deb [trusted=yes] file:%s ./\n", r)
-	}
-	must(t, os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte(b.String()), 0o644))
-}
-
-// rootVersion reads a package's version from the root's dpkg database ("" when not installed).
-func rootVersion(t *testing.T, root, name string) string {
-	t.Helper()
-	out, _ := exec.Command("dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f", "${db:Status-Abbrev}${Version}", name).Output()
-	s := string(out)
-	if !strings.HasPrefix(s, "ii ") {
-		return ""
-	}
-	return strings.TrimPrefix(s, "ii ")
-}
 
 // snapshot lists every file of a tree with its size and modification time.
 func snapshot(t *testing.T, root string) map[string]string {
@@ -181,25 +56,25 @@ func decodeResult[T any](t *testing.T, res agentproto.CommandResult) T {
 }
 
 func TestAptInThrowawayRoot(t *testing.T) {
-	needAptTools(t)
-	hostUnchanged(t)
+	aptfixture.NeedAptTools(t)
+	aptfixture.HostUnchanged(t)
 	dir := t.TempDir()
 	debs := filepath.Join(dir, "debs")
 	must(t, os.MkdirAll(debs, 0o755))
-	hello10 := buildDeb(t, debs, debSpec{name: "galetest-hello", version: "1.0-1"})
-	hello11 := buildDeb(t, debs, debSpec{name: "galetest-hello", version: "1.1-1"})
-	hello12 := buildDeb(t, debs, debSpec{name: "galetest-hello", version: "1.2-1"})
-	lib := buildDeb(t, debs, debSpec{name: "galetest-lib", version: "1.0-1"})
+	hello10 := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "galetest-hello", Version: "1.0-1"})
+	hello11 := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "galetest-hello", Version: "1.1-1"})
+	hello12 := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "galetest-hello", Version: "1.2-1"})
+	lib := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "galetest-lib", Version: "1.0-1"})
 	// Packages whose removal must be refused: one the agent protects, one essential, each
 	// depending on a library that is removable by itself.
-	agent := buildDeb(t, debs, debSpec{name: "gale-agent", version: "1.0-1", extra: "Depends: galetest-lib\n"})
-	libcore := buildDeb(t, debs, debSpec{name: "galetest-libcore", version: "1.0-1"})
-	core := buildDeb(t, debs, debSpec{name: "galetest-core", version: "1.0-1", extra: "Essential: yes\nDepends: galetest-libcore\n"})
+	agent := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "gale-agent", Version: "1.0-1", Extra: "Depends: galetest-lib\n"})
+	libcore := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "galetest-libcore", Version: "1.0-1"})
+	core := aptfixture.BuildDeb(t, debs, aptfixture.Deb{Name: "galetest-core", Version: "1.0-1", Extra: "Essential: yes\nDepends: galetest-libcore\n"})
 
 	mainRepo, secRepo := filepath.Join(dir, "repo/main"), filepath.Join(dir, "repo/security")
-	writeRepo(t, mainRepo, "galetest", hello10, hello11, lib, agent, libcore, core)
-	writeRepo(t, secRepo, "galetest-security", hello12)
-	root := newRoot(t, dir, mainRepo)
+	aptfixture.WriteRepo(t, mainRepo, "galetest", hello10, hello11, lib, agent, libcore, core)
+	aptfixture.WriteRepo(t, secRepo, "galetest-security", hello12)
+	root := aptfixture.NewRoot(t, dir, mainRepo)
 	out, err := exec.Command("dpkg", "--root="+root, "--log="+filepath.Join(root, "var/log/dpkg.log"), "-i", hello10, lib, agent, libcore, core).CombinedOutput()
 	if err != nil {
 		t.Fatalf("installing the base packages into the root: %v\n%s", err, out)
@@ -223,7 +98,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 	}
 
 	// A security suite offering a newer version makes the update a security one.
-	setSources(t, root, mainRepo, secRepo)
+	aptfixture.SetSources(t, root, mainRepo, secRepo)
 	must(t, os.WriteFile(filepath.Join(root, "var/run/reboot-required"), nil, 0o644))
 	must(t, os.WriteFile(filepath.Join(root, "var/run/reboot-required.pkgs"), []byte("linux-image-6.1\nlinux-image-6.1\n"), 0o644))
 	scan = decodeResult[agentproto.PatchScanResult](t, run(t, reg, agentproto.CommandPatchScan, agentproto.PatchScan{Refresh: true}))
@@ -257,7 +132,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 				t.Errorf("%+v: %s %q stdout %q, %+v", pv, res.Status, res.Error, res.Stdout, pi.Packages)
 			}
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.0-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.0-1" {
 			t.Errorf("installed %q after refused requests", v)
 		}
 	})
@@ -277,7 +152,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 			PreviousVersion: "1.0-1", Status: agentproto.PackageInstalled}) || !strings.Contains(res.Stdout, "apt-get") {
 			t.Fatalf("install 1.1-1: %s %q %+v\n%s", res.Status, res.Error, pi.Packages, res.Stderr)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.1-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.1-1" {
 			t.Fatalf("root has %q after installing 1.1-1", v)
 		}
 		if _, err := os.Stat(filepath.Join(root, "var/log/apt/galetest-history.log")); err != nil {
@@ -292,7 +167,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 		if res.Status != agentproto.ResultFailed || !strings.Contains(pi.Packages[0].Error, "not older") {
 			t.Errorf("newer version with rollback: %s %+v", res.Status, pi.Packages)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.1-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.1-1" {
 			t.Fatalf("root has %q after refused installs", v)
 		}
 
@@ -300,7 +175,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 		if res.Status != agentproto.ResultCompleted || pi.Packages[0].Status != agentproto.PackageInstalled || pi.Packages[0].PreviousVersion != "1.1-1" {
 			t.Fatalf("rollback: %s %q %+v", res.Status, res.Error, pi.Packages)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.0-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.0-1" {
 			t.Fatalf("root has %q after the rollback", v)
 		}
 
@@ -318,7 +193,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 			pi.Packages[2].Error != "the package is not installed" {
 			t.Fatalf("%s %q %+v", res.Status, res.Error, pi.Packages)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.1-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.1-1" {
 			t.Fatalf("root has %q", v)
 		}
 	})
@@ -351,7 +226,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 		if res.Status != agentproto.ResultFailed || res.Error != "file type msi cannot be installed on linux" {
 			t.Errorf("msi: %s %q", res.Status, res.Error)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.1-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.1-1" {
 			t.Fatalf("root has %q after refused installs", v)
 		}
 
@@ -360,7 +235,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 			PreviousVersion: "1.1-1", SHA256: hex.EncodeToString(sum[:])}) {
 			t.Fatalf("install: %s %q %+v\n%s", res.Status, res.Error, si, res.Stderr)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "1.2-1" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "1.2-1" {
 			t.Fatalf("root has %q after the install", v)
 		}
 		if left, _ := os.ReadDir(work); len(left) != 0 {
@@ -387,7 +262,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 			}
 		}
 		for _, p := range []string{"gale-agent", "galetest-lib", "galetest-core", "galetest-libcore", "galetest-hello"} {
-			if rootVersion(t, root, p) == "" {
+			if aptfixture.RootVersion(t, root, p) == "" {
 				t.Errorf("%s was removed by a refused uninstall", p)
 			}
 		}
@@ -395,7 +270,7 @@ func TestAptInThrowawayRoot(t *testing.T) {
 		if res.Status != agentproto.ResultCompleted || u != (agentproto.SoftwareUninstallResult{Name: "galetest-hello", Version: "1.2-1", Status: agentproto.PackageRemoved}) {
 			t.Fatalf("uninstall: %s %q %+v", res.Status, res.Error, u)
 		}
-		if v := rootVersion(t, root, "galetest-hello"); v != "" {
+		if v := aptfixture.RootVersion(t, root, "galetest-hello"); v != "" {
 			t.Fatalf("root still has galetest-hello %s", v)
 		}
 		res, u = uninstall("galetest-hello", "")
@@ -407,11 +282,11 @@ func TestAptInThrowawayRoot(t *testing.T) {
 
 // TestScanHost scans the machine the test runs on, read-only.
 func TestScanHost(t *testing.T) {
-	needAptTools(t)
+	aptfixture.NeedAptTools(t)
 	if _, err := os.Stat("/var/lib/dpkg/status"); err != nil {
 		t.Skip("this machine has no dpkg database")
 	}
-	hostUnchanged(t)
+	aptfixture.HostUnchanged(t)
 	reg := capability.New()
 	New(Options{Root: "/", WorkDir: t.TempDir()}).Register(reg)
 	res := run(t, reg, agentproto.CommandPatchScan, agentproto.PatchScan{})
@@ -429,4 +304,11 @@ func TestScanHost(t *testing.T) {
 		}
 	}
 	t.Logf("%d packages installed, %d updates", scan.Installed, len(scan.Updates))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
