@@ -302,6 +302,33 @@ type Inventory struct {
 	LastLogons []LoggedInUser `json:"lastLogons,omitempty"`
 	// Errors name the collectors that failed, so the rest still arrives.
 	Errors []string `json:"errors,omitempty"`
+	// Posture lists the management products found on the machine (other RMMs, remote access,
+	// endpoint security, backup, patch management). An agent that looked sends a list, empty
+	// when it found none; nil means the agent does not detect them on its system.
+	Posture []ManagementProduct `json:"posture"`
+}
+
+// Categories of management products.
+const (
+	CategoryRMM              = "rmm"
+	CategoryRemoteAccess     = "remote_access"
+	CategoryEndpointSecurity = "endpoint_security"
+	CategoryBackup           = "backup"
+	CategoryPatchManagement  = "patch_management"
+	ProductActive            = "active"
+	ProductInstalled         = "installed"
+)
+
+// ManagementProduct is a management product found on a machine: Product is its stable key
+// ("clamav"), Status active (its service runs) or installed (present, its service not
+// running), Evidence what showed it (packages, units, paths).
+type ManagementProduct struct {
+	Product  string `json:"product"`
+	Name     string `json:"name"`
+	Category string `json:"category"`
+	Status   string `json:"status"`
+	Version  string `json:"version,omitempty"`
+	Evidence string `json:"evidence"`
 }
 
 // OSInfo describes the operating system.

@@ -99,6 +99,8 @@ var owners = map[string]string{
 
 	"tickets": "internal/tickets",
 
+	"device_posture": "internal/devices",
+
 	"tunnels": "internal/tunnels",
 
 	"third_party_packages": "internal/thirdparty",

@@ -409,6 +409,9 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		if err := replaceSoftware(ctx, tx, a.DeviceID, inv.Software); err != nil {
 			return err
 		}
+		if err := storePosture(ctx, tx, a.DeviceID, inv.Posture, now); err != nil {
+			return err
+		}
 		return s.changed(ctx, tx, a.DeviceID)
 	})
 }

@@ -120,6 +120,7 @@ func splitIDs(s string) []string {
 // Register adds the /devices routes.
 func (s *Service) Register(api *httpapi.Server) {
 	const tag = "Devices"
+	s.registerPosture(api, tag)
 
 	httpapi.Register(api, httpapi.Route{ID: "list-devices", Method: http.MethodGet, Path: "/devices", Tag: tag, Permission: access.DevicesRead,
 		Summary: "List devices", Description: "Cursor mode answers {devices, nextCursor, limit, total?}; the legacy page parameter answers " +

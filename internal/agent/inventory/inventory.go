@@ -68,6 +68,8 @@ func Collect(ctx context.Context) agentproto.Inventory {
 			problems = append(problems, collectors[i].name+": "+e.Error())
 		}
 	}
+	// Products are recognized by their packages too, so this runs once the software is in.
+	inv.Posture = managementPosture(ctx, inv.Software)
 	inv.Errors = problems
 	return inv
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"gale/internal/agent/posture"
 	"gale/internal/agentproto"
 )
 
@@ -49,6 +50,18 @@ func dnsServers() ([]string, error) {
 func networkDetails() (map[string]link, map[string][]string, error) {
 	gateways, err := defaultGateways(hostRoot)
 	return linkDetails(hostRoot), gateways, err
+}
+
+// managementPosture finds the management products among the system's packages, units and
+// paths.
+func managementPosture(ctx context.Context, software []agentproto.Software) []agentproto.ManagementProduct {
+	pkgs := map[string]string{}
+	for _, sw := range software {
+		if sw.Source == "dpkg" || sw.Source == "rpm" {
+			pkgs[sw.Name] = sw.Version
+		}
+	}
+	return posture.Detect(ctx, posture.Sources{Packages: pkgs, Root: hostRoot})
 }
 
 func recentLogons(n int) ([]agentproto.LoggedInUser, error) {

@@ -2,9 +2,18 @@
 
 package inventory
 
-import "gale/internal/agentproto"
+import (
+	"context"
 
-// The resolver, the link details and the logon history are read on Linux only so far.
+	"gale/internal/agentproto"
+)
+
+// The resolver, the link details, the logon history and the management products are read on
+// Linux only so far.
+
+func managementPosture(context.Context, []agentproto.Software) []agentproto.ManagementProduct {
+	return nil
+}
 
 func dnsServers() ([]string, error) {
 	return nil, nil
