@@ -116,6 +116,10 @@ const (
 	FileDmg = "dmg"
 )
 
+// FileTypeOS is the system each package file type installs on.
+var FileTypeOS = map[string]string{FileDeb: OSLinux, FileRPM: OSLinux, FileMSI: OSWindows, FileExe: OSWindows, FilePkg: OSMacOS,
+	FileDmg: OSMacOS}
+
 // SoftwareInstall is the payload of software_install.
 type SoftwareInstall struct {
 	// URL is where the agent downloads the file: an https (or http) address, or a path on the

@@ -51,6 +51,23 @@ type Service struct {
 	factStmts map[string]*sql.Stmt
 	// now is the clock.
 	now func() time.Time
+	// hold reports the devices a maintenance window in effect keeps alerts from; nil: none.
+	hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
+}
+
+// SetHold installs the maintenance windows' hold: no alert of a rule, or of a script's
+// result, opens on a held device. Call it while wiring.
+func (s *Service) SetHold(h func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)) {
+	s.hold = h
+}
+
+// held reports whether a maintenance window in effect keeps alerts from the device.
+func (s *Service) held(ctx context.Context, tx *sql.Tx, deviceID string) (bool, error) {
+	if s.hold == nil {
+		return false, nil
+	}
+	h, err := s.hold(ctx, tx, []string{deviceID})
+	return h[deviceID], err
 }
 
 // Options are the alert settings of the server configuration.

@@ -48,6 +48,13 @@ func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in 
 	if err != nil {
 		return Alert{}, false, fmt.Errorf("load device %s: %w", in.DeviceID, err)
 	}
+	if sourceKey != "" {
+		// Alerts of a source (a script's result) wait out a maintenance window; an alert an
+		// automation asks for explicitly is raised (automations have their own hold).
+		if held, err := s.held(ctx, tx, d.ID); err != nil || held {
+			return Alert{}, false, err
+		}
+	}
 	id, now := store.NewID(), s.now()
 	res, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, severity, status, title,
 		message, context, triggered_at, updated_at, source_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)

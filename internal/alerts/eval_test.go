@@ -2,8 +2,7 @@ package alerts_test
 
 import (
 	"context"
-	"gale/internal/alerts"
-	"gale/internal/app"
+	"database/sql"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"gale/internal/agentproto"
+	"gale/internal/alerts"
+	"gale/internal/app"
 	"gale/internal/apptest"
 	"gale/internal/store"
 )
@@ -476,5 +477,30 @@ func TestSteadySweepTakesNoWriteLock(t *testing.T) {
 	}
 	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
 		t.Fatalf("after the sweep: %+v", got)
+	}
+}
+
+// A device a maintenance window holds opens no alert; once the window lets go, the next
+// evaluation opens it.
+func TestHeldDevicesOpenNoAlert(t *testing.T) {
+	x := newEnv(t)
+	x.rule(x.ten.Partner, cpuRule("High CPU", 90, nil))
+	svc := app.Service[*alerts.Service](x.App)
+	held := true
+	svc.SetHold(func(_ context.Context, _ *sql.Tx, ids []string) (map[string]bool, error) {
+		out := map[string]bool{}
+		for _, id := range ids {
+			out[id] = held
+		}
+		return out, nil
+	})
+	x.beat(x.dev, 95, 10)
+	if got := x.alerts(x.ten.Org, ""); len(got) != 0 {
+		t.Fatalf("a held device opened %+v", got)
+	}
+	held = false
+	x.beat(x.dev, 96, 10)
+	if got := x.alerts(x.ten.Org, ""); len(got) != 1 {
+		t.Fatalf("after the window: %d alerts, want 1", len(got))
 	}
 }

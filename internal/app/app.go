@@ -33,6 +33,7 @@ import (
 	"gale/internal/identity"
 	"gale/internal/jobs"
 	"gale/internal/mail"
+	"gale/internal/maintenance"
 	"gale/internal/mobile"
 	"gale/internal/module"
 	"gale/internal/notifications"
@@ -43,6 +44,7 @@ import (
 	"gale/internal/scripts"
 	"gale/internal/search"
 	"gale/internal/secrets"
+	"gale/internal/software"
 	"gale/internal/store"
 	"gale/internal/systemtools"
 	"gale/internal/tenancy"
@@ -80,6 +82,8 @@ var Modules = []module.Module{
 	remote.Module,
 	automations.Module,
 	thirdparty.Module,
+	maintenance.Module,
+	software.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

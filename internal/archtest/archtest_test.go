@@ -101,6 +101,14 @@ var owners = map[string]string{
 
 	"device_posture": "internal/devices",
 
+	"maintenance_windows":     "internal/maintenance",
+	"maintenance_occurrences": "internal/maintenance",
+
+	"software_catalog":            "internal/software",
+	"software_versions":           "internal/software",
+	"software_deployments":        "internal/software",
+	"software_deployment_devices": "internal/software",
+
 	"tunnels": "internal/tunnels",
 
 	"third_party_packages": "internal/thirdparty",

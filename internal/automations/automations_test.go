@@ -383,8 +383,12 @@ func TestDeleteRacingARunHasOneWinner(t *testing.T) {
 // holdBack is a maintenance window over some devices.
 type holdBack map[string]bool
 
-func (h holdBack) AllowsAutomation(_ context.Context, deviceID string, _ time.Time) (bool, error) {
-	return !h[deviceID], nil
+func (h holdBack) HeldFromAutomations(_ context.Context, deviceIDs []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, id := range deviceIDs {
+		out[id] = h[id]
+	}
+	return out, nil
 }
 
 // A partner-wide automation acts in every organization of the partner; maintenance windows
@@ -416,6 +420,13 @@ func TestPartnerWideRunsAndMaintenanceWindows(t *testing.T) {
 	}
 	f.e.Must(404, f.a.Org, "GET", api+"/automations/runs/"+r.ID, nil)
 	f.e.Must(404, f.a.Org, "POST", api+"/automations/"+x.ID+"/run", nil)
+
+	// A run whose every target is held back fails, saying why.
+	f.service().SetMaintenance(holdBack{held: true, one: true, two: true})
+	f.e.Must(202, f.a.Partner, "POST", api+"/automations/"+x.ID+"/run", nil).JSON(t, &r)
+	if done := f.settle(f.a.Partner, r.ID); done.Status != automations.RunFailed || done.Error == nil || !strings.Contains(*done.Error, "maintenance window") {
+		t.Fatalf("a run held back everywhere %+v", done)
+	}
 }
 
 // scheduleAutomation makes a schedule automation raising an alert on a device at 03:00 Paris time.

@@ -418,24 +418,24 @@ func (s *Service) resolveDevices(ctx context.Context, r runRow) ([]string, error
 		}
 	}
 	out := []string{}
-	now := s.clock.Now()
 	for _, d := range list {
-		if d.Status == devices.StatusDecommissioned || !meets(d, r.def.Conditions) {
-			continue
+		if d.Status != devices.StatusDecommissioned && meets(d, r.def.Conditions) {
+			out = append(out, d.ID)
 		}
-		if s.maintenance != nil {
-			ok, err := s.maintenance.AllowsAutomation(ctx, d.ID, now)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				continue
-			}
-		}
-		out = append(out, d.ID)
 	}
 	if len(out) > maxTargetDevices {
 		return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", maxTargetDevices))
+	}
+	if s.maintenance == nil || len(out) == 0 {
+		return out, nil
+	}
+	held, err := s.maintenance.HeldFromAutomations(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	out = slices.DeleteFunc(out, func(id string) bool { return held[id] })
+	if len(out) == 0 {
+		return nil, apperr.ConflictCode("MAINTENANCE_WINDOW", "every target device is in a maintenance window that holds automations back")
 	}
 	return out, nil
 }

@@ -27,8 +27,9 @@ import (
 // MaintenanceWindows is what the maintenance domain provides to hold automations back from
 // devices in a maintenance window. Without one (the default) every device is allowed.
 type MaintenanceWindows interface {
-	// AllowsAutomation reports whether an automation may act on the device at the time.
-	AllowsAutomation(ctx context.Context, deviceID string, at time.Time) (bool, error)
+	// HeldFromAutomations reports, for each device, whether a window in effect now holds
+	// automations back from it.
+	HeldFromAutomations(ctx context.Context, deviceIDs []string) (map[string]bool, error)
 }
 
 // Service keeps automations and runs them.

@@ -3,12 +3,16 @@ package devices
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"gale/internal/access"
 	"gale/internal/agentproto"
+	"gale/internal/apperr"
 	"gale/internal/store"
 )
 
@@ -126,8 +130,24 @@ func (s *Service) Metrics(ctx context.Context, id string, since time.Time) ([]Me
 	return s.metricsSince(ctx, id, since)
 }
 
+// InstalledSoftware is a package of a device's last inventory. Its ID stays the same from one
+// inventory to the next while the package (its source, name and architecture) stays installed,
+// through new versions.
+type InstalledSoftware struct {
+	ID string `json:"id" doc:"Stable across inventories while the package stays installed."`
+	agentproto.Software
+}
+
+const softwareColumns = `id, name, version, publisher, architecture, install_date, size_bytes, source`
+
+func scanSoftware(sc store.Scanner) (InstalledSoftware, error) {
+	var r InstalledSoftware
+	err := sc.Scan(&r.ID, &r.Name, &r.Version, &r.Publisher, &r.Architecture, &r.InstallDate, &r.SizeBytes, &r.Source)
+	return r, err
+}
+
 // Software lists a device's installed software by name.
-func (s *Service) Software(ctx context.Context, id, search string, page store.Page) ([]agentproto.Software, string, *int, error) {
+func (s *Service) Software(ctx context.Context, id, search string, page store.Page) ([]InstalledSoftware, string, *int, error) {
 	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), id); err != nil {
 		return nil, "", nil, err
 	}
@@ -136,22 +156,91 @@ func (s *Service) Software(ctx context.Context, id, search string, page store.Pa
 	if search != "" {
 		conds = append(conds, "LOWER(name) LIKE LOWER("+a.Add("%"+search+"%")+")")
 	}
-	type row struct {
-		sw agentproto.Software
-		id string
+	return store.List(ctx, s.db, store.ListQuery{Columns: softwareColumns, From: " FROM device_software", Conds: conds, Args: &a,
+		SortKey: "name", SortID: "id"}, page, scanSoftware, func(r InstalledSoftware) (string, string) { return r.Name, r.ID })
+}
+
+// InstalledPackage returns one package of a device in scope by its ID (404 when the device's
+// last inventory lacks it).
+func (s *Service) InstalledPackage(ctx context.Context, deviceID, softwareID string) (InstalledSoftware, error) {
+	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
+		return InstalledSoftware{}, err
 	}
-	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: `name, version, publisher, architecture, install_date,
-		size_bytes, source, id`, From: " FROM device_software", Conds: conds, Args: &a, SortKey: "name", SortID: "id"}, page, func(sc store.Scanner) (row, error) {
-		var r row
-		err := sc.Scan(&r.sw.Name, &r.sw.Version, &r.sw.Publisher, &r.sw.Architecture, &r.sw.InstallDate, &r.sw.SizeBytes, &r.sw.Source, &r.id)
-		return r, err
-	}, func(r row) (string, string) { return r.sw.Name, r.id })
+	if !store.ValidID(softwareID) {
+		return InstalledSoftware{}, apperr.NotFound("software")
+	}
+	r, err := scanSoftware(s.db.QueryRowContext(ctx, `SELECT `+softwareColumns+` FROM device_software WHERE device_id = $1 AND id = $2`,
+		deviceID, softwareID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, apperr.NotFound("software")
+	}
+	return r, err
+}
+
+// SoftwareCount is one name and version of installed software, and how many devices have it.
+type SoftwareCount struct {
+	Name        string `json:"name"`
+	Version     string `json:"version"`
+	Publisher   string `json:"publisher"`
+	DeviceCount int    `json:"deviceCount"`
+}
+
+// SoftwareSummaryFilter narrows SoftwareSummary: one organization, one exact name, a name
+// containing a text.
+type SoftwareSummaryFilter struct {
+	OrgID, Name, Search string
+}
+
+// SoftwareSummary counts the devices in scope (not decommissioned) that have each name and
+// version of software, by name then version, a page at a time: the cursor is the last row's
+// name and version.
+func (s *Service) SoftwareSummary(ctx context.Context, f SoftwareSummaryFilter, limit int, cursor string) ([]SoftwareCount, string, error) {
+	var a store.Args
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), "d.decommissioned_at IS NULL"}
+	if f.OrgID != "" {
+		if !store.ValidID(f.OrgID) {
+			return nil, "", apperr.Invalid("orgId", "not a valid ID")
+		}
+		conds = append(conds, "d.org_id = "+a.Add(f.OrgID))
+	}
+	if f.Name != "" {
+		conds = append(conds, "w.name = "+a.Add(f.Name))
+	}
+	if f.Search != "" {
+		conds = append(conds, "LOWER(w.name) LIKE LOWER("+a.Add("%"+f.Search+"%")+")")
+	}
+	if cursor != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cursor)
+		name, version, ok := strings.Cut(string(raw), "\x00")
+		if err != nil || !ok {
+			return nil, "", apperr.Invalid("cursor", "not a cursor of this list")
+		}
+		n := a.Add(name)
+		conds = append(conds, "(w.name > "+n+" OR (w.name = "+n+" AND w.version > "+a.Add(version)+"))")
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT w.name, w.version, MAX(w.publisher), COUNT(DISTINCT w.device_id)
+		FROM device_software w JOIN devices d ON d.id = w.device_id WHERE `+store.Where(conds)+`
+		GROUP BY w.name, w.version ORDER BY w.name, w.version LIMIT `+a.Add(limit+1), a.Values()...)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", fmt.Errorf("count installed software: %w", err)
 	}
-	out := make([]agentproto.Software, len(rows))
-	for i, r := range rows {
-		out[i] = r.sw
+	defer rows.Close()
+	out := []SoftwareCount{}
+	for rows.Next() {
+		var c SoftwareCount
+		if err := rows.Scan(&c.Name, &c.Version, &c.Publisher, &c.DeviceCount); err != nil {
+			return nil, "", err
+		}
+		out = append(out, c)
 	}
-	return out, next, total, nil
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		next = base64.RawURLEncoding.EncodeToString([]byte(last.Name + "\x00" + last.Version))
+	}
+	return out, next, nil
 }

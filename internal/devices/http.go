@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
 	"gale/internal/apperr"
 	"gale/internal/httpapi"
 	"gale/internal/store"
@@ -247,7 +246,7 @@ func (s *Service) Register(api *httpapi.Server) {
 
 	httpapi.Register(api, httpapi.Route{ID: "list-device-software", Method: http.MethodGet, Path: "/devices/{id}/software", Tag: tag,
 		Permission: access.DevicesRead, Summary: "List a device's installed software", Description: "From the last inventory, by name."},
-		func(ctx context.Context, in *softwareInput) (*httpapi.ListBody[agentproto.Software], error) {
+		func(ctx context.Context, in *softwareInput) (*httpapi.ListBody[InstalledSoftware], error) {
 			page, err := in.Normalize(httpapi.MaxPageSize)
 			if err != nil {
 				return nil, err

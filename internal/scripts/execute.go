@@ -243,13 +243,21 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	if err != nil {
 		return ScriptRunResult{}, nil, err
 	}
-	payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes,
-		RunAs: runAs})
-	res, err := s.devices.SendBulkIn(narrowedTo(ctx, sc), tx, devices.BulkInput{DeviceIDs: in.DeviceIDs, OnlyOS: sc.OSTypes, Audited: true,
-		CommandInput: devices.CommandInput{Type: agentproto.CommandRunScript, Payload: json.RawMessage(payload), TimeoutSeconds: sc.TimeoutSeconds}})
+	targets, held, err := s.notHeld(narrowedTo(ctx, sc), tx, in.DeviceIDs)
 	if err != nil {
 		return ScriptRunResult{}, nil, err
 	}
+	payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes,
+		RunAs: runAs})
+	res := devices.BulkResult{}
+	if len(targets) > 0 {
+		res, err = s.devices.SendBulkIn(narrowedTo(ctx, sc), tx, devices.BulkInput{DeviceIDs: targets, OnlyOS: sc.OSTypes, Audited: true,
+			CommandInput: devices.CommandInput{Type: agentproto.CommandRunScript, Payload: json.RawMessage(payload), TimeoutSeconds: sc.TimeoutSeconds}})
+		if err != nil {
+			return ScriptRunResult{}, nil, err
+		}
+	}
+	res.Skipped = append(res.Skipped, held...)
 	out := ScriptRunResult{BatchID: store.NewID(), Executions: []ScriptExecution{}, Skipped: res.Skipped, Failed: res.Failed}
 	if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, encode(env), runAs); err != nil {
 		return ScriptRunResult{}, nil, err
@@ -271,6 +279,50 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	}
 	return out, res.Commands, nil
 }
+
+// notHeld splits the devices into those to run on and those a maintenance window holds back
+// (skipped, MAINTENANCE_WINDOW); when every device is held the execution is refused (409).
+// Only devices in the caller's scope count as held: others go on to be refused as unknown.
+func (s *Service) notHeld(ctx context.Context, tx *sql.Tx, ids []string) ([]string, []devices.BulkItem, error) {
+	if s.hold == nil {
+		return ids, nil, nil
+	}
+	held, err := s.hold(ctx, tx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	var heldIDs []string
+	for _, id := range ids {
+		if held[id] {
+			heldIDs = append(heldIDs, id)
+		}
+	}
+	if len(heldIDs) == 0 {
+		return ids, nil, nil
+	}
+	owners, err := devices.Owners(ctx, tx, heldIDs)
+	if err != nil {
+		return nil, nil, err
+	}
+	scope := access.ScopeFrom(ctx)
+	var run []string
+	var skipped []devices.BulkItem
+	for _, id := range ids {
+		if o, ok := owners[id]; ok && held[id] && scope.CanSeeOrg(o.OrgID, o.PartnerID) {
+			skipped = append(skipped, devices.BulkItem{DeviceID: id, Code: codeMaintenanceWindow,
+				Reason: "a maintenance window in effect holds scripts back from this device"})
+		} else {
+			run = append(run, id)
+		}
+	}
+	if len(run) == 0 {
+		return nil, nil, apperr.ConflictCode(codeMaintenanceWindow, "every device is in a maintenance window that holds scripts back")
+	}
+	return run, skipped, nil
+}
+
+// codeMaintenanceWindow marks devices, or a whole execution, held back by a maintenance window.
+const codeMaintenanceWindow = "MAINTENANCE_WINDOW"
 
 // insertExecutions records the executions a batch's commands carry, in statements of up to
 // 100 rows.

@@ -22,7 +22,16 @@ type Service struct {
 	db      *store.DB
 	logger  *slog.Logger
 	devices *devices.Service
+	hold    HoldFunc
 }
+
+// HoldFunc reports, for each device, whether a maintenance window in effect now holds scripts
+// back from it; q is the caller's transaction.
+type HoldFunc func(ctx context.Context, q *sql.Tx, deviceIDs []string) (map[string]bool, error)
+
+// SetHold installs the maintenance windows' hold on executions. Call it while wiring; without
+// one no device is held.
+func (s *Service) SetHold(h HoldFunc) { s.hold = h }
 
 // New returns the scripts service.
 func New(db *store.DB, logger *slog.Logger, dev *devices.Service) *Service {

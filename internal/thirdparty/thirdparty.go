@@ -102,10 +102,6 @@ var (
 	cveID     = regexp.MustCompile(`^CVE-[0-9]{4}-[0-9]{4,}$`)
 )
 
-// fileOS is the system each installer type is for.
-var fileOS = map[string]string{agentproto.FileDeb: "linux", agentproto.FileRPM: "linux", agentproto.FileMSI: "windows",
-	agentproto.FileExe: "windows", agentproto.FilePkg: "macos", agentproto.FileDmg: "macos"}
-
 // validate checks a whole entry (after a PATCH is applied) and normalizes it.
 func validate(p *Package) error {
 	var bad []apperr.Detail
@@ -160,7 +156,7 @@ func validate(p *Package) error {
 		if !sha256Hex.MatchString(v.SHA256) {
 			fail(field+".sha256", "64 hex digits")
 		}
-		if os, ok := fileOS[v.FileType]; !ok {
+		if os, ok := agentproto.FileTypeOS[v.FileType]; !ok {
 			fail(field+".fileType", "deb, rpm, msi, exe, pkg or dmg")
 		} else if v.OSType != os {
 			fail(field+".osType", "a "+v.FileType+" installer is for "+os)

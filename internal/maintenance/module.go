@@ -1,0 +1,34 @@
+package maintenance
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"gale/internal/alerts"
+	"gale/internal/automations"
+	"gale/internal/module"
+	"gale/internal/scripts"
+)
+
+// TickEvery is how often the job moves occurrences on and writes them ahead.
+const TickEvery = time.Minute
+
+// Module serves maintenance windows: their routes and the job that moves occurrences on. It
+// holds alerts, automations and scripts back from the devices in a window that suppresses them; the domains built
+// after it (patches, software, rollouts) take their holds from its service.
+var Module = module.Module{Name: "maintenance", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger, k.Clock, k.Events.Wake)
+	s.Register(k.HTTP)
+	k.Every("maintenance-occurrences", TickEvery, s.Tick)
+	k.Purge("maintenance-occurrences", s.Purge)
+	module.Get[*automations.Service](k).SetMaintenance(s)
+	module.Get[*alerts.Service](k).SetHold(func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+		return s.Held(ctx, tx, Alerts, ids)
+	})
+	module.Get[*scripts.Service](k).SetHold(func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+		return s.Held(ctx, tx, Scripts, ids)
+	})
+	k.Provide(s)
+	return nil
+}}
