@@ -62,7 +62,7 @@ func Enroll(ctx context.Context, o EnrollOptions) (Config, error) {
 		return Config{}, fmt.Errorf("--server must be the server's base address, like https://rmm.example.com")
 	}
 	server := strings.TrimSuffix(strings.TrimRight(o.Server, "/"), "/api/v1")
-	inv := inventory.Collect(ctx)
+	inv := inventory.Collect(ctx, inventory.Options{})
 	req := agentproto.EnrollRequest{EnrollmentKey: o.Key, EnrollmentSecret: o.Secret, SiteID: o.SiteID,
 		Hostname: inv.Hostname, OSType: osType(), OSVersion: inv.OS.Version, Architecture: runtime.GOARCH,
 		AgentVersion: o.Version, Hardware: &inv.Hardware}

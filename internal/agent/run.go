@@ -781,7 +781,7 @@ func (r *runner) inventoryLoop(ctx context.Context) {
 }
 
 func (r *runner) sendInventory(ctx context.Context) error {
-	inv := inventory.Collect(ctx)
+	inv := inventory.Collect(ctx, inventory.Options{PackageRoot: r.cfg.PackageRoot})
 	if err := r.http.do(ctx, http.MethodPost, apiPath(agentproto.PathInventory, r.cfg.DeviceID), inv, nil, nil); err != nil {
 		return fmt.Errorf("send inventory: %w", err)
 	}

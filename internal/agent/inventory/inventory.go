@@ -27,18 +27,36 @@ type collector struct {
 	run  func(ctx context.Context, inv *agentproto.Inventory) error
 }
 
-var collectors = []collector{
-	{"os", collectOS},
-	{"hardware", collectHardware},
-	{"disks", collectDisks},
-	{"network", collectNetwork},
-	{"software", collectSoftware},
-	{"users", collectUsers},
+// Options adjust a collection.
+type Options struct {
+	// PackageRoot is the system tree whose packages the agent manages (agent.Config's
+	// PackageRoot); "" is the machine's own.
+	PackageRoot string
+}
+
+// collectorsFor returns the collectors of a collection with o.
+func collectorsFor(o Options) []collector {
+	return []collector{
+		{"os", collectOS},
+		{"hardware", collectHardware},
+		{"disks", collectDisks},
+		{"network", collectNetwork},
+		{"software", func(ctx context.Context, inv *agentproto.Inventory) error { return collectSoftware(ctx, inv, o.PackageRoot) }},
+		{"users", collectUsers},
+	}
 }
 
 // Collect takes the full inventory of this machine. It always returns a document: failures
 // are listed in Errors, and every list is non-nil so it encodes as [] rather than null.
-func Collect(ctx context.Context) agentproto.Inventory {
+func Collect(ctx context.Context, o Options) agentproto.Inventory {
+	if o.PackageRoot == "" {
+		o.PackageRoot = "/"
+	}
+	return collect(ctx, o, collectorsFor(o))
+}
+
+// collect runs the collectors concurrently into one document.
+func collect(ctx context.Context, o Options, collectors []collector) agentproto.Inventory {
 	inv := agentproto.Inventory{
 		CollectedAt: time.Now().UTC(),
 		Disks:       []agentproto.Disk{},
@@ -69,7 +87,7 @@ func Collect(ctx context.Context) agentproto.Inventory {
 		}
 	}
 	// Products are recognized by their packages too, so this runs once the software is in.
-	inv.Posture = managementPosture(ctx, inv.Software)
+	inv.Posture = managementPosture(ctx, inv.Software, o.PackageRoot)
 	inv.Errors = problems
 	return inv
 }

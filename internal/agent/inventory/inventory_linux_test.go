@@ -15,7 +15,7 @@ import (
 // TestCollectOnThisMachine checks the inventory against what the machine itself says.
 func TestCollectOnThisMachine(t *testing.T) {
 	start := time.Now()
-	inv := Collect(t.Context())
+	inv := Collect(t.Context(), Options{})
 	t.Logf("collected in %v; errors: %q", time.Since(start), inv.Errors)
 
 	for _, e := range inv.Errors {

@@ -11,9 +11,7 @@ import (
 )
 
 func TestCollectKeepsGoingWhenCollectorsFail(t *testing.T) {
-	saved := collectors
-	t.Cleanup(func() { collectors = saved })
-	collectors = []collector{
+	collectors := []collector{
 		{"network", func(context.Context, *agentproto.Inventory) error {
 			return errors.Join(errors.New("eth0: gone"), errors.New("eth1: gone"))
 		}},
@@ -24,7 +22,7 @@ func TestCollectKeepsGoingWhenCollectorsFail(t *testing.T) {
 		}},
 	}
 
-	inv := Collect(t.Context())
+	inv := collect(t.Context(), Options{PackageRoot: "/"}, collectors)
 
 	if inv.OS.Name != "Test OS" {
 		t.Errorf("OS.Name = %q, want the healthy collector's result", inv.OS.Name)
@@ -37,7 +35,7 @@ func TestCollectKeepsGoingWhenCollectorsFail(t *testing.T) {
 }
 
 func TestCollectJSONHasEmptyListsNotNull(t *testing.T) {
-	assertJSONLists(t, Collect(t.Context()))
+	assertJSONLists(t, Collect(t.Context(), Options{}))
 }
 
 // assertJSONLists checks every list of the document encodes as a JSON array, never null.

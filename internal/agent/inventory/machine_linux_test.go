@@ -14,7 +14,7 @@ import (
 // TestLinuxFieldsMatchThisMachinesTools collects this machine's inventory and checks the Linux
 // fields against the machine's own tools; a comparison whose tool is missing is skipped.
 func TestLinuxFieldsMatchThisMachinesTools(t *testing.T) {
-	inv := Collect(t.Context())
+	inv := Collect(t.Context(), Options{})
 	for _, e := range inv.Errors {
 		t.Errorf("collector failed: %s", e)
 	}

@@ -25,7 +25,7 @@ func platformHardware(context.Context) (agentproto.Hardware, error) {
 
 // installedSoftware lists applications through system_profiler, which can take several
 // seconds on a machine with many applications.
-func installedSoftware(ctx context.Context) ([]agentproto.Software, error) {
+func installedSoftware(ctx context.Context, _ string) ([]agentproto.Software, error) {
 	out, err := runCommand(ctx, "system_profiler", "-json", "SPApplicationsDataType")
 	if err != nil {
 		return nil, err

@@ -54,14 +54,14 @@ func networkDetails() (map[string]link, map[string][]string, error) {
 
 // managementPosture finds the management products among the system's packages, units and
 // paths.
-func managementPosture(ctx context.Context, software []agentproto.Software) []agentproto.ManagementProduct {
+func managementPosture(ctx context.Context, software []agentproto.Software, root string) []agentproto.ManagementProduct {
 	pkgs := map[string]string{}
 	for _, sw := range software {
 		if sw.Source == "dpkg" || sw.Source == "rpm" {
 			pkgs[sw.Name] = sw.Version
 		}
 	}
-	return posture.Detect(ctx, posture.Sources{Packages: pkgs, Root: hostRoot})
+	return posture.Detect(ctx, posture.Sources{Packages: pkgs, Root: root})
 }
 
 func recentLogons(n int) ([]agentproto.LoggedInUser, error) {
@@ -70,22 +70,24 @@ func recentLogons(n int) ([]agentproto.LoggedInUser, error) {
 
 // installedSoftware asks dpkg, or rpm where dpkg is absent, and adds the snaps and flatpaks,
 // which neither knows of.
-func installedSoftware(ctx context.Context) ([]agentproto.Software, error) {
-	software, err := systemPackages(ctx)
-	snaps, snapErr := snapPackages(hostRoot)
-	flatpaks, flatpakErr := flatpakApps(hostRoot)
+func installedSoftware(ctx context.Context, root string) ([]agentproto.Software, error) {
+	software, err := systemPackages(ctx, root)
+	snaps, snapErr := snapPackages(root)
+	flatpaks, flatpakErr := flatpakApps(root)
 	software = append(append(software, snaps...), flatpaks...)
 	return software, errors.Join(err, snapErr, flatpakErr)
 }
 
-func systemPackages(ctx context.Context) ([]agentproto.Software, error) {
+// systemPackages asks dpkg for the packages of root's database, else rpm (of the running
+// system).
+func systemPackages(ctx context.Context, root string) ([]agentproto.Software, error) {
 	if _, err := exec.LookPath("dpkg-query"); err == nil {
-		out, err := runCommand(ctx, "dpkg-query", "-W", "-f="+dpkgFormat)
+		out, err := runCommand(ctx, "dpkg-query", "--admindir="+filepath.Join(root, "var/lib/dpkg"), "-W", "-f="+dpkgFormat)
 		if err != nil {
 			return nil, err
 		}
 		software := parseDpkg(string(out))
-		addDpkgInstallDates(hostRoot, software)
+		addDpkgInstallDates(root, software)
 		return software, nil
 	}
 	if _, err := exec.LookPath("rpm"); err == nil {

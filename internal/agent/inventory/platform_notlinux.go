@@ -11,7 +11,7 @@ import (
 // The resolver, the link details, the logon history and the management products are read on
 // Linux only so far.
 
-func managementPosture(context.Context, []agentproto.Software) []agentproto.ManagementProduct {
+func managementPosture(context.Context, []agentproto.Software, string) []agentproto.ManagementProduct {
 	return nil
 }
 

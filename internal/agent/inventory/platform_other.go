@@ -22,7 +22,7 @@ func platformHardware(context.Context) (agentproto.Hardware, error) {
 	return agentproto.Hardware{}, nil
 }
 
-func installedSoftware(context.Context) ([]agentproto.Software, error) {
+func installedSoftware(context.Context, string) ([]agentproto.Software, error) {
 	return nil, errors.New("not collected on this OS yet")
 }
 

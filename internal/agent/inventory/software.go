@@ -11,8 +11,10 @@ import (
 	"gale/internal/agentproto"
 )
 
-func collectSoftware(ctx context.Context, inv *agentproto.Inventory) error {
-	software, err := installedSoftware(ctx)
+// collectSoftware lists the installed software; root is the system tree whose packages the
+// agent manages ("/" for its own), where the platform's package database honours one.
+func collectSoftware(ctx context.Context, inv *agentproto.Inventory, root string) error {
+	software, err := installedSoftware(ctx, root)
 	software, capErr := capSoftware(software)
 	if software != nil {
 		inv.Software = software

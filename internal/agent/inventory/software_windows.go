@@ -17,7 +17,7 @@ const uninstallKey = `SOFTWARE\Microsoft\Windows\CurrentVersion\Uninstall`
 
 // installedSoftware lists the programs registered for uninstall, as Programs and Features
 // does: system components and updates of other entries are left out.
-func installedSoftware(ctx context.Context) ([]agentproto.Software, error) {
+func installedSoftware(ctx context.Context, _ string) ([]agentproto.Software, error) {
 	software := []agentproto.Software{}
 	seen := map[[2]string]bool{}
 	var errs []error
