@@ -8,6 +8,7 @@ import (
 	"gale/internal/agent/desktop"
 	"gale/internal/agent/echo"
 	"gale/internal/agent/packages"
+	"gale/internal/agent/policy"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
 	"gale/internal/agent/systools"
@@ -29,5 +30,6 @@ func capabilities(configPath string) *capability.Registry {
 	desktop.New().Register(reg)
 	tunnel.Register(reg)
 	packages.New(packages.Options{Root: cfg.PackageRoot, Fetch: reg.Fetch, Logger: logger()}).Register(reg)
+	policy.New(policy.Options{PackageRoot: cfg.PackageRoot}).Register(reg)
 	return reg
 }

@@ -39,8 +39,11 @@ import (
 	"gale/internal/notifications"
 	"gale/internal/notify"
 	"gale/internal/partnerapi"
+	"gale/internal/patches"
+	"gale/internal/policies"
 	"gale/internal/ratelimit"
 	"gale/internal/remote"
+	"gale/internal/rollouts"
 	"gale/internal/scripts"
 	"gale/internal/search"
 	"gale/internal/secrets"
@@ -81,9 +84,12 @@ var Modules = []module.Module{
 	tunnels.Module,
 	remote.Module,
 	automations.Module,
+	rollouts.Module,
 	thirdparty.Module,
 	maintenance.Module,
+	patches.Module,
 	software.Module,
+	policies.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

@@ -20,10 +20,14 @@ var EventTypes = []string{
 	"alert.triggered", "alert.acknowledged", "alert.resolved", "alert.suppressed", "alert.dismissed",
 	"script.completed", "script.failed",
 	EventStarted, EventCompleted, EventFailed,
+	"policy.non_compliant", "policy.compliant",
+	"patch.job_completed", "software.deployment_completed",
+	"deployment.started", "deployment.paused", "deployment.completed", "deployment.failed", "deployment.cancelled",
+	"maintenance.started", "maintenance.ended",
 }
 
 // filterKeys are the fields an event filter may test.
-var filterKeys = []string{"orgId", "siteId", "deviceId", "severity", "status", "scriptId", "automationId"}
+var filterKeys = []string{"orgId", "siteId", "deviceId", "severity", "status", "scriptId", "automationId", "policyId"}
 
 var (
 	conditionFields = []string{"osType", "status", "tag", "hostname", "siteId"}

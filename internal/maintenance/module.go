@@ -8,6 +8,7 @@ import (
 	"gale/internal/alerts"
 	"gale/internal/automations"
 	"gale/internal/module"
+	"gale/internal/rollouts"
 	"gale/internal/scripts"
 )
 
@@ -15,7 +16,8 @@ import (
 const TickEvery = time.Minute
 
 // Module serves maintenance windows: their routes and the job that moves occurrences on. It
-// holds alerts, automations and scripts back from the devices in a window that suppresses them; the domains built
+// holds alerts, automations, scripts and rollouts back from the devices in a window that
+// suppresses them (a rollout of a script as scripts, of software or patches as patches); the domains built
 // after it (patches, software, rollouts) take their holds from its service.
 var Module = module.Module{Name: "maintenance", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger, k.Clock, k.Events.Wake)
@@ -25,6 +27,13 @@ var Module = module.Module{Name: "maintenance", Build: func(k *module.Kernel) er
 	module.Get[*automations.Service](k).SetMaintenance(s)
 	module.Get[*alerts.Service](k).SetHold(func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 		return s.Held(ctx, tx, Alerts, ids)
+	})
+	module.Get[*rollouts.Service](k).SetHold(func(ctx context.Context, tx *sql.Tx, payloadType string, ids []string) (map[string]bool, error) {
+		what := Patches
+		if payloadType == "script" {
+			what = Scripts
+		}
+		return s.Held(ctx, tx, what, ids)
 	})
 	module.Get[*scripts.Service](k).SetHold(func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 		return s.Held(ctx, tx, Scripts, ids)

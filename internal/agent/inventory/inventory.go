@@ -41,7 +41,9 @@ func collectorsFor(o Options) []collector {
 		{"hardware", collectHardware},
 		{"disks", collectDisks},
 		{"network", collectNetwork},
-		{"software", func(ctx context.Context, inv *agentproto.Inventory) error { return collectSoftware(ctx, inv, o.PackageRoot) }},
+		{"software", func(ctx context.Context, inv *agentproto.Inventory) error {
+			return collectSoftware(ctx, inv, o.PackageRoot)
+		}},
 		{"users", collectUsers},
 	}
 }

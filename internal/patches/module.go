@@ -1,0 +1,31 @@
+package patches
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"gale/internal/devices"
+	"gale/internal/maintenance"
+	"gale/internal/module"
+	"gale/internal/rollouts"
+)
+
+// Module serves patches: the patch_scan and patch_install command kinds, the routes, the
+// rollouts' patch deployer, the hold of maintenance windows suppressing patches, the
+// sweep of job work whose command ended without a result, the release of work held by
+// maintenance rules, and each node's builder of compliance reports.
+var Module = module.Module{Name: "patches", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger, module.Get[*devices.Service](k), k.Blobs)
+	m := module.Get[*maintenance.Service](k)
+	s.Hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+		return m.Held(ctx, tx, maintenance.Patches, ids)
+	}
+	module.Get[*rollouts.Service](k).AddDeployer(Deployer{Patches: s})
+	s.Register(k.HTTP)
+	k.Every("patch-jobs-sweep", time.Minute, s.SweepJobs)
+	k.Every("patch-jobs-release", time.Minute, s.ReleaseWaiting)
+	k.Worker("patch-reports", s.StartReports, s.StopReports)
+	k.Provide(s)
+	return nil
+}}
