@@ -366,66 +366,99 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 	}
 	var cmds []devices.DeviceCommand
 	var id string
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		id = store.NewID()
-		now := store.Now()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO software_deployments (id, partner_id, org_id, name, catalog_id, version_id, targets,
-			schedule_mode, window_id, status, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
-			id, at.PartnerID, at.OrgID, name, v.Item.ID, v.ID, encode(in.Targets), sched.Mode, store.NullIfEmpty(sched.WindowID),
-			DeploymentPending, actor(ctx), now); err != nil {
-			return fmt.Errorf("insert deployment: %w", err)
-		}
-		var fits []string
-		for _, d := range devs {
-			reason := ""
-			switch {
-			case d.OSType == "":
-				reason = "the device's system is not known yet"
-			case !slices.Contains(v.SupportedOS, d.OSType):
-				reason = "the version installs on " + strings.Join(v.SupportedOS, ", ") + ", not on " + d.OSType
-			}
-			if reason != "" {
-				if err := insertResult(ctx, tx, id, at, d.ID, v.ID, DeviceSkipped, "", reason); err != nil {
-					return err
-				}
-				continue
-			}
-			fits = append(fits, d.ID)
-		}
-		held := map[string]bool{}
-		if open && s.Hold != nil && len(fits) > 0 {
-			var err error
-			if held, err = s.Hold(ctx, tx, fits); err != nil {
-				return fmt.Errorf("check held devices: %w", err)
-			}
-		}
-		var send []string
-		for _, devID := range fits {
-			if !open || held[devID] {
-				if err := insertResult(ctx, tx, id, at, devID, v.ID, DeviceWaiting, "", ""); err != nil {
-					return err
-				}
-				continue
-			}
-			send = append(send, devID)
-		}
-		sent, err := s.send(octx, tx, id, at, v, send, false)
-		if err != nil {
-			return err
-		}
-		cmds = sent
-		if err := rollup(ctx, tx, id); err != nil {
-			return err
-		}
-		return audit.Record(ctx, tx, audit.Entry{Action: "software.deployment.create", ResourceType: "software_deployment", ResourceID: id,
-			ResourceName: name, PartnerID: at.PartnerID, OrgID: at.OrgID, Details: map[string]any{"versionId": v.ID, "version": v.Version,
-				"catalogId": v.Item.ID, "devices": len(devs), "commands": len(sent), "schedule": sched.Mode}})
+	err = s.db.Write(ctx, func(tx *sql.Tx) (err error) {
+		id, cmds, _, err = s.deployIn(ctx, tx, at, v, devs, newDeployment{name: name, targets: in.Targets, schedule: sched, open: open,
+			hold: true})
+		return err
 	})
 	if err != nil {
 		return SoftwareDeployment{}, err
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return s.GetDeployment(ctx, id)
+}
+
+// newDeployment is what deployIn records beside the version and the devices.
+type newDeployment struct {
+	name     string
+	targets  SoftwareDeploymentTargets
+	schedule SoftwareDeploymentSchedule
+	// open is false while the deployment waits for its maintenance window; hold asks Hold
+	// which devices a window keeps (a rollout decided that already).
+	open, hold bool
+}
+
+// skippedDevice is a device a deployment left out, and why.
+type skippedDevice struct{ deviceID, reason string }
+
+// deployIn records, in tx, a deployment of v to devs in one organization: devices of another
+// system are skipped, held ones wait, the others get a software_install command (returned for
+// dispatch once tx commits), and the deployment's status is rolled up.
+func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement, v versionRow, devs []devices.Device,
+	n newDeployment) (string, []devices.DeviceCommand, []skippedDevice, error) {
+	id, now := store.NewID(), store.Now()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO software_deployments (id, partner_id, org_id, name, catalog_id, version_id, targets,
+		schedule_mode, window_id, status, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+		id, at.PartnerID, at.OrgID, n.name, v.Item.ID, v.ID, encode(n.targets), n.schedule.Mode, store.NullIfEmpty(n.schedule.WindowID),
+		DeploymentPending, actor(ctx), now); err != nil {
+		return "", nil, nil, fmt.Errorf("insert deployment: %w", err)
+	}
+	var skipped []skippedDevice
+	var fits []string
+	for _, d := range devs {
+		reason := ""
+		switch {
+		case d.OSType == "":
+			reason = "the device's system is not known yet"
+		case !slices.Contains(v.SupportedOS, d.OSType):
+			reason = "the version installs on " + strings.Join(v.SupportedOS, ", ") + ", not on " + d.OSType
+		}
+		if reason != "" {
+			if err := insertResult(ctx, tx, id, at, d.ID, v.ID, DeviceSkipped, "", reason); err != nil {
+				return "", nil, nil, err
+			}
+			skipped = append(skipped, skippedDevice{d.ID, reason})
+			continue
+		}
+		fits = append(fits, d.ID)
+	}
+	held := map[string]bool{}
+	if n.open && n.hold && s.Hold != nil && len(fits) > 0 {
+		var err error
+		if held, err = s.Hold(ctx, tx, fits); err != nil {
+			return "", nil, nil, fmt.Errorf("check held devices: %w", err)
+		}
+	}
+	var send []string
+	for _, devID := range fits {
+		if !n.open || held[devID] {
+			if err := insertResult(ctx, tx, id, at, devID, v.ID, DeviceWaiting, "", ""); err != nil {
+				return "", nil, nil, err
+			}
+			continue
+		}
+		send = append(send, devID)
+	}
+	cmds, err := s.send(narrowed(ctx, at.PartnerID, at.OrgID), tx, id, at, v, send, false)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	sent := map[string]bool{}
+	for _, c := range cmds {
+		sent[c.DeviceID] = true
+	}
+	for _, devID := range send {
+		if !sent[devID] {
+			skipped = append(skipped, skippedDevice{devID, "the device could not be given the command"})
+		}
+	}
+	if err := rollup(ctx, tx, id); err != nil {
+		return "", nil, nil, err
+	}
+	err = audit.Record(ctx, tx, audit.Entry{Action: "software.deployment.create", ResourceType: "software_deployment", ResourceID: id,
+		ResourceName: n.name, PartnerID: at.PartnerID, OrgID: at.OrgID, Details: map[string]any{"versionId": v.ID, "version": v.Version,
+			"catalogId": v.Item.ID, "devices": len(devs), "commands": len(cmds), "schedule": n.schedule.Mode}})
+	return id, cmds, skipped, err
 }
 
 // insertResult adds a device row of a deployment.

@@ -13,6 +13,7 @@ import (
 	"gale/internal/devices"
 	"gale/internal/maintenance"
 	"gale/internal/module"
+	"gale/internal/rollouts"
 )
 
 // Module serves the software catalog, deployments and inventory.
@@ -32,6 +33,7 @@ var Module = module.Module{Name: "software", Build: func(k *module.Kernel) error
 		return m.Held(ctx, tx, maintenance.Patches, ids)
 	}
 	s.WindowActive = m.WindowActive
+	module.Get[*rollouts.Service](k).AddDeployer(Deployer{Software: s})
 	s.Register(k.HTTP)
 	k.Every("software-deployments", time.Minute, func(ctx context.Context) error {
 		if err := s.Reconcile(ctx); err != nil {

@@ -16,6 +16,7 @@ import (
 	"gale/internal/app"
 	"gale/internal/apptest"
 	"gale/internal/devices"
+	"gale/internal/rollouts"
 	"gale/internal/software"
 )
 
@@ -684,4 +685,48 @@ func TestOtherTenantsGetNotFound(t *testing.T) {
 	}
 	// The owner still reaches everything.
 	f.e.Must(200, c, "GET", api+"/software/deployments/"+x.ID, nil)
+}
+
+// A rollout of a software version delivers each batch as a software deployment of its
+// devices: the install's result ends the rollout's device and the deployment's row alike.
+func TestRolloutOfASoftwareVersion(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	linux, win := f.device(f.a, "web-01", "linux"), f.device(f.a, "win-01", "windows")
+	it := f.item(c, "Tool", map[string]any{"orgId": f.a.OrgID, "supportedOs": []string{"linux"}})
+	v := f.version(c, it.ID, "2.0", "deb")
+	var x rollouts.Deployment
+	f.e.Must(201, c, "POST", api+"/deployments", map[string]any{"name": "Tool everywhere", "orgId": f.a.OrgID,
+		"payload": map[string]any{"type": "software", "versionId": v.ID}, "targets": map[string]any{"type": "devices", "ids": []string{linux, win}}}).JSON(t, &x)
+	if r := f.e.Do(f.b.Partner, "POST", api+"/deployments", map[string]any{"name": "Theirs", "orgId": f.b.OrgID,
+		"payload": map[string]any{"type": "software", "versionId": v.ID}, "targets": map[string]any{"type": "organization"}}); r.Status != 400 {
+		t.Fatalf("a rollout of another tenant's version = %d %s", r.Status, r.Body)
+	}
+	f.e.Must(200, c, "POST", api+"/deployments/"+x.ID+"/initialize", nil)
+	f.e.Must(200, c, "POST", api+"/deployments/"+x.ID+"/start", nil)
+	var devs struct{ Data []rollouts.DeploymentDevice }
+	f.e.Must(200, c, "GET", api+"/deployments/"+x.ID+"/devices", nil).JSON(t, &devs)
+	byID := map[string]rollouts.DeploymentDevice{}
+	for _, d := range devs.Data {
+		byID[d.DeviceID] = d
+	}
+	if byID[win].Status != "skipped" || byID[linux].Status != "queued" || byID[linux].CommandID == nil {
+		t.Fatalf("rollout devices %+v", devs.Data)
+	}
+	var list struct{ Data []software.SoftwareDeployment }
+	f.e.Must(200, c, "GET", api+"/software/deployments", nil).JSON(t, &list)
+	if len(list.Data) != 1 || list.Data[0].VersionID != v.ID {
+		t.Fatalf("software deployments %+v", list.Data)
+	}
+	f.report(f.a, linux, *byID[linux].CommandID, true, "")
+	if got := f.results(c, list.Data[0].ID)[linux]; got.Status != "installed" {
+		t.Fatalf("the software deployment's row %+v", got)
+	}
+	if err := app.Service[*rollouts.Service](f.e.App).AdvanceAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.e.Must(200, c, "GET", api+"/deployments/"+x.ID, nil).JSON(t, &x)
+	if x.Status != "completed" {
+		t.Fatalf("rollout after the install %+v", x)
+	}
 }
