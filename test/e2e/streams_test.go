@@ -40,6 +40,13 @@ type streamAgent struct {
 // until the test ends; it returns once the node holds the agent's connection.
 func startStreamAgent(t testing.TB, node *apptest.Env) *streamAgent {
 	t.Helper()
+	return startAgentWith(t, node, nil)
+}
+
+// startAgentWith is startStreamAgent with a change to the agent's configuration (its fields
+// by JSON name) made between enrollment and start.
+func startAgentWith(t testing.TB, node *apptest.Env, settings map[string]any) *streamAgent {
+	t.Helper()
 	ten := node.NewTenant(node.Admin(), fmt.Sprintf("Streams%d", time.Now().UnixNano()))
 	var key struct {
 		Key              string `json:"key"`
@@ -53,6 +60,19 @@ func startStreamAgent(t testing.TB, node *apptest.Env) *streamAgent {
 		t.Fatalf("enroll: %v: %s", err, out)
 	}
 	raw, _ := os.ReadFile(cfgPath)
+	if len(settings) > 0 {
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range settings {
+			doc[k] = v
+		}
+		raw, _ = json.Marshal(doc)
+		if err := os.WriteFile(cfgPath, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a := &streamAgent{exited: make(chan struct{})}
 	var cfg struct {
 		DeviceID  string `json:"deviceId"`
