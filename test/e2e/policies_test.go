@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"gale/internal/app"
 	"gale/internal/apptest"
+	"gale/internal/aptfixture"
 	"gale/internal/policies"
 )
 
@@ -48,5 +50,47 @@ func TestPolicyIsEnforcedOnARealAgent(t *testing.T) {
 	}
 	if ex := r.get(*x.RemediationExecutionID); ex.Status != "completed" {
 		t.Fatalf("remediation %+v", ex)
+	}
+}
+
+// A required_software policy on a real agent managing a package root: the package is missing,
+// the device goes non-compliant, the remediation script installs it into the root, and the
+// device is evaluated again and complies.
+func TestRequiredSoftwarePolicyOnARealAgent(t *testing.T) {
+	l := newPatchLab(t)
+	svc := app.Service[*policies.Service](l.node.App)
+	svc.StartWorker(context.Background())
+	t.Cleanup(svc.StopWorker)
+	deb := aptfixture.BuildDeb(t, l.debs, aptfixture.Deb{Name: "galetest-agent-helper", Version: "3.1-1"})
+	var sc struct {
+		ID string `json:"id"`
+	}
+	l.node.Must(201, l.admin, "POST", "/api/v1/scripts", map[string]any{"name": "Install the helper", "orgId": l.orgID,
+		"osTypes": []string{"linux"}, "language": "sh",
+		"content": "dpkg --root='" + l.root + "' --log='" + filepath.Join(l.root, "var/log/dpkg.log") + "' -i '" + deb + "'"}).JSON(t, &sc)
+	var p policies.Policy
+	l.node.Must(201, l.admin, "POST", "/api/v1/policies", map[string]any{"name": "Helper installed", "orgId": l.orgID,
+		"enforcement": "enforce", "remediationScriptId": sc.ID,
+		"rules":   []map[string]any{{"type": "required_software", "name": "galetest-agent-helper", "minVersion": "3.0"}},
+		"targets": map[string]any{"type": "devices", "ids": []string{l.device}}}).JSON(t, &p)
+	var seen []string
+	var x policies.PolicyDeviceCompliance
+	apptest.Eventually(t, 60*time.Second, func() bool {
+		var list struct{ Data []policies.PolicyDeviceCompliance }
+		l.node.Must(200, l.admin, "GET", "/api/v1/policies/"+p.ID+"/compliance", nil).JSON(t, &list)
+		if len(list.Data) != 1 {
+			return false
+		}
+		x = list.Data[0]
+		if len(seen) == 0 || seen[len(seen)-1] != x.State {
+			seen = append(seen, x.State)
+		}
+		return x.State == policies.StateCompliant
+	})
+	if !slices.Contains(seen, policies.StateNonCompliant) || x.RemediationExecutionID == nil || l.version("galetest-agent-helper") != "3.1-1" {
+		t.Fatalf("states %v, row %+v, installed %q", seen, x, l.version("galetest-agent-helper"))
+	}
+	if len(x.Results) != 1 || x.Results[0].Actual != "3.1-1" {
+		t.Fatalf("rule results %+v", x.Results)
 	}
 }
