@@ -111,6 +111,7 @@ var owners = map[string]string{
 	"patch_jobs":             "internal/patches",
 	"patch_job_devices":      "internal/patches",
 	"patch_reports":          "internal/patches",
+	"patch_policies":         "internal/patches",
 
 	"policies":          "internal/policies",
 	"policy_targets":    "internal/policies",

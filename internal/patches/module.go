@@ -14,7 +14,8 @@ import (
 // Module serves patches: the patch_scan and patch_install command kinds, the routes, the
 // rollouts' patch deployer, the hold of maintenance windows suppressing patches, the
 // sweep of job work whose command ended without a result, the release of work held by
-// maintenance rules, and each node's builder of compliance reports.
+// maintenance rules, each node's builder of compliance reports, and patch policies with
+// their runner.
 var Module = module.Module{Name: "patches", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger, module.Get[*devices.Service](k), k.Blobs)
 	m := module.Get[*maintenance.Service](k)
@@ -26,6 +27,10 @@ var Module = module.Module{Name: "patches", Build: func(k *module.Kernel) error 
 	k.Every("patch-jobs-sweep", time.Minute, s.SweepJobs)
 	k.Every("patch-jobs-release", time.Minute, s.ReleaseWaiting)
 	k.Worker("patch-reports", s.StartReports, s.StopReports)
+	pol := NewPolicies(s, k.Clock, m)
+	pol.Register(k.HTTP)
+	k.Every("patch-policies", time.Minute, pol.Run)
 	k.Provide(s)
+	k.Provide(pol)
 	return nil
 }}
