@@ -7,6 +7,7 @@
 #   AGENTS=20000 scripts/agentload.sh                   # push further
 #   DATABASE_URL=postgres://... scripts/agentload.sh    # an empty PostgreSQL database
 #   FLEET=true scripts/agentload.sh                     # also run a script on every agent (an automation)
+#   FLEET=true SCAN=true scripts/agentload.sh           # ... or scan every agent for patches
 #
 # Needs curl and jq, and a file-descriptor limit above AGENTS for both processes (the script
 # raises the soft limit to the hard one).
@@ -17,6 +18,7 @@ HEARTBEAT=${HEARTBEAT:-60s}
 DURATION=${DURATION:-4m}
 COMMANDS=${COMMANDS:-300}
 FLEET=${FLEET:-false}
+SCAN=${SCAN:-false}
 PORT=${PORT:-18182}
 work=$(mktemp -d)
 trap 'kill $(cat "$work/pid" 2>/dev/null) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -46,7 +48,7 @@ post /enrollment-keys "{\"orgId\":\"$ORG\",\"name\":\"load\",\"maxUsage\":100000
 peak() { awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$pid/status"; }
 "$work/gale-agentsim" -server "http://127.0.0.1:$PORT" -agents "$AGENTS" -key "$(jq -r .key "$work/key.json")" \
 	-secret "$(jq -r .enrollmentSecret "$work/key.json")" -state "$work/state.json" -heartbeat "$HEARTBEAT" \
-	-duration "$DURATION" -token "$TOKEN" -commands "$COMMANDS" -fleet="$FLEET"
+	-duration "$DURATION" -token "$TOKEN" -commands "$COMMANDS" -fleet="$FLEET" -scan="$SCAN"
 echo "server: peak resident memory $(peak); at the end:"
 curl -sf "http://127.0.0.1:$PORT/metrics" | grep -E '^(go_goroutines|go_memstats_heap_inuse_bytes|go_memstats_sys_bytes) '
 echo "(GOGC=${GOGC:-400 by default})"

@@ -25,6 +25,7 @@ func main() {
 	flag.StringVar(&o.AdminToken, "token", "", "an administrator's access token, to time command delivery")
 	flag.IntVar(&o.Commands, "commands", 200, "commands to send when -token is given")
 	flag.BoolVar(&o.Fleet, "fleet", false, "with -token: run a script on every agent once and time its dispatch and results")
+	flag.BoolVar(&o.Scan, "scan", false, "with -fleet: scan every agent for patches instead of running a script")
 	flag.Parse()
 	o.Progress = os.Stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

@@ -41,8 +41,9 @@ type Options struct {
 	Commands   int
 	// Fleet, with AdminToken, runs a script on every agent once they are connected (an
 	// automation targeting their organization, POST /automations/{id}/run) and times its
-	// dispatch and its results.
+	// dispatch and its results; with Scan it asks for a patch scan of every agent instead.
 	Fleet bool
+	Scan  bool
 	// Progress receives a line every few seconds.
 	Progress io.Writer
 }
@@ -70,6 +71,7 @@ type Report struct {
 	// The fleet run: devices it ran on, from the first execute request to the last agent
 	// receiving its command (Dispatch) and to every result stored (Stored), and the heartbeat
 	// latency meanwhile.
+	FleetWork         string
 	FleetDevices      int
 	FleetDispatch     time.Duration
 	FleetStored       time.Duration
@@ -82,8 +84,8 @@ type Report struct {
 func (r Report) String() string {
 	fleet := ""
 	if r.FleetDevices > 0 {
-		fleet = fmt.Sprintf("\nfleet script on %d agents: dispatched in %s, every result stored in %s, heartbeat p99 meanwhile %s, "+
-			"bare request p99 meanwhile %s", r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetHeartbeatP99, r.FleetBareP99)
+		fleet = fmt.Sprintf("\nfleet %s on %d agents: dispatched in %s, every result stored in %s, heartbeat p99 meanwhile %s, "+
+			"bare request p99 meanwhile %s", r.FleetWork, r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetHeartbeatP99, r.FleetBareP99)
 	}
 	return fmt.Sprintf("agents %d, connected at once %d (connection failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
 		"commands %d: POST→agent p50 %s, p99 %s, max %s", r.Agents, r.Connected, r.ConnectFailures, r.Heartbeats,
@@ -136,7 +138,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	go s.report(runCtx)
 	wg.Wait()
 	rep := Report{Agents: len(creds), Connected: int(s.peak.Load()), ConnectFailures: int(s.failures.Load()),
-		FleetDevices: fleet.FleetDevices, FleetDispatch: fleet.FleetDispatch, FleetStored: fleet.FleetStored,
+		FleetWork: fleet.FleetWork, FleetDevices: fleet.FleetDevices, FleetDispatch: fleet.FleetDispatch, FleetStored: fleet.FleetStored,
 		FleetHeartbeatP99: fleet.FleetHeartbeatP99, FleetBareP99: fleet.FleetBareP99}
 	s.mu.Lock()
 	rep.Heartbeats, rep.HeartbeatsMissing = len(s.hb), s.missing
@@ -346,12 +348,17 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 			}
 		case agentproto.TypeCommand:
 			s.received.LoadOrStore(msg.ID, time.Now())
+			var cmd agentproto.Command
+			_ = json.Unmarshal(msg.Payload, &cmd)
 			// As gale-agent does, the result goes over HTTP, whose answer confirms it was recorded.
 			go func() {
 				code := 0
+				res := agentproto.CommandResult{CommandID: msg.ID, Status: agentproto.ResultCompleted, ExitCode: &code, Stdout: "ok"}
+				if cmd.Type == agentproto.CommandPatchScan {
+					res.Result, _ = json.Marshal(scanResult)
+				}
 				path := "/agents/" + c.DeviceID + "/commands/" + msg.ID + "/result"
-				if err := s.post(ctx, path, c.Token, agentproto.CommandResult{CommandID: msg.ID, Status: agentproto.ResultCompleted,
-					ExitCode: &code, Stdout: "ok"}, nil); err != nil && ctx.Err() == nil {
+				if err := s.post(ctx, path, c.Token, res, nil); err != nil && ctx.Err() == nil {
 					s.progress("result: %v", err)
 				}
 			}()
@@ -400,6 +407,9 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	if err := s.get(ctx, "/devices/"+creds[0].DeviceID, &dev); err != nil {
 		return Report{}, err
 	}
+	if s.o.Scan {
+		return s.measure(ctx, "patch scan", func() ([]string, func() (bool, error), error) { return s.startScan(ctx, creds) })
+	}
 	var sc struct {
 		ID string `json:"id"`
 	}
@@ -410,32 +420,104 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	var auto struct {
 		ID string `json:"id"`
 	}
-	if err := s.post(ctx, "/automations", s.o.AdminToken, map[string]any{"name": "Fleet", "orgId": dev.OrgID,
-		"trigger": map[string]any{"type": "manual"}, "targets": map[string]any{"type": "organization"},
+	if err := s.post(ctx, "/automations", s.o.AdminToken, map[string]any{"name": fmt.Sprintf("Fleet %d", time.Now().UnixNano()),
+		"orgId": dev.OrgID, "trigger": map[string]any{"type": "manual"}, "targets": map[string]any{"type": "organization"},
 		"actions": []map[string]any{{"type": "run_script", "scriptId": sc.ID}}}, &auto); err != nil {
 		return Report{}, err
 	}
+	return s.measure(ctx, "script", func() ([]string, func() (bool, error), error) {
+		var run struct {
+			ID    string `json:"id"`
+			Steps []struct {
+				CommandID *string `json:"commandId"`
+			} `json:"steps"`
+		}
+		if err := s.post(ctx, "/automations/"+auto.ID+"/run", s.o.AdminToken, map[string]any{}, &run); err != nil {
+			return nil, nil, err
+		}
+		// The run hands its devices over in chunks: its steps fill in as they go.
+		var commandIDs []string
+		for deadline := time.Now().Add(60 * time.Second); ; {
+			commandIDs = commandIDs[:0]
+			for _, st := range run.Steps {
+				if st.CommandID != nil {
+					commandIDs = append(commandIDs, *st.CommandID)
+				}
+			}
+			if len(commandIDs) >= len(creds) || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Second)
+			if err := s.get(ctx, "/automations/runs/"+run.ID, &run); err != nil {
+				return nil, nil, err
+			}
+		}
+		stored := func() (bool, error) {
+			var page struct {
+				Pagination struct {
+					Total int `json:"total"`
+				} `json:"pagination"`
+			}
+			err := s.get(ctx, "/scripts/"+sc.ID+"/executions?status=completed&page=1&limit=1", &page)
+			return err == nil && page.Pagination.Total >= len(commandIDs), err
+		}
+		return commandIDs, stored, nil
+	})
+}
+
+// startScan asks for a patch scan of every agent and returns the scan's commands and how to
+// tell that every result was ingested (the job completed).
+func (s *sim) startScan(ctx context.Context, creds []Creds) ([]string, func() (bool, error), error) {
+	ids := make([]string, len(creds))
+	for i, c := range creds {
+		ids[i] = c.DeviceID
+	}
+	var job struct {
+		ID string `json:"id"`
+	}
+	if err := s.post(ctx, "/patches/scan", s.o.AdminToken, map[string]any{"deviceIds": ids}, &job); err != nil {
+		return nil, nil, err
+	}
+	var detail struct {
+		Status  string `json:"status"`
+		Devices []struct {
+			CommandID *string `json:"commandId"`
+		} `json:"devices"`
+	}
+	if err := s.get(ctx, "/patches/jobs/"+job.ID, &detail); err != nil {
+		return nil, nil, err
+	}
+	var commandIDs []string
+	for _, d := range detail.Devices {
+		if d.CommandID != nil {
+			commandIDs = append(commandIDs, *d.CommandID)
+		}
+	}
+	stored := func() (bool, error) {
+		var j struct {
+			Status string `json:"status"`
+		}
+		err := s.get(ctx, "/patches/jobs/"+job.ID, &j)
+		return err == nil && j.Status != "running", err
+	}
+	return commandIDs, stored, nil
+}
+
+// measure starts a fleet-wide piece of work and times it: from the request to the last agent
+// receiving its command (dispatch) and to every result stored, with the heartbeat latency and
+// a bare request's meanwhile.
+func (s *sim) measure(ctx context.Context, what string, begin func() ([]string, func() (bool, error), error)) (Report, error) {
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	bare := make(chan []time.Duration, 1)
 	go func() { bare <- s.probe(probeCtx, 50*time.Millisecond) }()
 	start := time.Now()
-	var run struct {
-		Steps []struct {
-			CommandID *string `json:"commandId"`
-		} `json:"steps"`
-	}
-	if err := s.post(ctx, "/automations/"+auto.ID+"/run", s.o.AdminToken, map[string]any{}, &run); err != nil {
+	commandIDs, stored, err := begin()
+	if err != nil {
 		return Report{}, err
 	}
-	var commandIDs []string
-	for _, st := range run.Steps {
-		if st.CommandID != nil {
-			commandIDs = append(commandIDs, *st.CommandID)
-		}
-	}
-	s.progress("fleet: a run of %d executions started in %s", len(commandIDs), time.Since(start))
-	rep := Report{FleetDevices: len(commandIDs)}
+	s.progress("%s: %d commands started in %s", what, len(commandIDs), time.Since(start))
+	rep := Report{FleetWork: what, FleetDevices: len(commandIDs)}
 	for ctx.Err() == nil {
 		last, all := start, true
 		for _, id := range commandIDs {
@@ -454,23 +536,19 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	s.progress("fleet: every command received after %s", rep.FleetDispatch)
+	s.progress("%s: every command received after %s", what, rep.FleetDispatch)
 	for ctx.Err() == nil {
-		var page struct {
-			Pagination struct {
-				Total int `json:"total"`
-			} `json:"pagination"`
-		}
-		if err := s.get(ctx, "/scripts/"+sc.ID+"/executions?status=completed&page=1&limit=1", &page); err != nil {
+		done, err := stored()
+		if err != nil {
 			return rep, err
 		}
-		if page.Pagination.Total >= len(commandIDs) {
+		if done {
 			rep.FleetStored = time.Since(start)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	s.progress("fleet: every result stored after %s", rep.FleetStored)
+	s.progress("%s: every result stored after %s", what, rep.FleetStored)
 	stopProbe()
 	_, rep.FleetBareP99, _ = percentiles(<-bare)
 	end := start.Add(rep.FleetStored)
@@ -485,6 +563,15 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	_, rep.FleetHeartbeatP99, _ = percentiles(during)
 	return rep, nil
 }
+
+// scanResult is what every simulated agent's patch scan finds: a few updates, one of them a
+// security one, as a typical server's daily scan.
+var scanResult = agentproto.PatchScanResult{Manager: agentproto.ManagerApt, Installed: 612, Updates: []agentproto.PackageUpdate{
+	{Name: "openssl", Architecture: "amd64", InstalledVersion: "3.0.15-1~deb12u1", AvailableVersion: "3.0.17-1~deb12u2",
+		Origin: "bookworm-security", Security: true},
+	{Name: "curl", Architecture: "amd64", InstalledVersion: "7.88.1-10+deb12u8", AvailableVersion: "7.88.1-10+deb12u12", Origin: "bookworm"},
+	{Name: "tzdata", Architecture: "all", InstalledVersion: "2024a-0+deb12u1", AvailableVersion: "2025b-0+deb12u1", Origin: "bookworm"},
+}}
 
 // probe times a bare request (GET /health, answered without the database or authentication)
 // every interval until ctx ends, from its own connection: what any request waits for on the

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"gale/internal/devices"
-	"gale/internal/scripts"
 )
 
 // Trigger types.
@@ -87,9 +86,11 @@ const (
 	maxTargetIDs      = 500
 	maxChannels       = 20
 	// maxTargetDevices bounds the devices one run acts on; device actions go out in chunks
-	// of chunkDevices (the bulk limit of script executions, as of device commands).
+	// of chunkDevices, each in a transaction of its own: on SQLite a transaction holds the
+	// one writer, and 100 devices' work keeps that short enough for heartbeats waiting behind
+	// it to stay prompt.
 	maxTargetDevices = 10_000
-	chunkDevices     = scripts.MaxExecuteDevices
+	chunkDevices     = 100
 	// maxChainDepth bounds chains of automations triggering one another through events.
 	maxChainDepth = 5
 	// maxOutputLen bounds the output a step keeps of its script or command.

@@ -261,7 +261,7 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 	cleanHeartbeat(&hb)
 	now := store.Now()
 	sampledAt, late, keep := sampleTime(now, hb.SampledAt, s.opts.MetricsRetention)
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+	err = s.db.WriteUrgent(ctx, func(tx *sql.Tx) error {
 		if a.Role == agentproto.RoleWatchdog {
 			return s.watchdogBeat(ctx, tx, a, hb, now)
 		}

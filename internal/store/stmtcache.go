@@ -69,7 +69,7 @@ func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *s
 
 // ExecContext runs a statement outside a transaction, in its turn as a write (lockWriter).
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := db.lockWriter(ctx); err != nil {
+	if err := db.lockWriter(ctx, false); err != nil {
 		return nil, err
 	}
 	defer db.unlockWriter()
@@ -82,7 +82,7 @@ func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 // WriteRows runs one statement that writes and returns rows (UPDATE ... RETURNING) outside a
 // transaction, in its turn as a write, and hands every row to fn.
 func (db *DB) WriteRows(ctx context.Context, query string, args []any, fn func(Scanner) error) error {
-	if err := db.lockWriter(ctx); err != nil {
+	if err := db.lockWriter(ctx, false); err != nil {
 		return err
 	}
 	defer db.unlockWriter()

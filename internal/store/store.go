@@ -44,8 +44,8 @@ type DB struct {
 	Conns int
 	// stmts caches prepared statements on SQLite; nil on PostgreSQL.
 	stmts *stmtCache
-	// writer is held by each write on SQLite (nil on PostgreSQL); see lockWriter.
-	writer chan struct{}
+	// writer is held by each write; see writeGate.
+	writer *writeGate
 }
 
 // Open connects to the database named by url: "sqlite:PATH" or "postgres://...".
@@ -98,7 +98,7 @@ func openSQLite(path string) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	return &DB{SQL: db, Dialect: SQLite, Path: path, Conns: sqliteConns, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}},
-		writer: make(chan struct{}, 1)}, nil
+		writer: newWriteGate(1)}, nil
 }
 
 // Connections on PostgreSQL: requests go through database/sql, which keeps its connections
@@ -139,7 +139,7 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect postgres: %w", err)
 	}
-	return &DB{SQL: db, Dialect: Postgres, Pool: pool, Conns: requestConns}, nil
+	return &DB{SQL: db, Dialect: Postgres, Pool: pool, Conns: requestConns, writer: newWriteGate(requestConns - 2)}, nil
 }
 
 // Close releases the pools.
@@ -173,7 +173,17 @@ type Querier interface {
 // Write runs fn in one transaction and commits only when fn returns nil. fn must not write
 // through db itself (on SQLite that waits for its own turn): everything goes through tx.
 func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	if err := db.lockWriter(ctx); err != nil {
+	return db.write(ctx, false, fn)
+}
+
+// WriteUrgent is Write for work that must not wait behind a burst of ordinary writes (an
+// agent's heartbeat): it takes the next turn to write before every ordinary write waiting.
+func (db *DB) WriteUrgent(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return db.write(ctx, true, fn)
+}
+
+func (db *DB) write(ctx context.Context, urgent bool, fn func(tx *sql.Tx) error) error {
+	if err := db.lockWriter(ctx, urgent); err != nil {
 		return err
 	}
 	defer db.unlockWriter()
@@ -191,26 +201,22 @@ func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// lockWriter waits for this process's turn to write, on SQLite. The file takes one writer at a
-// time anyway; a writer that finds it taken sleeps in SQLite's busy handler, in steps growing
-// to 100 ms and in no order, so that under a steady stream of heartbeats an unlucky write
-// waited hundreds of milliseconds. Taking turns here first, in arrival order, leaves the busy
-// handler to writers of other processes (the job queue's own connection, the gale command).
-func (db *DB) lockWriter(ctx context.Context) error {
+// lockWriter waits for this process's turn to write. SQLite takes one writer at a time anyway;
+// a writer that finds it taken sleeps in SQLite's busy handler, in steps growing to 100 ms and
+// in no order, so that under a steady stream of heartbeats an unlucky write waited hundreds of
+// milliseconds. Taking turns here first (see writeGate) leaves the busy handler to writers of
+// other processes (the job queue's own connection, the gale command). On PostgreSQL the turns
+// keep a burst of writes from taking every connection, and put heartbeats first.
+func (db *DB) lockWriter(ctx context.Context, urgent bool) error {
 	if db.writer == nil {
 		return nil
 	}
-	select {
-	case db.writer <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return db.writer.lock(ctx, urgent)
 }
 
 func (db *DB) unlockWriter() {
 	if db.writer != nil {
-		<-db.writer
+		db.writer.unlock()
 	}
 }
 

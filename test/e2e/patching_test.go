@@ -189,7 +189,9 @@ func TestSoftwareOnARealAgent(t *testing.T) {
 		var x software.SoftwareDeployment
 		l.node.Must(201, l.admin, "POST", api+"/software/deployments", map[string]any{"versionId": versionID, "orgId": l.orgID,
 			"targets": map[string]any{"type": "devices", "ids": []string{l.device}}}).JSON(t, &x)
-		var res struct{ Data []software.SoftwareDeploymentResult }
+		var res struct {
+			Data []software.SoftwareDeploymentResult
+		}
 		waitFor(t, 90*time.Second, "the deployment's device to end", func() bool {
 			l.node.Must(200, l.admin, "GET", api+"/software/deployments/"+x.ID+"/results", nil).JSON(t, &res)
 			return len(res.Data) == 1 && (res.Data[0].Status == "installed" || res.Data[0].Status == "failed")
@@ -220,7 +222,9 @@ func TestSoftwareOnARealAgent(t *testing.T) {
 		l.node.Must(201, l.admin, "POST", api+"/devices/"+l.device+"/commands", map[string]any{"type": "refresh_inventory"})
 		out := map[string]software.SoftwareInstalledPackage{}
 		waitFor(t, 60*time.Second, "a new inventory", func() bool {
-			var list struct{ Data []software.SoftwareInstalledPackage }
+			var list struct {
+				Data []software.SoftwareInstalledPackage
+			}
 			l.node.Must(200, l.admin, "GET", api+"/software/inventory/"+l.device, nil).JSON(t, &list)
 			clear(out)
 			for _, p := range list.Data {

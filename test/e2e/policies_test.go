@@ -76,7 +76,9 @@ func TestRequiredSoftwarePolicyOnARealAgent(t *testing.T) {
 	var seen []string
 	var x policies.PolicyDeviceCompliance
 	apptest.Eventually(t, 60*time.Second, func() bool {
-		var list struct{ Data []policies.PolicyDeviceCompliance }
+		var list struct {
+			Data []policies.PolicyDeviceCompliance
+		}
 		l.node.Must(200, l.admin, "GET", "/api/v1/policies/"+p.ID+"/compliance", nil).JSON(t, &list)
 		if len(list.Data) != 1 {
 			return false
