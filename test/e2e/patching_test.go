@@ -157,6 +157,29 @@ func TestPatchesOnARealAgent(t *testing.T) {
 	if v := l.version("galetest-hello"); v != "1.0-1" {
 		t.Fatalf("after the rollback: %s", v)
 	}
+
+	// A patch policy bound to a maintenance window installs the approved patch when an
+	// occurrence of the window starts.
+	var w2 maintenance.MaintenanceWindow
+	l.node.Must(201, l.admin, "POST", api+"/maintenance/windows", map[string]any{"name": "Patch night", "orgId": l.orgID,
+		"startTime": start.Format("2006-01-02T15:04:05"), "endTime": start.Add(2 * time.Hour).Format("2006-01-02T15:04:05"),
+		"timezone": "UTC", "recurrence": "weekly", "targets": map[string]any{"type": "devices", "ids": []string{l.device}},
+		"suppressAlerts": false}).JSON(t, &w2)
+	l.node.Must(201, l.admin, "POST", api+"/patch-policies", map[string]any{"name": "Nightly", "orgId": l.orgID,
+		"maintenanceWindowId": w2.ID, "targets": map[string]any{"type": "devices", "ids": []string{l.device}}})
+	policies := app.Service[*patches.Policies](l.node.App)
+	if err := policies.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := l.version("galetest-hello"); v != "1.0-1" {
+		t.Fatalf("the policy installed outside its window: %s", v)
+	}
+	l.node.Must(200, l.admin, "GET", api+"/maintenance/windows/"+w2.ID+"/occurrences", nil).JSON(t, &occ)
+	l.node.Must(200, l.admin, "POST", api+"/maintenance/occurrences/"+occ.Data[0].ID+"/start", nil)
+	if err := policies.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "the policy's install", func() bool { return l.version("galetest-hello") == "1.1-1" })
 }
 
 // A catalog .deb uploaded to the server deploys through the real agent, which fetches it with
