@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/devices"
 	"gale/internal/events"
@@ -231,11 +232,11 @@ func refreshSummary(ctx context.Context, tx *sql.Tx, deviceID string, o tenancy.
 // package's outcome on the device's patch, then the summary and the job. A patch_install
 // sent outside a job changes no patch state: the next scan finds what it did.
 func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error {
-	var kind, orgID, partnerID string
+	var kind, orgID, partnerID, reboot string
 	var raw sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT j.kind, jd.partner_id, jd.org_id, jd.packages FROM patch_job_devices jd
+	err := tx.QueryRowContext(ctx, `SELECT j.kind, jd.partner_id, jd.org_id, jd.packages, j.reboot_behavior FROM patch_job_devices jd
 		JOIN patch_jobs j ON j.id = jd.job_id WHERE jd.command_id = $1 AND jd.device_id = $2`, r.CommandID, deviceID).
-		Scan(&kind, &partnerID, &orgID, &raw)
+		Scan(&kind, &partnerID, &orgID, &raw, &reboot)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
@@ -271,7 +272,27 @@ func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID stri
 	if err := refreshSummary(ctx, tx, deviceID, tenancy.Owner{PartnerID: partnerID, OrgID: orgID}, res.RebootRequired, time.Time{}); err != nil {
 		return err
 	}
-	return s.deviceDone(ctx, tx, r.CommandID, r.Status == agentproto.ResultCompleted, resultErrorIf(r))
+	ok := r.Status == agentproto.ResultCompleted
+	if ok && kind == JobInstall && (reboot == RebootAlways || (reboot == RebootIfRequired && res.RebootRequired)) {
+		if err := s.queueReboot(ctx, tx, deviceID, partnerID, orgID); err != nil {
+			return err
+		}
+	}
+	return s.deviceDone(ctx, tx, r.CommandID, ok, resultErrorIf(r))
+}
+
+// queueReboot queues a reboot of the device after its patches, with RebootDelaySeconds of
+// notice. It goes out with the agent's next contact (its heartbeat): the result's transaction
+// has not committed yet, so it cannot be pushed now.
+func (s *Service) queueReboot(ctx context.Context, tx *sql.Tx, deviceID, partnerID, orgID string) error {
+	actx := access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorSystem, ID: "patches", Name: "patch job",
+		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: partnerID, OrgID: orgID}})
+	_, err := s.devices.SendBulkIn(actx, tx, devices.BulkInput{DeviceIDs: []string{deviceID}, Audited: true,
+		CommandInput: devices.CommandInput{Type: agentproto.CommandReboot, Payload: json.RawMessage(encode(agentproto.PowerDelay{DelaySeconds: RebootDelaySeconds}))}})
+	if err != nil {
+		return fmt.Errorf("queue the reboot of device %s after its patches: %w", deviceID, err)
+	}
+	return nil
 }
 
 func resultErrorIf(r agentproto.CommandResult) string {

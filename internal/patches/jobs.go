@@ -37,7 +37,7 @@ func (s *Service) Scan(ctx context.Context, in PatchScanRequest) (PatchJobStart,
 		if err != nil {
 			return err
 		}
-		job, err := insertJob(ctx, tx, JobScan, partnerID, orgID, "")
+		job, err := insertJob(ctx, tx, JobScan, partnerID, orgID, "", "")
 		if err != nil {
 			return err
 		}
@@ -139,7 +139,7 @@ type jobDeviceRow struct {
 	errMsg                             string
 }
 
-func insertJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID string) (PatchJob, error) {
+func insertJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID, reboot string) (PatchJob, error) {
 	by, email := actor(ctx)
 	j := PatchJob{ID: store.NewID(), Kind: kind, Status: JobRunning, CreatedAt: store.Now()}
 	if orgID != "" {
@@ -151,9 +151,12 @@ func insertJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID 
 	if e, ok := email.(string); ok {
 		j.CreatedBy = &e
 	}
+	if reboot == "" {
+		reboot = RebootNever
+	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO patch_jobs (id, partner_id, org_id, kind, status, patch_id, created_by, created_by_email,
-		created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, j.ID, partnerID, store.NullIfEmpty(orgID), kind, JobRunning,
-		store.NullIfEmpty(patchID), by, email, j.CreatedAt)
+		created_at, reboot_behavior) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, j.ID, partnerID, store.NullIfEmpty(orgID), kind,
+		JobRunning, store.NullIfEmpty(patchID), by, email, j.CreatedAt, reboot)
 	if err != nil {
 		return j, fmt.Errorf("insert patch job: %w", err)
 	}
@@ -306,7 +309,7 @@ func effectiveApproval(a *store.Args, patchCol, orgCol string) string {
 func (s *Service) startPackageJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID string, work map[string]*deviceWork,
 	rollback bool, opts InstallOptions, skipped []PatchSkippedDevice) (PatchJobStart, error) {
 	timeout := opts.TimeoutSeconds
-	job, err := insertJob(ctx, tx, kind, partnerID, orgID, patchID)
+	job, err := insertJob(ctx, tx, kind, partnerID, orgID, patchID, opts.RebootBehavior)
 	if err != nil {
 		return PatchJobStart{}, err
 	}

@@ -259,7 +259,14 @@ type InstallOptions struct {
 	// IgnoreHold sends the commands whatever maintenance windows say: the caller (a rollout)
 	// decided about them already.
 	IgnoreHold bool
+	// RebootBehavior is what follows a device's successful install: RebootNever (""),
+	// RebootIfRequired (when the system says a reboot is pending) or RebootAlways; the reboot
+	// is a reboot command with RebootDelaySeconds of notice.
+	RebootBehavior string
 }
+
+// RebootDelaySeconds is the notice a reboot after patches gives the device's users.
+const RebootDelaySeconds = 300
 
 // PatchCompliance is the patch state of the devices in scope.
 type PatchCompliance struct {

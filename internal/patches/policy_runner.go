@@ -109,7 +109,8 @@ func (p *Policies) runPolicy(ctx context.Context, x PatchPolicy, now time.Time) 
 		jobIDs := []string{}
 		for _, w := range work {
 			for first := 0; first < len(w.devices); first += bulkChunk {
-				job, err := p.patches.InstallIn(actx, tx, w.devices[first:min(first+bulkChunk, len(w.devices))], w.patches, InstallOptions{})
+				job, err := p.patches.InstallIn(actx, tx, w.devices[first:min(first+bulkChunk, len(w.devices))], w.patches,
+					InstallOptions{RebootBehavior: x.RebootBehavior})
 				if err != nil {
 					return fmt.Errorf("start an install of patch policy %s: %w", x.ID, err)
 				}

@@ -1,0 +1,48 @@
+package patches_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"gale/internal/agentproto"
+	"gale/internal/patches"
+)
+
+// After a successful install, a job reboots its device as its reboot behaviour says: never,
+// when the system reports a reboot pending, or always; a failed install reboots nothing.
+func TestInstallJobsRebootAsTheirBehaviourSays(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	ctx := partnerCtx(f.a)
+	for _, tc := range []struct {
+		behaviour, status string
+		pending, reboot   bool
+	}{
+		{patches.RebootNever, agentproto.ResultCompleted, true, false},
+		{patches.RebootIfRequired, agentproto.ResultCompleted, false, false},
+		{patches.RebootIfRequired, agentproto.ResultCompleted, true, true},
+		{patches.RebootAlways, agentproto.ResultCompleted, false, true},
+		{patches.RebootAlways, agentproto.ResultFailed, false, false},
+	} {
+		dev := f.device(f.a, "web-"+tc.behaviour+tc.status, "linux")
+		ids := f.seedPatches(f.a, dev, upd("openssl", "3.0.1-1", "3.0.2-1", true))
+		f.e.Must(200, c, "POST", api+"/patches/"+ids["openssl"]+"/approve", nil)
+		job, err := f.s.Install(ctx, []string{dev}, []string{ids["openssl"]}, patches.InstallOptions{RebootBehavior: tc.behaviour})
+		if err != nil || len(job.Commands) != 1 {
+			t.Fatalf("%+v: install %+v %v", tc, job, err)
+		}
+		f.result(f.a, dev, job.Commands[0].ID, tc.status, agentproto.PatchInstallResult{Manager: "apt", RebootRequired: tc.pending,
+			Packages: []agentproto.PackageOutcome{{Name: "openssl", Version: "3.0.2-1", PreviousVersion: "3.0.1-1", Status: agentproto.PackageInstalled}}})
+		var payload string
+		var n int
+		if err := f.e.App.DB.SQL.QueryRow(`SELECT COUNT(*), COALESCE(MAX(payload), '') FROM device_commands WHERE device_id = $1 AND type = 'reboot'`,
+			dev).Scan(&n, &payload); err != nil {
+			t.Fatal(err)
+		}
+		var delay agentproto.PowerDelay
+		_ = json.Unmarshal([]byte(payload), &delay)
+		if (n == 1) != tc.reboot || n > 1 || (tc.reboot && delay.DelaySeconds != patches.RebootDelaySeconds) {
+			t.Errorf("%+v: %d reboot commands (payload %s)", tc, n, payload)
+		}
+	}
+}
