@@ -400,21 +400,14 @@ func (s *Service) resolveDevices(ctx context.Context, r runRow) ([]string, error
 		case TargetOrganization:
 			f.OrgIDs = t.IDs
 		}
-		page := store.Page{Limit: devices.MaxCursorPageSize}
-		for {
-			rows, next, _, err := s.devices.List(ctx, f, page)
-			if err != nil {
-				return nil, err
+		all, err := s.devices.ListAll(ctx, f, maxTargetDevices)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range all {
+			if r.def.OnlyDevice == "" || d.ID == r.def.OnlyDevice {
+				list = append(list, d)
 			}
-			for _, d := range rows {
-				if r.def.OnlyDevice == "" || d.ID == r.def.OnlyDevice {
-					list = append(list, *d)
-				}
-			}
-			if next == "" || len(list) > maxTargetDevices {
-				break
-			}
-			page.Cursor = next
 		}
 	}
 	out := []string{}

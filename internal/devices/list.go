@@ -211,3 +211,24 @@ func active(d Device, err error) (Device, error) {
 	}
 	return d, err
 }
+
+// ListAll returns every device in scope that f selects, in List's order, reading page after
+// page; it stops once it holds more than max (so a caller sees its limit was passed). Domains
+// that aim work at an organization, sites or groups resolve their targets with it.
+func (s *Service) ListAll(ctx context.Context, f ListFilter, max int) ([]Device, error) {
+	var out []Device
+	page := store.Page{Limit: MaxCursorPageSize}
+	for {
+		rows, next, _, err := s.List(ctx, f, page)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range rows {
+			out = append(out, *d)
+		}
+		if next == "" || len(out) > max {
+			return out, nil
+		}
+		page.Cursor = next
+	}
+}

@@ -161,24 +161,19 @@ func (p *Policies) resolve(ctx context.Context, x PatchPolicy) ([]string, error)
 	case PolicyTargetGroups:
 		f.GroupIDs = t.IDs
 	}
-	var out []string
-	page := store.Page{Limit: devices.MaxCursorPageSize}
-	for {
-		rows, next, _, err := p.devices.List(ctx, f, page)
-		if err != nil {
-			return nil, fmt.Errorf("list the devices of patch policy %s: %w", x.ID, err)
-		}
-		for _, d := range rows {
-			if d.Status != devices.StatusDecommissioned {
-				out = append(out, d.ID)
-			}
-		}
-		if next == "" {
-			return unique(out), nil
-		}
-		page.Cursor = next
+	list, err := p.devices.ListAll(ctx, f, maxPolicyDevices)
+	if err != nil {
+		return nil, fmt.Errorf("list the devices of patch policy %s: %w", x.ID, err)
 	}
+	out := make([]string, 0, len(list))
+	for _, d := range list[:min(len(list), maxPolicyDevices)] {
+		out = append(out, d.ID)
+	}
+	return unique(out), nil
 }
+
+// maxPolicyDevices bounds the devices one run of a patch policy acts on.
+const maxPolicyDevices = 10_000
 
 // chunks calls fn with successive chunks of ids of at most rowsPerStatement.
 func chunks(ids []string, fn func([]string) error) error {

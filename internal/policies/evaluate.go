@@ -84,25 +84,14 @@ func (s *Service) resolveDevices(ctx context.Context, p Policy) ([]devices.Devic
 	case TargetOrganization:
 		f.OrgIDs = p.Targets.IDs
 	}
-	page := store.Page{Limit: devices.MaxCursorPageSize}
-	for {
-		rows, next, _, err := s.devices.List(ctx, f, page)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range rows {
-			if d.Status != devices.StatusDecommissioned {
-				list = append(list, *d)
-			}
-		}
-		if len(list) > maxTargetDevices {
-			return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", maxTargetDevices))
-		}
-		if next == "" {
-			return list, nil
-		}
-		page.Cursor = next
+	list, err := s.devices.ListAll(ctx, f, maxTargetDevices)
+	if err != nil {
+		return nil, err
 	}
+	if len(list) > maxTargetDevices {
+		return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", maxTargetDevices))
+	}
+	return list, nil
 }
 
 // claimAndEvaluate queues a due active policy's evaluations, claiming its round first: the

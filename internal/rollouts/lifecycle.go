@@ -49,20 +49,14 @@ func (s *Service) resolve(ctx context.Context, x Deployment) ([]string, error) {
 	case TargetSites:
 		f.SiteIDs = x.Targets.IDs
 	}
-	page := store.Page{Limit: devices.MaxCursorPageSize}
-	for {
-		rows, next, _, err := s.devices.List(ctx, f, page)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range rows {
-			keep(*d)
-		}
-		if next == "" || len(out) > MaxDevices {
-			return out, nil
-		}
-		page.Cursor = next
+	list, err := s.devices.ListAll(ctx, f, MaxDevices)
+	if err != nil {
+		return nil, err
 	}
+	for _, d := range list {
+		keep(d)
+	}
+	return out, nil
 }
 
 // Initialize resolves a draft's targets into its devices, numbered into batches (one for an

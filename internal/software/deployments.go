@@ -270,26 +270,14 @@ func (s *Service) resolve(ctx context.Context, t SoftwareDeploymentTargets) ([]d
 	case TargetOrganization:
 		f.OrgIDs = t.IDs
 	}
-	page := store.Page{Limit: devices.MaxCursorPageSize}
-	for {
-		rows, next, _, err := s.devices.List(ctx, f, page)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range rows {
-			if !seen[d.ID] {
-				seen[d.ID] = true
-				out = append(out, *d)
-			}
-		}
-		if len(out) > MaxDeploymentDevices {
-			return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", MaxDeploymentDevices))
-		}
-		if next == "" {
-			return out, nil
-		}
-		page.Cursor = next
+	list, err := s.devices.ListAll(ctx, f, MaxDeploymentDevices)
+	if err != nil {
+		return nil, err
 	}
+	if len(list) > MaxDeploymentDevices {
+		return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", MaxDeploymentDevices))
+	}
+	return list, nil
 }
 
 // installPayload is the software_install payload of a version for a device.
