@@ -34,11 +34,18 @@ func TestInstallJobsRebootAsTheirBehaviourSays(t *testing.T) {
 		f.result(f.a, dev, job.Commands[0].ID, tc.status, agentproto.PatchInstallResult{Manager: "apt", RebootRequired: tc.pending,
 			Packages: []agentproto.PackageOutcome{{Name: "openssl", Version: "3.0.2-1", PreviousVersion: "3.0.1-1", Status: agentproto.PackageInstalled}}})
 		var payload string
-		var n int
-		if err := f.e.App.DB.SQL.QueryRow(`SELECT COUNT(*), COALESCE(MAX(payload), '') FROM device_commands WHERE device_id = $1 AND type = 'reboot'`,
-			dev).Scan(&n, &payload); err != nil {
+		n := 0
+		rows, err := f.e.App.DB.SQL.Query(`SELECT payload FROM device_commands WHERE device_id = $1 AND type = 'reboot'`, dev)
+		if err != nil {
 			t.Fatal(err)
 		}
+		for rows.Next() {
+			if err := rows.Scan(&payload); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		rows.Close()
 		var delay agentproto.PowerDelay
 		_ = json.Unmarshal([]byte(payload), &delay)
 		if (n == 1) != tc.reboot || n > 1 || (tc.reboot && delay.DelaySeconds != patches.RebootDelaySeconds) {
