@@ -255,12 +255,7 @@ func (s *Service) Start(ctx context.Context, id string, by string, in Automation
 }
 
 // Wake makes this node's runner look at running runs now.
-func (s *Service) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) Wake() { s.runner.Wake() }
 
 // runnerEvery is how often a node's runner looks at running runs when nobody woke it.
 const runnerEvery = time.Second
@@ -268,34 +263,10 @@ const runnerEvery = time.Second
 // StartRunner starts this node's runner: it moves running runs on (steps that ended, the
 // next action, the end) until StopRunner. Every node runs one; each move is a conditional
 // update, so two nodes never do the same work twice.
-func (s *Service) StartRunner(ctx context.Context) {
-	ctx, s.stop = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(runnerEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-s.wake:
-			}
-			if err := s.AdvanceAll(ctx); err != nil && ctx.Err() == nil {
-				s.logger.WarnContext(ctx, "advance automation runs", "error", err)
-			}
-		}
-	}()
-}
+func (s *Service) StartRunner(ctx context.Context) { s.runner.Start(ctx) }
 
 // StopRunner stops the runner and waits for it.
-func (s *Service) StopRunner() {
-	if s.stop != nil {
-		s.stop()
-		<-s.done
-	}
-}
+func (s *Service) StopRunner() { s.runner.Stop() }
 
 // AdvanceAll moves every running run on.
 func (s *Service) AdvanceAll(ctx context.Context) error {

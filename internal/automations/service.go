@@ -17,6 +17,7 @@ import (
 	"gale/internal/audit"
 	"gale/internal/clock"
 	"gale/internal/devices"
+	"gale/internal/jobs"
 	"gale/internal/notify"
 	"gale/internal/scripts"
 	"gale/internal/secrets"
@@ -44,10 +45,8 @@ type Service struct {
 	alerts      *alerts.Service
 	notify      *notify.Service
 	maintenance MaintenanceWindows
-	// wake asks this node's runner to look at running runs now.
-	wake chan struct{}
-	stop context.CancelFunc
-	done chan struct{}
+	// runner moves this node's share of running runs on.
+	runner *jobs.Loop
 }
 
 // Deps are the services automations act through.
@@ -60,8 +59,10 @@ type Deps struct {
 
 // New returns the automations service.
 func New(db *store.DB, logger *slog.Logger, box *secrets.Box, clk clock.Clock, publicURL string, deps Deps) *Service {
-	return &Service{db: db, logger: logger, box: box, clock: clock.Or(clk), publicURL: publicURL, devices: deps.Devices,
-		scripts: deps.Scripts, alerts: deps.Alerts, notify: deps.Notify, wake: make(chan struct{}, 1)}
+	s := &Service{db: db, logger: logger, box: box, clock: clock.Or(clk), publicURL: publicURL, devices: deps.Devices,
+		scripts: deps.Scripts, alerts: deps.Alerts, notify: deps.Notify}
+	s.runner = jobs.NewLoop("advance automation runs", runnerEvery, logger, s.AdvanceAll)
+	return s
 }
 
 // SetMaintenance installs the maintenance windows automations honour. Call it while wiring.

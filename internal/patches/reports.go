@@ -68,10 +68,7 @@ func (s *Service) QueueReport(ctx context.Context, in PatchReportRequest) (Patch
 		return err
 	})
 	if err == nil {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.reports.Wake()
 	}
 	return r, err
 }
@@ -127,41 +124,19 @@ func (s *Service) ReportFile(ctx context.Context, id string) (PatchReport, io.Re
 }
 
 // StartReports runs this node's report builder until StopReports.
-func (s *Service) StartReports(ctx context.Context) {
-	s.stop, s.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(reportPoll)
-		defer t.Stop()
-		for {
-			for {
-				built, err := s.BuildNextReport(ctx)
-				if err != nil {
-					s.logger.ErrorContext(ctx, "patch report failed", "error", err)
-				}
-				if !built {
-					break
-				}
-			}
-			select {
-			case <-s.stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-s.wake:
-			}
-		}
-	}()
-}
+func (s *Service) StartReports(ctx context.Context) { s.reports.Start(ctx) }
 
 // StopReports stops the report builder and waits for it.
-func (s *Service) StopReports() {
-	if s.stop == nil {
-		return
+func (s *Service) StopReports() { s.reports.Stop() }
+
+// buildReports builds the queued reports one after another until none is left.
+func (s *Service) buildReports(ctx context.Context) error {
+	for {
+		built, err := s.BuildNextReport(ctx)
+		if err != nil || !built {
+			return err
+		}
 	}
-	close(s.stop)
-	<-s.done
 }
 
 // BuildNextReport claims the oldest queued report (or one whose node stopped building it)

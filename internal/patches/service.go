@@ -13,6 +13,7 @@ import (
 	"gale/internal/apperr"
 	"gale/internal/blob"
 	"gale/internal/devices"
+	"gale/internal/jobs"
 	"gale/internal/store"
 	"gale/internal/tenancy"
 )
@@ -27,15 +28,14 @@ type Service struct {
 	// window's rule): install and rollback work for them waits (JobDeviceWaiting) until
 	// ReleaseWaiting finds them free. Nil holds nothing.
 	Hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
-	// wake starts the report builder of this node early, when a report was queued here.
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	// reports is this node's builder of queued reports, woken when one is queued here.
+	reports *jobs.Loop
 }
 
 // New returns the patches service and registers its command kinds with dev.
 func New(db *store.DB, logger *slog.Logger, dev *devices.Service, blobs blob.Store) *Service {
-	s := &Service{db: db, logger: logger, devices: dev, blobs: blobs, wake: make(chan struct{}, 1)}
+	s := &Service{db: db, logger: logger, devices: dev, blobs: blobs}
+	s.reports = jobs.NewLoop("patch report", reportPoll, logger, s.buildReports)
 	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandPatchScan, DefaultTimeout: 900, Validate: validateScan,
 		OS: []string{agentproto.OSLinux}, OnResult: s.onScanResult, CancelSent: devices.CancelStops,
 		PayloadDoc: "{refresh?}: list the updates the package manager offers; the result is recorded by the patches domain."})

@@ -25,43 +25,14 @@ import (
 const followUpEvery = time.Second
 
 // Wake makes this node's follow-up worker look now.
-func (s *Service) Wake() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) Wake() { s.followUps.Wake() }
 
 // StartWorker starts this node's follow-up worker, until StopWorker. Every node runs one;
 // each piece of work is claimed with a conditional update, so it is done once.
-func (s *Service) StartWorker(ctx context.Context) {
-	ctx, s.stop = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(followUpEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-s.wake:
-			}
-			if err := s.RunFollowUps(ctx); err != nil && ctx.Err() == nil {
-				s.logger.WarnContext(ctx, "policy follow-ups", "error", err)
-			}
-		}
-	}()
-}
+func (s *Service) StartWorker(ctx context.Context) { s.followUps.Start(ctx) }
 
 // StopWorker stops the worker and waits for it.
-func (s *Service) StopWorker() {
-	if s.stop != nil {
-		s.stop()
-		<-s.done
-	}
-}
+func (s *Service) StopWorker() { s.followUps.Stop() }
 
 // dueRow is a compliance row with follow-up work.
 type dueRow struct {

@@ -16,6 +16,7 @@ import (
 	"gale/internal/audit"
 	"gale/internal/clock"
 	"gale/internal/devices"
+	"gale/internal/jobs"
 	"gale/internal/scripts"
 	"gale/internal/store"
 	"gale/internal/tenancy"
@@ -29,15 +30,15 @@ type Service struct {
 	devices *devices.Service
 	scripts *scripts.Service
 	alerts  *alerts.Service
-	// wake asks this node's follow-up worker to look now; stop and done end it.
-	wake chan struct{}
-	stop context.CancelFunc
-	done chan struct{}
+	// followUps is this node's worker of alerts, remediations and re-evaluations.
+	followUps *jobs.Loop
 }
 
 // New returns the policies service.
 func New(db *store.DB, logger *slog.Logger, clk clock.Clock, dev *devices.Service, sc *scripts.Service, al *alerts.Service) *Service {
-	return &Service{db: db, logger: logger, clock: clock.Or(clk), devices: dev, scripts: sc, alerts: al, wake: make(chan struct{}, 1)}
+	s := &Service{db: db, logger: logger, clock: clock.Or(clk), devices: dev, scripts: sc, alerts: al}
+	s.followUps = jobs.NewLoop("policy follow-ups", followUpEvery, logger, s.RunFollowUps)
+	return s
 }
 
 const policyColumns = `p.id, p.partner_id, p.org_id, p.name, p.description, p.status, p.enforcement, p.check_interval_minutes, p.rules,
