@@ -199,3 +199,16 @@ func RequestFrom(ctx context.Context) Request {
 	r, _ := ctx.Value(requestKey).(Request)
 	return r
 }
+
+// ActorName names the principal of ctx for a "created by" column: its email, else its ID;
+// nil without a principal.
+func ActorName(ctx context.Context) any {
+	p := PrincipalFrom(ctx)
+	switch {
+	case p == nil:
+		return nil
+	case p.Email != "":
+		return p.Email
+	}
+	return p.ID
+}

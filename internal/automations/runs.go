@@ -194,7 +194,7 @@ func (s *Service) insertRun(ctx context.Context, tx *sql.Tx, x Automation, st st
 		trigger_event_id, origin_run_id, depth, payload, definition, current_action, scheduled_for, created_by, started_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, -1, $12, $13, $14) ON CONFLICT (automation_id, scheduled_for) DO NOTHING`,
 		id, x.ID, x.PartnerID, x.OrgID, RunRunning, st.by, store.NullIfEmpty(st.eventID), store.NullIfEmpty(st.originRunID), st.depth,
-		payload, encode(def), sched, actorName(ctx), now)
+		payload, encode(def), sched, access.ActorName(ctx), now)
 	if err != nil {
 		return "", false, fmt.Errorf("insert run of automation %s: %w", x.ID, err)
 	}

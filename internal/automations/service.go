@@ -211,16 +211,6 @@ func (s *Service) checkChannels(ctx context.Context, c *checker, field string, i
 	return nil
 }
 
-func actorName(ctx context.Context) any {
-	if p := access.PrincipalFrom(ctx); p != nil && p.Email != "" {
-		return p.Email
-	}
-	if p := access.PrincipalFrom(ctx); p != nil {
-		return p.ID
-	}
-	return nil
-}
-
 // Create adds an automation.
 func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, error) {
 	if in.OnFailure == "" {
@@ -253,7 +243,7 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			created_by, created_at, updated_at, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 			$16, $17, $18, $18, $19)`, id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.Description, enabled, in.Trigger.Type,
 			encode(in.Trigger), store.NullIfEmpty(in.Trigger.EventType), sealed, hint, encode(nonNil(in.Conditions)), encode(in.Actions),
-			targetsValue(in.Targets), in.OnFailure, encode(nonNil(in.NotifyChannelIDs)), actorName(ctx), now,
+			targetsValue(in.Targets), in.OnFailure, encode(nonNil(in.NotifyChannelIDs)), access.ActorName(ctx), now,
 			nextRun(in.Trigger, enabled, now)); err != nil {
 			if store.IsUniqueViolation(err) {
 				return nameTaken(in.Name)

@@ -414,7 +414,7 @@ func (s *Service) move(ctx context.Context, id, from, to string) (MaintenanceOcc
 			query, typ, action = `UPDATE maintenance_occurrences SET status = $1, ended_at = $2, ended_by = $3 WHERE id = $4 AND status = $5`,
 				EventEnded, "maintenance_occurrence.end"
 		}
-		res, err := tx.ExecContext(ctx, query, to, s.now(), actor(ctx), id, from)
+		res, err := tx.ExecContext(ctx, query, to, s.now(), access.ActorName(ctx), id, from)
 		if err != nil {
 			return fmt.Errorf("move maintenance occurrence %s: %w", id, err)
 		}

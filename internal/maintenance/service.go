@@ -108,16 +108,6 @@ func (s *Service) ListWindows(ctx context.Context, f WindowFilter, page store.Pa
 		SortKey: "w.id", SortID: "w.id", Desc: true}, page, scanWindow, func(w MaintenanceWindow) (string, string) { return w.ID, w.ID })
 }
 
-func actor(ctx context.Context) any {
-	p := access.PrincipalFrom(ctx)
-	switch {
-	case p == nil:
-		return nil
-	case p.Email != "":
-		return p.Email
-	}
-	return p.ID
-}
 
 // checkOwners makes sure every target ID is a site, group or device of the organization.
 func checkOwners(ctx context.Context, q store.Querier, orgID string, t MaintenanceTargets) error {
@@ -181,7 +171,7 @@ func (s *Service) CreateWindow(ctx context.Context, in MaintenanceWindowInput) (
 			$8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)`, id, at.PartnerID, at.OrgID, d.Name, d.Description,
 			d.Timezone, d.StartTime, d.EndTime, d.Recurrence, store.NullIfEmpty(d.RRule), d.RecurrenceEnd, d.Targets.Type,
 			store.EncodeStrings(d.Targets.IDs), boolOr(in.SuppressAlerts, true), boolOr(in.SuppressPatches, false),
-			boolOr(in.SuppressAutomations, false), boolOr(in.SuppressScripts, false), WindowActive, actor(ctx), now); err != nil {
+			boolOr(in.SuppressAutomations, false), boolOr(in.SuppressScripts, false), WindowActive, access.ActorName(ctx), now); err != nil {
 			return fmt.Errorf("insert maintenance window: %w", err)
 		}
 		if err := s.expand(ctx, tx, []planned{{id: id, partnerID: at.PartnerID, orgID: at.OrgID, sched: sched}}, now); err != nil {
@@ -329,7 +319,7 @@ func (s *Service) CancelWindow(ctx context.Context, id string) (MaintenanceWindo
 		}
 		now := s.now()
 		res, err := tx.ExecContext(ctx, `UPDATE maintenance_windows SET status = $1, cancelled_at = $2, cancelled_by = $3,
-			updated_at = $2, expanded_until = NULL WHERE id = $4 AND status = $5`, WindowCancelled, now, actor(ctx), id, WindowActive)
+			updated_at = $2, expanded_until = NULL WHERE id = $4 AND status = $5`, WindowCancelled, now, access.ActorName(ctx), id, WindowActive)
 		if err != nil {
 			return fmt.Errorf("cancel maintenance window %s: %w", id, err)
 		}

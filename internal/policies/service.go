@@ -182,16 +182,6 @@ func (s *Service) checkScript(ctx context.Context, p Policy) error {
 	return err
 }
 
-func actorName(ctx context.Context) any {
-	if p := access.PrincipalFrom(ctx); p != nil && p.Email != "" {
-		return p.Email
-	}
-	if p := access.PrincipalFrom(ctx); p != nil {
-		return p.ID
-	}
-	return nil
-}
-
 func nameTaken(name string) error {
 	return apperr.ConflictCode("POLICY_NAME_TAKEN", "a policy named "+name+" already exists in this scope")
 }
@@ -232,7 +222,7 @@ func (s *Service) Create(ctx context.Context, in PolicyInput) (Policy, error) {
 			check_interval_minutes, rules, remediation_script_id, target_type, created_by, created_at, updated_at, next_evaluation_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)`, p.ID, p.PartnerID, p.OrgID, p.Name,
 			p.Description, p.Status, p.Enforcement, p.CheckIntervalMinutes, encode(p.Rules), p.RemediationScriptID, p.Targets.Type,
-			actorName(ctx), now, nextEvaluation(p.Status, now)); err != nil {
+			access.ActorName(ctx), now, nextEvaluation(p.Status, now)); err != nil {
 			if store.IsUniqueViolation(err) {
 				return nameTaken(p.Name)
 			}

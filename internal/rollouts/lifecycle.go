@@ -187,7 +187,7 @@ func (s *Service) Start(ctx context.Context, id string) (Deployment, error) {
 // Pause stops a running deployment from sending more: devices under way finish.
 func (s *Service) Pause(ctx context.Context, id string) (Deployment, error) {
 	return s.move(ctx, id, "pause", []string{StatusRunning}, StatusPaused, func(x Deployment) map[string]any {
-		return map[string]any{"pause_reason": "paused by " + fmt.Sprint(actorName(ctx))}
+		return map[string]any{"pause_reason": "paused by " + fmt.Sprint(access.ActorName(ctx))}
 	}, EventPaused)
 }
 

@@ -236,16 +236,6 @@ func (s *Service) actorCtx(ctx context.Context, x Deployment) context.Context {
 	return access.WithPrincipal(ctx, s.actor(x))
 }
 
-func actorName(ctx context.Context) any {
-	if p := access.PrincipalFrom(ctx); p != nil && p.Email != "" {
-		return p.Email
-	}
-	if p := access.PrincipalFrom(ctx); p != nil {
-		return p.ID
-	}
-	return nil
-}
-
 // deployer is the deployer of a payload type; unknown types are 400.
 func (s *Service) deployer(typ string) (Deployer, error) {
 	d, ok := s.deployers[typ]
@@ -367,7 +357,7 @@ func (s *Service) Create(ctx context.Context, in DeploymentInput) (Deployment, e
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollouts (id, partner_id, org_id, name, description, status, payload_type, payload,
 			targets, strategy, retry, respect_maintenance, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
 			$10, $11, $12, $13, $14, $14)`, x.ID, x.PartnerID, x.OrgID, x.Name, x.Description, x.Status, x.payloadType, string(x.Payload),
-			encode(x.Targets), encode(x.Strategy), encode(x.Retry), x.RespectMaintenanceWindows, actorName(ctx), now); err != nil {
+			encode(x.Targets), encode(x.Strategy), encode(x.Retry), x.RespectMaintenanceWindows, access.ActorName(ctx), now); err != nil {
 			return fmt.Errorf("insert deployment: %w", err)
 		}
 		return audit.Record(ctx, tx, s.entry("deployment.create", x, map[string]any{"payloadType": x.payloadType, "targets": x.Targets.Type}))

@@ -186,16 +186,6 @@ func manageable(ctx context.Context, q store.Querier, scope access.Scope, id str
 	return sc, err
 }
 
-func actor(ctx context.Context) any {
-	if p := access.PrincipalFrom(ctx); p != nil && p.Email != "" {
-		return p.Email
-	}
-	if p := access.PrincipalFrom(ctx); p != nil {
-		return p.ID
-	}
-	return nil
-}
-
 func nameTaken(name string) error {
 	return apperr.ConflictCode("SCRIPT_NAME_TAKEN", "a script named "+name+" already exists in this scope")
 }
@@ -237,7 +227,7 @@ func (s *Service) insert(ctx context.Context, tx *sql.Tx, at tenancy.Placement, 
 		content, parameters, timeout_seconds, run_as, exit_code_mapping, version, source, created_by, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $15, $16, $16)`,
 		id, at.PartnerID, store.NullIfEmpty(at.OrgID), d.Name, d.Description, store.NullIfEmpty(categoryID), encode(d.OSTypes),
-		d.Language, d.Content, encode(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), store.NullIfEmpty(source), actor(ctx), now)
+		d.Language, d.Content, encode(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), store.NullIfEmpty(source), access.ActorName(ctx), now)
 	if store.IsUniqueViolation(err) {
 		return Script{}, nameTaken(d.Name)
 	}
@@ -273,7 +263,7 @@ func insertVersion(ctx context.Context, tx *sql.Tx, scriptID string, version int
 	_, err := tx.ExecContext(ctx, `INSERT INTO script_versions (id, script_id, version, name, os_types, language, content, parameters,
 		timeout_seconds, run_as, exit_code_mapping, note, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		store.NewID(), scriptID, version, d.Name, encode(d.OSTypes), d.Language, d.Content, encode(d.Parameters), d.Timeout, d.RunAs,
-		mappingValue(d.Mapping), strings.TrimSpace(note), actor(ctx), store.Now())
+		mappingValue(d.Mapping), strings.TrimSpace(note), access.ActorName(ctx), store.Now())
 	if err != nil {
 		return fmt.Errorf("insert script version: %w", err)
 	}

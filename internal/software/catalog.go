@@ -195,16 +195,6 @@ func manageable(ctx context.Context, q store.Querier, scope access.Scope, id str
 	return it, err
 }
 
-func actor(ctx context.Context) any {
-	if p := access.PrincipalFrom(ctx); p != nil && p.Email != "" {
-		return p.Email
-	}
-	if p := access.PrincipalFrom(ctx); p != nil {
-		return p.ID
-	}
-	return nil
-}
-
 func deref(p *string) string {
 	if p == nil {
 		return ""
@@ -261,7 +251,7 @@ func (s *Service) CreateItem(ctx context.Context, in SoftwareCatalogInput) (Soft
 		_, err = tx.ExecContext(ctx, `INSERT INTO software_catalog (id, partner_id, org_id, name, package_name, vendor, description, category,
 			supported_os, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
 			id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.PackageName, strings.TrimSpace(in.Vendor), strings.TrimSpace(in.Description),
-			strings.TrimSpace(in.Category), encode(in.SupportedOS), actor(ctx), now)
+			strings.TrimSpace(in.Category), encode(in.SupportedOS), access.ActorName(ctx), now)
 		if store.IsUniqueViolation(err) {
 			return nameTaken(in.Name)
 		}
@@ -500,7 +490,7 @@ func insertVersion(ctx context.Context, tx *sql.Tx, it SoftwareCatalogItem, id s
 		sha256, size_bytes, file_type, silent_args, supported_os, release_notes, created_by, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		id, it.ID, it.PartnerID, it.OrgID, spec.Version, store.NullIfEmpty(link), store.NullIfEmpty(blobKey), sum, size, spec.FileType,
-		spec.SilentArgs, encode(spec.SupportedOS), spec.Notes, actor(ctx), store.Now())
+		spec.SilentArgs, encode(spec.SupportedOS), spec.Notes, access.ActorName(ctx), store.Now())
 	if store.IsUniqueViolation(err) {
 		return SoftwareVersion{}, versionTaken(spec.Version)
 	}

@@ -388,7 +388,7 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 	if _, err := tx.ExecContext(ctx, `INSERT INTO software_deployments (id, partner_id, org_id, name, catalog_id, version_id, targets,
 		schedule_mode, window_id, status, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
 		id, at.PartnerID, at.OrgID, n.name, v.Item.ID, v.ID, encode(n.targets), n.schedule.Mode, store.NullIfEmpty(n.schedule.WindowID),
-		DeploymentPending, actor(ctx), now); err != nil {
+		DeploymentPending, access.ActorName(ctx), now); err != nil {
 		return "", nil, nil, fmt.Errorf("insert deployment: %w", err)
 	}
 	var skipped []skippedDevice
