@@ -108,7 +108,6 @@ func (s *Service) ListWindows(ctx context.Context, f WindowFilter, page store.Pa
 		SortKey: "w.id", SortID: "w.id", Desc: true}, page, scanWindow, func(w MaintenanceWindow) (string, string) { return w.ID, w.ID })
 }
 
-
 // checkOwners makes sure every target ID is a site, group or device of the organization.
 func checkOwners(ctx context.Context, q store.Querier, orgID string, t MaintenanceTargets) error {
 	var owners map[string]tenancy.Owner
