@@ -508,13 +508,26 @@ func (s *Service) send(ctx context.Context, tx *sql.Tx, deploymentID string, at 
 // count each other's devices: the last one sees them all.
 func rollup(ctx context.Context, tx *sql.Tx, id string) error {
 	now := store.Now()
-	res, err := tx.ExecContext(ctx, `UPDATE software_deployments SET updated_at = $1 WHERE id = $2 AND status IN ($3, $4)`,
-		now, id, DeploymentPending, DeploymentRunning)
+	var current string
+	err := tx.QueryRowContext(ctx, `UPDATE software_deployments SET updated_at = $1 WHERE id = $2 AND status IN ($3, $4) RETURNING status`,
+		now, id, DeploymentPending, DeploymentRunning).Scan(&current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("lock deployment %s: %w", id, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return err
+	if current == DeploymentRunning {
+		// A running deployment with devices still to go stays running: learnt from the index
+		// by one lookup, not by counting every device at every result.
+		var open bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM software_deployment_devices WHERE status IN ('waiting', 'queued')
+			AND deployment_id = $1)`, id).Scan(&open); err != nil {
+			return fmt.Errorf("look for the open devices of deployment %s: %w", id, err)
+		}
+		if open {
+			return nil
+		}
 	}
 	counts, err := storedCounts(ctx, tx, id)
 	if err != nil {
