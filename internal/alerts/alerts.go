@@ -101,6 +101,8 @@ type Alert struct {
 	OrgID           string          `json:"orgId" format:"uuid"`
 	SiteID          *string         `json:"siteId"`
 	DeviceID        *string         `json:"deviceId"`
+	SourceType      string          `json:"sourceType" enum:"device,monitor,snmp_device" doc:"What raised the alert: a device (its rules, scripts and automations), a monitor or an SNMP device."`
+	SourceID        *string         `json:"sourceId" doc:"The device, monitor or SNMP device that raised the alert."`
 	RuleID          *string         `json:"ruleId" doc:"null once the rule is deleted."`
 	Severity        string          `json:"severity" enum:"critical,high,medium,low,info"`
 	Status          string          `json:"status" enum:"active,acknowledged,suppressed,resolved,dismissed" doc:"resolved and dismissed are terminal."`
@@ -119,7 +121,7 @@ type Alert struct {
 	UpdatedAt       time.Time       `json:"updatedAt"`
 }
 
-const alertColumns = `a.id, a.partner_id, a.org_id, a.site_id, a.device_id, a.rule_id, a.severity, a.status, a.title, a.message,
+const alertColumns = `a.id, a.partner_id, a.org_id, a.site_id, a.device_id, a.source_type, a.source_id, a.rule_id, a.severity, a.status, a.title, a.message,
 	a.context, a.triggered_at, a.acknowledged_at, a.acknowledged_by, a.resolved_at, a.resolved_by, a.resolution_note,
 	a.suppressed_until, a.dismissed_at, a.dismissed_by, a.updated_at`
 
@@ -128,15 +130,16 @@ var returnColumns = strings.ReplaceAll(alertColumns, "a.", "")
 
 func scanAlert(row store.Scanner) (Alert, error) {
 	var x Alert
-	var site, device, rule, ackBy, resBy, note, disBy sql.NullString
+	var site, device, source, rule, ackBy, resBy, note, disBy sql.NullString
 	var ackAt, resAt, supp, disAt sql.NullTime
 	var ctxJSON string
-	err := row.Scan(&x.ID, &x.PartnerID, &x.OrgID, &site, &device, &rule, &x.Severity, &x.Status, &x.Title, &x.Message,
+	err := row.Scan(&x.ID, &x.PartnerID, &x.OrgID, &site, &device, &x.SourceType, &source, &rule, &x.Severity, &x.Status, &x.Title, &x.Message,
 		&ctxJSON, &x.TriggeredAt, &ackAt, &ackBy, &resAt, &resBy, &note, &supp, &disAt, &disBy, &x.UpdatedAt)
 	if err != nil {
 		return x, err
 	}
-	x.SiteID, x.DeviceID, x.RuleID = store.StringPtr(site), store.StringPtr(device), store.StringPtr(rule)
+	x.SiteID, x.DeviceID, x.SourceID, x.RuleID = store.StringPtr(site), store.StringPtr(device), store.StringPtr(source),
+		store.StringPtr(rule)
 	x.AcknowledgedBy, x.ResolvedBy, x.ResolutionNote, x.DismissedBy = store.StringPtr(ackBy), store.StringPtr(resBy),
 		store.StringPtr(note), store.StringPtr(disBy)
 	x.AcknowledgedAt, x.ResolvedAt, x.SuppressedUntil, x.DismissedAt = utcPtr(ackAt), utcPtr(resAt), utcPtr(supp), utcPtr(disAt)
@@ -168,6 +171,9 @@ type ListFilter struct {
 	OrgID      string
 	DeviceID   string
 	RuleID     string
+	// SourceType and SourceID keep the alerts of one kind of source, or of one source.
+	SourceType string
+	SourceID   string
 }
 
 // splitList parses a comma list of allowed values.
@@ -201,7 +207,8 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Al
 	if len(f.Severities) > 0 {
 		conds = append(conds, "a.severity IN "+a.In(f.Severities))
 	}
-	for col, v := range map[string]string{"a.org_id": f.OrgID, "a.device_id": f.DeviceID, "a.rule_id": f.RuleID} {
+	for col, v := range map[string]string{"a.org_id": f.OrgID, "a.device_id": f.DeviceID, "a.rule_id": f.RuleID,
+		"a.source_type": f.SourceType, "a.source_id": f.SourceID} {
 		if v != "" {
 			conds = append(conds, col+" = "+a.Add(v))
 		}

@@ -633,8 +633,8 @@ func (s *Service) open(ctx context.Context, tx *sql.Tx, r *Rule, d *device, res 
 	if held, err := s.held(ctx, tx, d.ID); err != nil || held {
 		return err
 	}
-	result, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, rule_id, severity, status,
-		title, message, context, triggered_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+	result, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, source_id, rule_id, severity,
+		status, title, message, context, triggered_at, updated_at) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, $12, $12)
 		ON CONFLICT DO NOTHING`, id, d.PartnerID, d.OrgID, d.SiteID, d.ID, r.ID, r.Severity, StatusActive,
 		truncate(render(r.TitleTemplate, d, res.obs), 500), truncate(render(r.MessageTemplate, d, res.obs), 4000), ctxJSON, now)
 	if err != nil {

@@ -37,6 +37,9 @@ type listInput struct {
 	OrgID    string `query:"orgId" format:"uuid"`
 	DeviceID string `query:"deviceId" format:"uuid"`
 	RuleID   string `query:"ruleId" format:"uuid"`
+	// SourceType and SourceID keep the alerts of a kind of source or of one source.
+	SourceType string `query:"sourceType" enum:"device,monitor,snmp_device"`
+	SourceID   string `query:"sourceId" format:"uuid"`
 }
 
 type summaryInput struct {
@@ -136,7 +139,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			if err != nil {
 				return nil, err
 			}
-			f := ListFilter{OrgID: in.OrgID, DeviceID: in.DeviceID, RuleID: in.RuleID}
+			f := ListFilter{OrgID: in.OrgID, DeviceID: in.DeviceID, RuleID: in.RuleID, SourceType: in.SourceType, SourceID: in.SourceID}
 			if f.Statuses, err = splitList("status", in.Status, statuses); err != nil {
 				return nil, err
 			}

@@ -26,6 +26,7 @@ import (
 	"gale/internal/config"
 	"gale/internal/customfields"
 	"gale/internal/devices"
+	"gale/internal/discovery"
 	"gale/internal/enrollment"
 	"gale/internal/events"
 	"gale/internal/groups"
@@ -34,6 +35,7 @@ import (
 	"gale/internal/jobs"
 	"gale/internal/mail"
 	"gale/internal/maintenance"
+	"gale/internal/monitors"
 	"gale/internal/mobile"
 	"gale/internal/module"
 	"gale/internal/notifications"
@@ -47,6 +49,7 @@ import (
 	"gale/internal/scripts"
 	"gale/internal/search"
 	"gale/internal/secrets"
+	"gale/internal/snmp"
 	"gale/internal/software"
 	"gale/internal/store"
 	"gale/internal/systemtools"
@@ -90,6 +93,9 @@ var Modules = []module.Module{
 	patches.Module,
 	software.Module,
 	policies.Module,
+	monitors.Module,
+	snmp.Module,
+	discovery.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".
