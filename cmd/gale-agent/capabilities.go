@@ -6,11 +6,14 @@ import (
 	"gale/internal/agent"
 	"gale/internal/agent/capability"
 	"gale/internal/agent/desktop"
+	"gale/internal/agent/discovery"
 	"gale/internal/agent/echo"
+	"gale/internal/agent/netcheck"
 	"gale/internal/agent/packages"
 	"gale/internal/agent/policy"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
+	"gale/internal/agent/snmp"
 	"gale/internal/agent/systools"
 	"gale/internal/agent/terminal"
 	"gale/internal/agent/tunnel"
@@ -23,6 +26,7 @@ func capabilities(configPath string) *capability.Registry {
 	cfg, _ := agent.LoadConfig(configPath)
 	reg := capability.New()
 	echo.Register(reg)
+	netcheck.Register(reg)
 	power.New(power.Options{StatePath: power.StatePath(configPath), Logger: logger()}).Register(reg)
 	script.Register(reg)
 	systools.New(systools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
@@ -31,5 +35,7 @@ func capabilities(configPath string) *capability.Registry {
 	tunnel.Register(reg)
 	packages.New(packages.Options{Root: cfg.PackageRoot, Fetch: reg.Fetch, Logger: logger()}).Register(reg)
 	policy.New(policy.Options{PackageRoot: cfg.PackageRoot}).Register(reg)
+	snmp.Register(reg)
+	discovery.Register(reg)
 	return reg
 }

@@ -354,8 +354,11 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 			go func() {
 				code := 0
 				res := agentproto.CommandResult{CommandID: msg.ID, Status: agentproto.ResultCompleted, ExitCode: &code, Stdout: "ok"}
-				if cmd.Type == agentproto.CommandPatchScan {
+				switch cmd.Type {
+				case agentproto.CommandPatchScan:
 					res.Result, _ = json.Marshal(scanResult)
+				case agentproto.CommandMonitorChecks:
+					res.Result, _ = json.Marshal(monitorResults(cmd.Payload))
 				}
 				path := "/agents/" + c.DeviceID + "/commands/" + msg.ID + "/result"
 				if err := s.post(ctx, path, c.Token, res, nil); err != nil && ctx.Err() == nil {
@@ -600,4 +603,17 @@ func (s *sim) probe(ctx context.Context, every time.Duration) []time.Duration {
 		res.Body.Close()
 		lat = append(lat, time.Since(start))
 	}
+}
+
+// monitorResults answers a monitor_checks batch as if every target were up, in 1 to 50 ms.
+func monitorResults(payload json.RawMessage) agentproto.MonitorChecksResult {
+	var in agentproto.MonitorChecks
+	_ = json.Unmarshal(payload, &in)
+	out := agentproto.MonitorChecksResult{Results: make([]agentproto.MonitorCheckResult, len(in.Checks))}
+	for i, c := range in.Checks {
+		ms := float64(1 + i%50)
+		out.Results[i] = agentproto.MonitorCheckResult{MonitorID: c.MonitorID, Status: agentproto.MonitorOnline, ResponseMs: &ms,
+			CheckedAt: time.Now().UTC()}
+	}
+	return out
 }

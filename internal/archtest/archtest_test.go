@@ -101,6 +101,18 @@ var owners = map[string]string{
 
 	"device_posture": "internal/devices",
 
+	"monitors":        "internal/monitors",
+	"monitor_results": "internal/monitors",
+
+	"snmp_devices":       "internal/snmp",
+	"snmp_templates":     "internal/snmp",
+	"snmp_template_oids": "internal/snmp",
+	"snmp_metrics":       "internal/snmp",
+	"snmp_rollups":       "internal/snmp",
+	"snmp_latest":        "internal/snmp",
+	"snmp_thresholds":    "internal/snmp",
+	"snmp_polls":         "internal/snmp",
+
 	"maintenance_windows":     "internal/maintenance",
 	"maintenance_occurrences": "internal/maintenance",
 
@@ -126,6 +138,11 @@ var owners = map[string]string{
 	"software_deployment_devices": "internal/software",
 
 	"tunnels": "internal/tunnels",
+
+	"discovery_profiles": "internal/discovery",
+	"discovery_jobs":     "internal/discovery",
+	"discovery_assets":   "internal/discovery",
+	"discovery_routes":   "internal/discovery",
 
 	"third_party_packages": "internal/thirdparty",
 	"third_party_versions": "internal/thirdparty",
@@ -405,6 +422,8 @@ var agentLibraries = []string{
 	// Debian's and RPM's version ordering, for patches.
 	"github.com/knqyf263/go-deb-version",
 	"github.com/knqyf263/go-rpm-version",
+	// SNMP polling on the server's behalf.
+	"github.com/gosnmp/gosnmp",
 }
 
 // within reports whether importPath is one of prefixes or below one.

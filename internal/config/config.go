@@ -113,6 +113,10 @@ type Config struct {
 	AgentSilentAfter time.Duration
 	// DeviceMetricsRetention is how long each device's metrics history is kept.
 	DeviceMetricsRetention time.Duration
+	// SNMPMetricsRetention is how long SNMP devices' metric samples are kept.
+	SNMPMetricsRetention time.Duration
+	// MonitorResultsRetention is how long monitors' check results are kept.
+	MonitorResultsRetention time.Duration
 	// DeviceProvisionTTL is the lifetime of a provisioned device's enrollment payload.
 	DeviceProvisionTTL time.Duration
 	// AgentEnrollPerMinute limits enrollments per client address (0: no limit).
@@ -201,6 +205,8 @@ func Defaults() Config {
 		AgentSilentAfter:        15 * time.Minute,
 		DeviceMetricsRetention:  6 * time.Hour,
 		DeviceProvisionTTL:      7 * 24 * time.Hour,
+		SNMPMetricsRetention:    30 * 24 * time.Hour,
+		MonitorResultsRetention: 30 * 24 * time.Hour,
 		AgentEnrollPerMinute:    10,
 		EnrollmentKeyDefaultTTL: 60 * time.Minute,
 
@@ -345,6 +351,8 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("AGENT_SILENT_AFTER_SECONDS", 60, 86400, seconds(&c.AgentSilentAfter))
 	intVar("HSTS_MAX_AGE", 0, 2*365*86400, seconds(&c.HSTSMaxAge))
 	intVar("DEVICE_METRICS_RETENTION_HOURS", 1, 24*90, func(n int64) { c.DeviceMetricsRetention = time.Duration(n) * time.Hour })
+	intVar("SNMP_METRICS_RETENTION_DAYS", 1, 3650, func(n int64) { c.SNMPMetricsRetention = time.Duration(n) * 24 * time.Hour })
+	intVar("MONITOR_RESULTS_RETENTION_DAYS", 1, 3650, func(n int64) { c.MonitorResultsRetention = time.Duration(n) * 24 * time.Hour })
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
 	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })
