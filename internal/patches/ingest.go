@@ -282,8 +282,7 @@ func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID stri
 }
 
 // queueReboot queues a reboot of the device after its patches, with RebootDelaySeconds of
-// notice. It goes out with the agent's next contact (its heartbeat): the result's transaction
-// has not committed yet, so it cannot be pushed now.
+// notice; devices sends it once the result's transaction has committed.
 func (s *Service) queueReboot(ctx context.Context, tx *sql.Tx, deviceID, partnerID, orgID string) error {
 	actx := access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorSystem, ID: "patches", Name: "patch job",
 		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: partnerID, OrgID: orgID}})
