@@ -69,7 +69,7 @@ func (p *Policies) runPolicy(ctx context.Context, x PatchPolicy, now time.Time) 
 				next, x.ID, stored)
 		}
 	case x.MaintenanceWindowID != nil && x.OrgID != nil:
-		occ, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID)
+		occ, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID, "")
 		if err != nil {
 			return fmt.Errorf("read the occurrence of window %s: %w", *x.MaintenanceWindowID, err)
 		}
