@@ -15,8 +15,8 @@ import (
 	"gale/internal/devices"
 	"gale/internal/jobs"
 	"gale/internal/store"
-	"gale/internal/thirdparty"
 	"gale/internal/tenancy"
+	"gale/internal/thirdparty"
 )
 
 // Service keeps patches, approvals, jobs and reports.
