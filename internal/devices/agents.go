@@ -602,7 +602,7 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		queued.cmds = nil
 		var kind, payload string
-		err := tx.QueryRowContext(ctx, update+` RETURNING type, payload`, args...).Scan(&kind, &payload)
+		err := s.db.TxQueryRowContext(ctx, tx, update+` RETURNING type, payload`, args...).Scan(&kind, &payload)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}

@@ -188,7 +188,7 @@ func (s *Service) recordJob(ctx context.Context, tx *sql.Tx, j PatchJob, partner
 			return j, err
 		}
 	}
-	if err := finishJob(ctx, tx, j.ID); err != nil {
+	if err := s.finishJob(ctx, tx, j.ID); err != nil {
 		return j, err
 	}
 	return getJob(ctx, tx, access.Scope{Level: access.LevelSystem}, j.ID, j.Commands)
@@ -563,7 +563,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 			touched[w.jobID] = true
 		}
 		for id := range touched {
-			if err := finishJob(ctx, tx, id); err != nil {
+			if err := s.finishJob(ctx, tx, id); err != nil {
 				return err
 			}
 		}

@@ -292,7 +292,7 @@ func (s *Service) ingestThirdParty(ctx context.Context, tx *sql.Tx, deviceID str
 			return fmt.Errorf("close third-party patch %s of device %s: %w", r.ext, deviceID, err)
 		}
 	}
-	return refreshSummary(ctx, tx, deviceID, o, false, time.Time{})
+	return s.refreshSummary(ctx, tx, deviceID, o, false, time.Time{})
 }
 
 // thirdPartyInstallers turns the third-party rows of an install into catalog installers: the
