@@ -35,10 +35,10 @@ const (
 	PolicyWeekly  = "weekly"
 	PolicyMonthly = "monthly"
 
-	PolicyTargetOrganization = "organization"
-	PolicyTargetSites        = "sites"
-	PolicyTargetGroups       = "groups"
-	PolicyTargetDevices      = "devices"
+	PolicyTargetOrganization = devices.TargetOrganization
+	PolicyTargetSites        = devices.TargetSites
+	PolicyTargetGroups       = devices.TargetGroups
+	PolicyTargetDevices      = devices.TargetDevices
 )
 
 // Limits of a policy.
