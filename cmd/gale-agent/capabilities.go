@@ -11,6 +11,7 @@ import (
 	"gale/internal/agent/policy"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
+	"gale/internal/agent/security"
 	"gale/internal/agent/systools"
 	"gale/internal/agent/terminal"
 	"gale/internal/agent/tunnel"
@@ -31,5 +32,6 @@ func capabilities(configPath string) *capability.Registry {
 	tunnel.Register(reg)
 	packages.New(packages.Options{Root: cfg.PackageRoot, Fetch: reg.Fetch, Logger: logger()}).Register(reg)
 	policy.New(policy.Options{PackageRoot: cfg.PackageRoot}).Register(reg)
+	security.New(security.Options{}).Register(reg)
 	return reg
 }
