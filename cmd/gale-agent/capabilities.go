@@ -13,6 +13,7 @@ import (
 	"gale/internal/agent/policy"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
+	"gale/internal/agent/security"
 	"gale/internal/agent/snmp"
 	"gale/internal/agent/systools"
 	"gale/internal/agent/terminal"
@@ -37,5 +38,6 @@ func capabilities(configPath string) *capability.Registry {
 	policy.New(policy.Options{PackageRoot: cfg.PackageRoot}).Register(reg)
 	snmp.Register(reg)
 	discovery.Register(reg)
+	security.New(security.Options{}).Register(reg)
 	return reg
 }

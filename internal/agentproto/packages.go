@@ -84,7 +84,11 @@ type PackageVersion struct {
 // installed one is refused for its package; with Rollback only older versions are taken.
 type PatchInstall struct {
 	Packages []PackageVersion `json:"packages"`
-	Rollback bool             `json:"rollback,omitempty"`
+	// Installers are third-party updates installed from a downloaded file (checksum
+	// verified) rather than from the package manager's repositories; each is reported in
+	// the result's Packages under its Name. Never with Rollback.
+	Installers []SoftwareInstall `json:"installers,omitempty"`
+	Rollback   bool              `json:"rollback,omitempty"`
 }
 
 // PatchInstallResult is the Result of patch_install; the command fails when any package

@@ -31,10 +31,10 @@ const (
 
 // Target types.
 const (
-	TargetDevices      = "devices"
-	TargetGroups       = "groups"
-	TargetSites        = "sites"
-	TargetOrganization = "organization"
+	TargetDevices      = devices.TargetDevices
+	TargetGroups       = devices.TargetGroups
+	TargetSites        = devices.TargetSites
+	TargetOrganization = devices.TargetOrganization
 )
 
 // What a run does when a step of an action fails.

@@ -338,57 +338,30 @@ func (s *Service) advanceRun(ctx context.Context, runID string) error {
 // resolveDevices lists the devices a run acts on: its targets (or the one device its event
 // or payload named, when within them), those meeting its conditions, outside maintenance.
 func (s *Service) resolveDevices(ctx context.Context, r runRow) ([]string, error) {
-	var list []devices.Device
 	t := r.def.Targets
-	switch {
-	case t == nil && r.def.OnlyDevice == "":
+	if t == nil && r.def.OnlyDevice == "" {
 		return []string{}, nil
-	case t == nil || t.Type == TargetDevices:
-		ids := []string{r.def.OnlyDevice}
-		if t != nil {
-			ids = t.IDs
-			if r.def.OnlyDevice != "" {
-				ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id != r.def.OnlyDevice })
-			}
-		}
-		for _, id := range ids {
-			d, err := s.devices.Get(ctx, id)
-			if apperr.IsCode(err, apperr.CodeNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, d)
-		}
-	default:
-		var f devices.ListFilter
-		switch t.Type {
-		case TargetGroups:
-			f.GroupIDs = t.IDs
-		case TargetSites:
-			f.SiteIDs = t.IDs
-		case TargetOrganization:
-			f.OrgIDs = t.IDs
-		}
-		all, err := s.devices.ListAll(ctx, f, maxTargetDevices)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range all {
-			if r.def.OnlyDevice == "" || d.ID == r.def.OnlyDevice {
-				list = append(list, d)
-			}
-		}
+	}
+	kind, ids := devices.TargetDevices, []string{r.def.OnlyDevice}
+	if t != nil {
+		kind, ids = t.Type, t.IDs
+	}
+	res, err := s.devices.ResolveTargets(ctx, kind, ids, maxTargetDevices)
+	if err != nil {
+		return nil, err
+	}
+	list := res.Devices
+	if r.def.OnlyDevice != "" {
+		list = slices.DeleteFunc(list, func(d devices.Device) bool { return d.ID != r.def.OnlyDevice })
 	}
 	out := []string{}
 	for _, d := range list {
-		if d.Status != devices.StatusDecommissioned && meets(d, r.def.Conditions) {
+		if meets(d, r.def.Conditions) {
 			out = append(out, d.ID)
 		}
 	}
 	if len(out) > maxTargetDevices {
-		return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", maxTargetDevices))
+		return nil, devices.TooManyTargets(maxTargetDevices)
 	}
 	if s.maintenance == nil || len(out) == 0 {
 		return out, nil

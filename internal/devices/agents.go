@@ -597,9 +597,12 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 			return err
 		}
 	}
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
+	queued := &resultQueue{}
+	ctx = context.WithValue(ctx, resultQueueKey{}, queued)
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		queued.cmds = nil
 		var kind, payload string
-		err := tx.QueryRowContext(ctx, update+` RETURNING type, payload`, args...).Scan(&kind, &payload)
+		err := s.db.TxQueryRowContext(ctx, tx, update+` RETURNING type, payload`, args...).Scan(&kind, &payload)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -618,6 +621,10 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 		}
 		return runHooks(ctx, tx, a.DeviceID, s.hooks.commandFinished)
 	})
+	if err == nil {
+		s.Dispatch(ctx, queued.cmds)
+	}
+	return err
 }
 
 // storedOutput is what is stored of an output stream and its encoding: base64 output (bytes

@@ -320,8 +320,18 @@ func (s *Service) SendBulkIn(ctx context.Context, tx *sql.Tx, in BulkInput) (Bul
 			return out, err
 		}
 	}
+	if q, ok := ctx.Value(resultQueueKey{}).(*resultQueue); ok {
+		q.cmds = append(q.cmds, out.Commands...)
+	}
 	return out, nil
 }
+
+// resultQueue collects the commands that a command result's handlers queue in its
+// transaction (a reboot after patches), so that they go out as soon as it commits rather
+// than at the agent's next contact.
+type resultQueue struct{ cmds []DeviceCommand }
+
+type resultQueueKey struct{}
 
 // Dispatch gets committed commands on their way (see SendBulkIn).
 func (s *Service) Dispatch(ctx context.Context, cmds []DeviceCommand) {

@@ -133,6 +133,9 @@ func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, 
 // dest, when more is given.
 func (s *Service) read(ctx context.Context, q store.Querier, scope access.Scope, id string, more func(a *store.Args) string,
 	dest any) (Device, error) {
+	if !store.ValidID(id) {
+		return Device{}, apperr.NotFound("device")
+	}
 	var a store.Args
 	conds := []string{"d.id = " + a.Add(id), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
 	cols := deviceColumns

@@ -145,9 +145,10 @@ func (s *Service) WindowActive(ctx context.Context, windowID string) (bool, erro
 }
 
 // NextOccurrence returns the window's occurrence under way (active) or, without one, its next
-// scheduled occurrence; nil when it has neither. The window must be of organization orgID
-// (404 otherwise), for jobs of that organization that run "in a window".
-func (s *Service) NextOccurrence(ctx context.Context, orgID, windowID string) (*MaintenanceOccurrence, error) {
+// scheduled occurrence, passing over the occurrence except (one a job has run in already);
+// nil when it has none. The window must be of organization orgID (404 otherwise), for jobs of
+// that organization that run "in a window".
+func (s *Service) NextOccurrence(ctx context.Context, orgID, windowID, except string) (*MaintenanceOccurrence, error) {
 	if !store.ValidID(windowID) || !store.ValidID(orgID) {
 		return nil, apperr.NotFound("maintenance window")
 	}
@@ -161,8 +162,11 @@ func (s *Service) NextOccurrence(ctx context.Context, orgID, windowID string) (*
 	if err != nil {
 		return nil, fmt.Errorf("load maintenance window %s: %w", windowID, err)
 	}
+	if !store.ValidID(except) {
+		except = windowID // no occurrence has the window's ID
+	}
 	o, err := scanOccurrence(s.db.QueryRowContext(ctx, `SELECT `+occurrenceColumns+` FROM maintenance_occurrences o
-		WHERE o.window_id = $1 AND o.status IN ($2, $3) ORDER BY o.starts_at LIMIT 1`, windowID, Active, Scheduled))
+		WHERE o.window_id = $1 AND o.status IN ($2, $3) AND o.id <> $4 ORDER BY o.starts_at LIMIT 1`, windowID, Active, Scheduled, except))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

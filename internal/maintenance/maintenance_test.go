@@ -488,7 +488,7 @@ func TestNextOccurrence(t *testing.T) {
 	w := f.create(f.a.Org, nightly("Nightly", all))
 	occ := f.occurrences(f.a.Org, "windowId="+w.ID)
 	svc, ctx := f.service(), context.Background()
-	next, err := svc.NextOccurrence(ctx, f.a.OrgID, w.ID)
+	next, err := svc.NextOccurrence(ctx, f.a.OrgID, w.ID, "")
 	if err != nil || next == nil || next.ID != occ[0].ID {
 		t.Fatalf("next %+v %v", next, err)
 	}
@@ -496,13 +496,16 @@ func TestNextOccurrence(t *testing.T) {
 		t.Fatalf("window active before a start %v %v", active, err)
 	}
 	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[1].ID+"/start", nil)
-	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID); err != nil || next == nil || next.ID != occ[0].ID {
+	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID, ""); err != nil || next == nil || next.ID != occ[0].ID {
 		t.Fatalf("next with a later one active %+v %v", next, err)
 	}
 	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[0].ID+"/start", nil)
 	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[0].ID+"/end", nil)
-	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID); err != nil || next == nil || next.ID != occ[1].ID || next.Status != maintenance.Active {
+	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID, ""); err != nil || next == nil || next.ID != occ[1].ID || next.Status != maintenance.Active {
 		t.Fatalf("next while one is active %+v %v", next, err)
+	}
+	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID, occ[1].ID); err != nil || next == nil || next.ID != occ[2].ID {
+		t.Fatalf("next passing over the active one %+v %v", next, err)
 	}
 	if active, err := svc.WindowActive(ctx, w.ID); err != nil || !active {
 		t.Fatalf("window active %v %v", active, err)
@@ -510,12 +513,12 @@ func TestNextOccurrence(t *testing.T) {
 	if _, err := svc.WindowActive(ctx, f.a.OrgID); err == nil {
 		t.Fatal("WindowActive of no window is an error")
 	}
-	if _, err := svc.NextOccurrence(ctx, f.b.OrgID, w.ID); err == nil {
+	if _, err := svc.NextOccurrence(ctx, f.b.OrgID, w.ID, ""); err == nil {
 		t.Fatal("another organization's window is not found")
 	}
 	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/windows/"+w.ID+"/cancel", nil)
 	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[1].ID+"/end", nil)
-	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID); err != nil || next != nil {
+	if next, err = svc.NextOccurrence(ctx, f.a.OrgID, w.ID, ""); err != nil || next != nil {
 		t.Fatalf("next of a cancelled window %+v %v", next, err)
 	}
 }

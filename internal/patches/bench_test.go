@@ -3,14 +3,18 @@ package patches_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gale/internal/agentproto"
 	"gale/internal/app"
 	"gale/internal/apptest"
+	"gale/internal/devices"
 	"gale/internal/patches"
 	"gale/internal/store"
 	"gale/internal/tenancy"
@@ -174,4 +178,75 @@ func BenchmarkScanFanOut(b *testing.B) {
 		}
 	}
 	b.ReportMetric(worst.Seconds(), "worst-s")
+}
+
+// BenchmarkScanResults measures the ingest of the results of a scan of 10,000 devices arriving
+// at once: 16 writers record them (each with three updates, as the load tool's simulated
+// agents answer), as the agent connections of a fleet would.
+func BenchmarkScanResults(b *testing.B) {
+	const fleet, writers = 10_000, 16
+	e := apptest.New(b)
+	ten := e.NewTenant(e.Admin(), "Bench")
+	seedFleet(b, e, ten, 1, fleet, 0)
+	dev := app.Service[*devices.Service](e.App)
+	ids := make([]string, 0, fleet)
+	rows, err := e.App.DB.SQL.Query(`SELECT id FROM devices WHERE partner_id = $1`, ten.PartnerID)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	result, _ := json.Marshal(scanResult(false, upd("openssl", "3.0.1-1", "3.0.2-1", true), upd("curl", "7.88-1", "7.88-2", false),
+		upd("tzdata", "2024a-1", "2025b-1", false)))
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		var js patches.PatchJobStart
+		e.Must(202, ten.Partner, "POST", api+"/patches/scan", map[string]any{"deviceIds": ids}).JSON(b, &js)
+		type work struct{ device, command string }
+		var todo []work
+		rows, err := e.App.DB.SQL.Query(`SELECT device_id, command_id FROM patch_job_devices WHERE job_id = $1`, js.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+			var w work
+			if err := rows.Scan(&w.device, &w.command); err != nil {
+				b.Fatal(err)
+			}
+			todo = append(todo, w)
+		}
+		rows.Close()
+		b.StartTimer()
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range writers {
+			wg.Go(func() {
+				for i := next.Add(1) - 1; i < int64(len(todo)); i = next.Add(1) - 1 {
+					w := todo[i]
+					err := dev.RecordResult(context.Background(), agentOf(ten, w.device), agentproto.CommandResult{CommandID: w.command,
+						Status: agentproto.ResultCompleted, Result: result})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		var j patches.PatchJobDetail
+		e.Must(200, ten.Partner, "GET", api+"/patches/jobs/"+js.ID, nil).JSON(b, &j)
+		if j.Status != patches.JobCompleted || j.Totals.Completed != fleet {
+			b.Fatalf("job after the results: %s %+v", j.Status, j.Totals)
+		}
+		b.ReportMetric(elapsed.Seconds(), "all-results-s")
+	}
 }

@@ -128,7 +128,7 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 	if len(rows) > 0 {
 		from, j := s.scanRowsFrom()
 		data := encode(rows)
-		_, err := tx.ExecContext(ctx, `INSERT INTO patches (id, partner_id, source, external_id, package_id, title, version, severity,
+		_, err := s.db.TxExecContext(ctx, tx, `INSERT INTO patches (id, partner_id, source, external_id, package_id, title, version, severity,
 			category, requires_reboot, description, created_at, updated_at)
 			SELECT `+j("id")+`, `+s.param(2, "UUID")+`, 'linux', `+j("ext")+`, `+j("name")+`, `+j("title")+`, `+j("version")+`, `+
 			j("sev")+`, `+j("cat")+`, `+j("reboot")+`, `+j("descr")+`, `+s.param(3, "TIMESTAMPTZ")+`, `+s.param(3, "TIMESTAMPTZ")+`
@@ -139,7 +139,7 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 		// CROSS JOIN keeps the scan rows the outer loop on SQLite, each finding its patch by the
 		// unique index. A row that stays pending (or failed) at the same versions is not
 		// rewritten: a scan that finds nothing new writes little.
-		_, err = tx.ExecContext(ctx, `INSERT INTO patch_devices (device_id, patch_id, partner_id, org_id, source, status, installed_version,
+		_, err = s.db.TxExecContext(ctx, tx, `INSERT INTO patch_devices (device_id, patch_id, partner_id, org_id, source, status, installed_version,
 			available_version, offered_at, updated_at)
 			SELECT `+s.param(5, "UUID")+`, p.id, p.partner_id, `+s.param(4, "UUID")+`, 'linux', 'pending', `+j("installed")+`, `+j("version")+`, `+
 			s.param(3, "TIMESTAMPTZ")+`, `+s.param(3, "TIMESTAMPTZ")+`
@@ -157,13 +157,13 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 	if err := s.installGone(ctx, tx, deviceID, byID, now); err != nil {
 		return err
 	}
-	return refreshSummary(ctx, tx, deviceID, o, res.RebootRequired, now)
+	return s.refreshSummary(ctx, tx, deviceID, o, res.RebootRequired, now)
 }
 
 // installGone marks installed the device's open Linux patches that the scan (whose updates
 // are offered) no longer offers: the package moved on.
 func (s *Service) installGone(ctx context.Context, tx *sql.Tx, deviceID string, offered map[string]agentproto.PackageUpdate, now time.Time) error {
-	rows, err := tx.QueryContext(ctx, `SELECT pd.patch_id, p.external_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
+	rows, err := s.db.TxQueryContext(ctx, tx, `SELECT pd.patch_id, p.external_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 		WHERE pd.device_id = $1 AND pd.source = 'linux' AND pd.status IN ('pending', 'failed', 'skipped')`, deviceID)
 	if err != nil {
 		return fmt.Errorf("read the open patches of device %s: %w", deviceID, err)
@@ -196,9 +196,9 @@ func (s *Service) installGone(ctx context.Context, tx *sql.Tx, deviceID string, 
 
 // refreshSummary recounts a device's patches into its summary. reboot is what the device said
 // of a pending reboot; scanned, when not zero, the time of its scan.
-func refreshSummary(ctx context.Context, tx *sql.Tx, deviceID string, o tenancy.Owner, reboot bool, scanned time.Time) error {
+func (s *Service) refreshSummary(ctx context.Context, tx *sql.Tx, deviceID string, o tenancy.Owner, reboot bool, scanned time.Time) error {
 	var pending, critical, installed, failed int
-	err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(CASE WHEN pd.status = $1 THEN 1 ELSE 0 END), 0),
+	err := s.db.TxQueryRowContext(ctx, tx, `SELECT COALESCE(SUM(CASE WHEN pd.status = $1 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN pd.status = $1 AND (p.severity = $2 OR p.category = $3) THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN pd.status = $4 THEN 1 ELSE 0 END), 0),
 			COALESCE(SUM(CASE WHEN pd.status = $5 THEN 1 ELSE 0 END), 0)
@@ -216,7 +216,7 @@ func refreshSummary(ctx context.Context, tx *sql.Tx, deviceID string, o tenancy.
 	} else {
 		scan = scanned
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO patch_device_summaries (device_id, partner_id, org_id, pending, critical_pending,
+	_, err = s.db.TxExecContext(ctx, tx, `INSERT INTO patch_device_summaries (device_id, partner_id, org_id, pending, critical_pending,
 		installed, failed, reboot_required, last_scan_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (device_id) DO UPDATE SET partner_id = excluded.partner_id, org_id = excluded.org_id,
 			pending = excluded.pending, critical_pending = excluded.critical_pending, installed = excluded.installed,
@@ -269,7 +269,7 @@ func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID stri
 			return err
 		}
 	}
-	if err := refreshSummary(ctx, tx, deviceID, tenancy.Owner{PartnerID: partnerID, OrgID: orgID}, res.RebootRequired, time.Time{}); err != nil {
+	if err := s.refreshSummary(ctx, tx, deviceID, tenancy.Owner{PartnerID: partnerID, OrgID: orgID}, res.RebootRequired, time.Time{}); err != nil {
 		return err
 	}
 	ok := r.Status == agentproto.ResultCompleted
@@ -282,8 +282,7 @@ func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID stri
 }
 
 // queueReboot queues a reboot of the device after its patches, with RebootDelaySeconds of
-// notice. It goes out with the agent's next contact (its heartbeat): the result's transaction
-// has not committed yet, so it cannot be pushed now.
+// notice; devices sends it once the result's transaction has committed.
 func (s *Service) queueReboot(ctx context.Context, tx *sql.Tx, deviceID, partnerID, orgID string) error {
 	actx := access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorSystem, ID: "patches", Name: "patch job",
 		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: partnerID, OrgID: orgID}})
@@ -348,7 +347,7 @@ func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, 
 		status = JobDeviceFailed
 	}
 	var jobID string
-	err := tx.QueryRowContext(ctx, `UPDATE patch_job_devices SET status = $1, error = $2, updated_at = $3
+	err := s.db.TxQueryRowContext(ctx, tx, `UPDATE patch_job_devices SET status = $1, error = $2, updated_at = $3
 		WHERE command_id = $4 AND status = $5 RETURNING job_id`, status, store.NullIfEmpty(errMsg), store.Now(), commandID,
 		JobDeviceQueued).Scan(&jobID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -357,17 +356,17 @@ func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, 
 	if err != nil {
 		return fmt.Errorf("end the job work of command %s: %w", commandID, err)
 	}
-	return finishJob(ctx, tx, jobID)
+	return s.finishJob(ctx, tx, jobID)
 }
 
 // finishJob marks a job completed (failed when every device failed) once no device is left
 // waiting or queued, and records patch.job_completed; the conditional update makes that
 // happen once.
-func finishJob(ctx context.Context, tx *sql.Tx, jobID string) error {
+func (s *Service) finishJob(ctx context.Context, tx *sql.Tx, jobID string) error {
 	// Asked at every device's result: the partial index answers it without reading the job's
 	// other devices, so a job of 10,000 devices costs 10,000 lookups, not 10,000 counts.
 	var open bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM patch_job_devices WHERE job_id = $1
+	if err := s.db.TxQueryRowContext(ctx, tx, `SELECT EXISTS (SELECT 1 FROM patch_job_devices WHERE job_id = $1
 		AND status IN ('waiting', 'queued'))`, jobID).Scan(&open); err != nil {
 		return fmt.Errorf("look for the open work of patch job %s: %w", jobID, err)
 	}

@@ -26,10 +26,14 @@ func (s *Service) Scan(ctx context.Context, in PatchScanRequest) (PatchJobStart,
 	if len(in.DeviceIDs) == 0 || len(in.DeviceIDs) > MaxScanDevices {
 		return PatchJobStart{}, apperr.Invalid("deviceIds", "name 1 to 10000 devices")
 	}
-	if in.Source != "" && in.Source != SourceLinux {
-		return PatchJobStart{}, apperr.BadRequest("SCAN_SOURCE_UNSUPPORTED", "agents scan the linux source only")
-	}
 	ids := unique(in.DeviceIDs)
+	switch in.Source {
+	case "", SourceLinux:
+	case SourceThirdParty:
+		return s.scanThirdParty(ctx, ids)
+	default:
+		return PatchJobStart{}, apperr.BadRequest("SCAN_SOURCE_UNSUPPORTED", "scans cover the linux and third_party sources only")
+	}
 	var out PatchJobStart
 	var cmds []devices.DeviceCommand
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -184,7 +188,7 @@ func (s *Service) recordJob(ctx context.Context, tx *sql.Tx, j PatchJob, partner
 			return j, err
 		}
 	}
-	if err := finishJob(ctx, tx, j.ID); err != nil {
+	if err := s.finishJob(ctx, tx, j.ID); err != nil {
 		return j, err
 	}
 	return getJob(ctx, tx, access.Scope{Level: access.LevelSystem}, j.ID, j.Commands)
@@ -212,10 +216,12 @@ func (s *Service) InstallIn(ctx context.Context, tx *sql.Tx, deviceIDs, patchIDs
 	scope := access.ScopeFrom(ctx)
 	deviceIDs, patchIDs = validIDs(unique(deviceIDs)), validIDs(unique(patchIDs))
 	work := map[string]*deviceWork{}
+	var thirdParty []thirdPartyItem
+	orgOf := map[string]string{}
 	if len(deviceIDs) > 0 && len(patchIDs) > 0 {
 		var a store.Args
-		rows, err := tx.QueryContext(ctx, `SELECT pd.device_id, pd.org_id, pd.patch_id, p.package_id, p.external_id, pd.available_version
-			FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
+		rows, err := tx.QueryContext(ctx, `SELECT pd.device_id, pd.org_id, pd.patch_id, p.package_id, p.external_id, pd.available_version,
+			p.source FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 			WHERE pd.device_id IN `+a.In(deviceIDs)+` AND pd.patch_id IN `+a.In(patchIDs)+` AND pd.status IN (`+
 			a.Add(DeviceStatePending)+`, `+a.Add(DeviceStateFailed)+`) AND `+orgRows(scope, &a, "pd.org_id", "pd.partner_id")+
 			` AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id")+` = `+a.Add(ApprovalApproved)+` ORDER BY pd.device_id, p.package_id`,
@@ -224,10 +230,15 @@ func (s *Service) InstallIn(ctx context.Context, tx *sql.Tx, deviceIDs, patchIDs
 			return PatchJob{}, fmt.Errorf("read the patches to install: %w", err)
 		}
 		for rows.Next() {
-			var dev, org, patch, name, ext, version string
-			if err := rows.Scan(&dev, &org, &patch, &name, &ext, &version); err != nil {
+			var dev, org, patch, name, ext, version, source string
+			if err := rows.Scan(&dev, &org, &patch, &name, &ext, &version, &source); err != nil {
 				rows.Close()
 				return PatchJob{}, err
+			}
+			if source == SourceThirdParty {
+				thirdParty = append(thirdParty, thirdPartyItem{deviceID: dev, patchID: patch, entryID: name, version: version})
+				orgOf[dev] = org
+				continue
 			}
 			w := work[dev]
 			if w == nil {
@@ -241,11 +252,31 @@ func (s *Service) InstallIn(ctx context.Context, tx *sql.Tx, deviceIDs, patchIDs
 			return PatchJob{}, err
 		}
 	}
+	installers, unavailable, err := s.thirdPartyInstallers(ctx, tx, thirdParty)
+	if err != nil {
+		return PatchJob{}, err
+	}
+	for dev, pkgs := range installers {
+		w := work[dev]
+		if w == nil {
+			w = &deviceWork{orgID: orgOf[dev]}
+			work[dev] = w
+		}
+		for _, p := range pkgs {
+			// The package manager's own update of the same package goes first.
+			if !slices.ContainsFunc(w.packages, func(have PatchPackageVersion) bool { return have.Name == p.Name }) {
+				w.packages = append(w.packages, p)
+			}
+		}
+	}
 	var skipped []PatchSkippedDevice
 	for _, id := range deviceIDs {
 		if work[id] == nil {
-			skipped = append(skipped, PatchSkippedDevice{DeviceID: id, Code: "NOTHING_TO_INSTALL",
-				Reason: "no approved pending patch among those named (or no such device)"})
+			reason := "no approved pending patch among those named (or no such device)"
+			if why, ok := unavailable[id]; ok {
+				reason = "no approved pending patch can be installed: " + why
+			}
+			skipped = append(skipped, PatchSkippedDevice{DeviceID: id, Code: "NOTHING_TO_INSTALL", Reason: reason})
 		}
 	}
 	partnerID, orgID, err := jobPlace(ctx, tx, deviceIDs)
@@ -361,6 +392,11 @@ func (s *Service) sendInstall(ctx context.Context, tx *sql.Tx, deviceID string, 
 	timeout int) (devices.DeviceCommand, *PatchSkippedDevice, error) {
 	p := agentproto.PatchInstall{Rollback: rollback}
 	for _, pv := range pkgs {
+		if in := pv.Installer; in != nil {
+			p.Installers = append(p.Installers, agentproto.SoftwareInstall{URL: in.URL, SHA256: in.SHA256, FileType: in.FileType,
+				Name: pv.Name, Version: pv.Version})
+			continue
+		}
 		p.Packages = append(p.Packages, agentproto.PackageVersion{Name: pv.Name, Version: pv.Version})
 	}
 	res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{deviceID}, OnlyOS: []string{agentproto.OSLinux},
@@ -392,6 +428,9 @@ func (s *Service) Rollback(ctx context.Context, patchID string, in PatchRollback
 		p, err := getPatch(ctx, tx, scope, patchID, "")
 		if err != nil {
 			return err
+		}
+		if p.Source == SourceThirdParty {
+			return apperr.ConflictCode("ROLLBACK_UNSUPPORTED", "a third-party patch cannot be rolled back: install the older version from the software catalog")
 		}
 		ids := unique(in.DeviceIDs)
 		type row struct{ org, status, previous string }
@@ -524,7 +563,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 			touched[w.jobID] = true
 		}
 		for id := range touched {
-			if err := finishJob(ctx, tx, id); err != nil {
+			if err := s.finishJob(ctx, tx, id); err != nil {
 				return err
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"gale/internal/maintenance"
 	"gale/internal/module"
 	"gale/internal/rollouts"
+	"gale/internal/thirdparty"
 )
 
 // Module serves patches: the patch_scan and patch_install command kinds, the routes, the
@@ -19,6 +20,7 @@ import (
 var Module = module.Module{Name: "patches", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger, module.Get[*devices.Service](k), k.Blobs)
 	m := module.Get[*maintenance.Service](k)
+	s.Catalog = module.Get[*thirdparty.Service](k)
 	s.Hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 		return m.Held(ctx, tx, maintenance.Patches, ids)
 	}

@@ -219,6 +219,16 @@ type PatchPackageVersion struct {
 	PatchID string `json:"patchId" format:"uuid"`
 	Name    string `json:"name"`
 	Version string `json:"version"`
+	// Installer is set on third-party patches: they install from the catalog's installer, not
+	// from the package manager's repositories.
+	Installer *PatchInstaller `json:"installer,omitempty"`
+}
+
+// PatchInstaller is the catalog installer of a third-party patch.
+type PatchInstaller struct {
+	URL      string `json:"url"`
+	SHA256   string `json:"sha256"`
+	FileType string `json:"fileType" enum:"deb,rpm,msi,exe,pkg,dmg"`
 }
 
 // PatchJobDetail is a job with its devices.
@@ -243,7 +253,7 @@ type PatchJobStart struct {
 // PatchScanRequest is the body of POST /patches/scan.
 type PatchScanRequest struct {
 	DeviceIDs []string `json:"deviceIds" minItems:"1" maxItems:"10000"`
-	Source    string   `json:"source,omitempty" enum:"os_vendor_a,os_vendor_b,linux,third_party,custom" doc:"Agents scan linux; other sources cannot be scanned yet (400)."`
+	Source    string   `json:"source,omitempty" enum:"os_vendor_a,os_vendor_b,linux,third_party,custom" doc:"linux (default): the agents ask their package managers. third_party: the devices' last reported software against the third-party catalog, on the server (the job is done at once). Others: 400."`
 	Refresh   bool     `json:"refresh,omitempty" doc:"Update the package lists first (apt-get update, dnf makecache)."`
 }
 

@@ -35,10 +35,10 @@ const (
 	PolicyWeekly  = "weekly"
 	PolicyMonthly = "monthly"
 
-	PolicyTargetOrganization = "organization"
-	PolicyTargetSites        = "sites"
-	PolicyTargetGroups       = "groups"
-	PolicyTargetDevices      = "devices"
+	PolicyTargetOrganization = devices.TargetOrganization
+	PolicyTargetSites        = devices.TargetSites
+	PolicyTargetGroups       = devices.TargetGroups
+	PolicyTargetDevices      = devices.TargetDevices
 )
 
 // Limits of a policy.
@@ -106,7 +106,7 @@ type PatchPolicy struct {
 	MaintenanceWindowID *string                `json:"maintenanceWindowId"`
 	Targets             PatchPolicyTargets     `json:"targets"`
 	Rings               []PatchPolicyRing      `json:"rings"`
-	NextRunAt           *time.Time             `json:"nextRunAt" doc:"Schedule-based policies: the next run; null when disabled or window-based."`
+	NextRunAt           *time.Time             `json:"nextRunAt" doc:"The next run; null when disabled. Window-based: the start of the window's next occurrence the policy has not run in (past while one is under way: the run is due), null when the window has none."`
 	LastRunAt           *time.Time             `json:"lastRunAt"`
 	LastJobIDs          []string               `json:"lastJobIds" doc:"The install jobs the last run started."`
 	LastApproved        int                    `json:"lastApproved" doc:"Patches the last run approved."`
@@ -242,7 +242,32 @@ func getPolicy(ctx context.Context, q store.Querier, scope access.Scope, id stri
 
 // Get returns a policy in scope.
 func (p *Policies) Get(ctx context.Context, id string) (PatchPolicy, error) {
-	return getPolicy(ctx, p.db, access.ScopeFrom(ctx), id)
+	x, err := getPolicy(ctx, p.db, access.ScopeFrom(ctx), id)
+	if err != nil {
+		return x, err
+	}
+	return x, p.windowRun(ctx, &x)
+}
+
+// windowRun fills in the next run of an enabled window-based policy: the start of its
+// window's occurrence that it has not run in yet (one under way started in the past: the run
+// is due now), or nil when the window has no such occurrence.
+func (p *Policies) windowRun(ctx context.Context, x *PatchPolicy) error {
+	if !x.Enabled || x.MaintenanceWindowID == nil || x.OrgID == nil {
+		return nil
+	}
+	occ, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID, x.lastOccurrenceID)
+	if apperr.IsCode(err, apperr.CodeNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if occ != nil {
+		at := occ.StartsAt
+		x.NextRunAt = &at
+	}
+	return nil
 }
 
 // PolicyFilter narrows a list of policies.
@@ -261,8 +286,14 @@ func (p *Policies) List(ctx context.Context, f PolicyFilter, page store.Page) ([
 	if f.Enabled != nil {
 		conds = append(conds, "pp.enabled = "+a.Add(*f.Enabled))
 	}
-	return store.List(ctx, p.db, store.ListQuery{Columns: policyColumns, From: " FROM patch_policies pp", Conds: conds, Args: &a,
-		SortKey: "pp.id", SortID: "pp.id", Desc: true}, page, scanPolicy, func(x PatchPolicy) (string, string) { return x.ID, x.ID })
+	list, next, total, err := store.List(ctx, p.db, store.ListQuery{Columns: policyColumns, From: " FROM patch_policies pp", Conds: conds,
+		Args: &a, SortKey: "pp.id", SortID: "pp.id", Desc: true}, page, scanPolicy, func(x PatchPolicy) (string, string) { return x.ID, x.ID })
+	for i := range list {
+		if err == nil {
+			err = p.windowRun(ctx, &list[i])
+		}
+	}
+	return list, next, total, err
 }
 
 // policyActor is the principal a policy acts as: a system actor named after it, reaching its
@@ -311,7 +342,7 @@ func (p *Policies) check(ctx context.Context, x *PatchPolicy) error {
 	case x.OrgID == nil:
 		return apperr.Invalid("maintenanceWindowId", "maintenance windows belong to an organization: a window-based policy names its organization (orgId)")
 	default:
-		if _, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID); apperr.IsCode(err, apperr.CodeNotFound) {
+		if _, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID, ""); apperr.IsCode(err, apperr.CodeNotFound) {
 			return apperr.Invalid("maintenanceWindowId", "no such maintenance window in the policy's organization")
 		} else if err != nil {
 			return err
@@ -556,7 +587,10 @@ func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy
 		return audit.Record(ctx, tx, audit.Entry{Action: "patch_policy.create", ResourceType: "patch_policy", ResourceID: x.ID,
 			ResourceName: x.Name, PartnerID: x.PartnerID, OrgID: at.OrgID, Details: policyAudit(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	return out, p.windowRun(ctx, &out)
 }
 
 func set[T any](dst *T, v *T) {
@@ -632,7 +666,10 @@ func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) 
 		return audit.Record(ctx, tx, audit.Entry{Action: "patch_policy.update", ResourceType: "patch_policy", ResourceID: id,
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: store.Deref(out.OrgID), Details: policyAudit(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, err
+	}
+	return out, p.windowRun(ctx, &out)
 }
 
 // Delete removes a policy. The jobs it started stay.

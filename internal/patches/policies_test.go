@@ -466,8 +466,9 @@ func TestPatchPolicyRunsOncePerWindowOccurrence(t *testing.T) {
 		"endTime": tomorrow + "T04:00:00", "timezone": "UTC", "recurrence": "daily", "targets": map[string]any{"type": "all"},
 		"suppressAlerts": false}).JSON(t, &w)
 	x := f.createPolicy(f.a.Org, map[string]any{"name": "In the window", "maintenanceWindowId": w.ID, "targets": orgTargets})
-	if x.NextRunAt != nil || x.MaintenanceWindowID == nil {
-		t.Fatalf("window-based policy %+v", x)
+	firstStart, _ := time.Parse(time.RFC3339, tomorrow+"T02:00:00Z")
+	if x.NextRunAt == nil || !x.NextRunAt.Equal(firstStart) || x.MaintenanceWindowID == nil {
+		t.Fatalf("window-based policy %+v, want its next run at %s", x, firstStart)
 	}
 	// A schedule replaces the window, and the window the schedule.
 	var changed patches.PatchPolicy
@@ -476,7 +477,7 @@ func TestPatchPolicyRunsOncePerWindowOccurrence(t *testing.T) {
 		t.Fatalf("to a schedule: %+v", changed)
 	}
 	f.e.Must(200, f.a.Org, "PATCH", api+"/patch-policies/"+x.ID, map[string]any{"maintenanceWindowId": w.ID}).JSON(t, &changed)
-	if changed.MaintenanceWindowID == nil || changed.Schedule != nil || changed.NextRunAt != nil {
+	if changed.MaintenanceWindowID == nil || changed.Schedule != nil || changed.NextRunAt == nil || !changed.NextRunAt.Equal(firstStart) {
 		t.Fatalf("back to the window: %+v", changed)
 	}
 	if r := f.e.Do(f.a.Org, "PATCH", api+"/patch-policies/"+x.ID, map[string]any{"maintenanceWindowId": w.ID, "schedule": nightly}); r.Status != 400 {
@@ -497,6 +498,9 @@ func TestPatchPolicyRunsOncePerWindowOccurrence(t *testing.T) {
 	jobs := f.installJobs(c)
 	if x.LastRunAt == nil || len(x.LastJobIDs) != 1 || len(jobs) != 1 {
 		t.Fatalf("in the first occurrence: %+v, %d jobs", x, len(jobs))
+	}
+	if x.NextRunAt == nil || !x.NextRunAt.Equal(occ.Data[1].StartsAt) {
+		t.Fatalf("after its run in the first occurrence, the next run is %v, want the second's start %s", x.NextRunAt, occ.Data[1].StartsAt)
 	}
 	// The install fails; the next occurrence tries again, once.
 	cmd := *jobs[0].Devices[0].CommandID

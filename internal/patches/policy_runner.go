@@ -69,7 +69,7 @@ func (p *Policies) runPolicy(ctx context.Context, x PatchPolicy, now time.Time) 
 				next, x.ID, stored)
 		}
 	case x.MaintenanceWindowID != nil && x.OrgID != nil:
-		occ, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID)
+		occ, err := p.maintenance.NextOccurrence(ctx, *x.OrgID, *x.MaintenanceWindowID, "")
 		if err != nil {
 			return fmt.Errorf("read the occurrence of window %s: %w", *x.MaintenanceWindowID, err)
 		}
@@ -138,38 +138,14 @@ func (p *Policies) runPolicy(ctx context.Context, x PatchPolicy, now time.Time) 
 
 // resolve lists the devices the policy's targets hold now, in its reach (ctx is its actor).
 func (p *Policies) resolve(ctx context.Context, x PatchPolicy) ([]string, error) {
-	t := x.Targets
-	if t.Type == PolicyTargetDevices {
-		owners, err := devices.Owners(ctx, p.db, t.IDs)
-		if err != nil {
-			return nil, fmt.Errorf("read the owners of the policy's devices: %w", err)
-		}
-		var out []string
-		for _, id := range t.IDs {
-			if ownedBy(owners, id, &x) {
-				out = append(out, id)
-			}
-		}
-		return out, nil
-	}
-	var f devices.ListFilter
-	switch t.Type {
-	case PolicyTargetOrganization:
-		f.OrgIDs = t.IDs
-	case PolicyTargetSites:
-		f.SiteIDs = t.IDs
-	case PolicyTargetGroups:
-		f.GroupIDs = t.IDs
-	}
-	list, err := p.devices.ListAll(ctx, f, maxPolicyDevices)
+	r, err := p.devices.ResolveTargets(ctx, x.Targets.Type, x.Targets.IDs, maxPolicyDevices)
 	if err != nil {
-		return nil, fmt.Errorf("list the devices of patch policy %s: %w", x.ID, err)
+		return nil, fmt.Errorf("resolve the targets of patch policy %s: %w", x.ID, err)
 	}
-	out := make([]string, 0, len(list))
-	for _, d := range list[:min(len(list), maxPolicyDevices)] {
-		out = append(out, d.ID)
+	if r.Exceeds {
+		return nil, fmt.Errorf("patch policy %s: %w", x.ID, devices.TooManyTargets(maxPolicyDevices))
 	}
-	return unique(out), nil
+	return r.IDs(), nil
 }
 
 // maxPolicyDevices bounds the devices one run of a patch policy acts on.

@@ -53,3 +53,34 @@ func TestInstallJobsRebootAsTheirBehaviourSays(t *testing.T) {
 		}
 	}
 }
+
+// The reboot a job queues in the install result's transaction reaches a connected agent as
+// soon as the result is recorded, not at the agent's next heartbeat.
+func TestRebootAfterPatchesReachesTheConnectedAgentAtOnce(t *testing.T) {
+	f := newFixture(t)
+	enrolled := f.e.EnrollAgent(f.a, "web-reboot")
+	dev := enrolled.DeviceID
+	ws, ctx := f.e.DialAgent(enrolled.AuthToken)
+	ids := f.seedPatches(f.a, dev, upd("openssl", "3.0.1-1", "3.0.2-1", true))
+	f.e.Must(200, f.a.Partner, "POST", api+"/patches/"+ids["openssl"]+"/approve", nil)
+	job, err := f.s.Install(partnerCtx(f.a), []string{dev}, []string{ids["openssl"]}, patches.InstallOptions{RebootBehavior: patches.RebootAlways})
+	if err != nil || len(job.Commands) != 1 {
+		t.Fatalf("install %+v %v", job, err)
+	}
+	f.result(f.a, dev, job.Commands[0].ID, agentproto.ResultCompleted, agentproto.PatchInstallResult{Manager: "apt",
+		Packages: []agentproto.PackageOutcome{{Name: "openssl", Version: "3.0.2-1", PreviousVersion: "3.0.1-1", Status: agentproto.PackageInstalled}}})
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("no reboot command reached the agent: %v", err)
+		}
+		var m agentproto.Message
+		var c agentproto.Command
+		if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCommand || json.Unmarshal(m.Payload, &c) != nil {
+			continue
+		}
+		if c.Type == agentproto.CommandReboot {
+			return
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"gale/internal/jobs"
 	"gale/internal/store"
 	"gale/internal/tenancy"
+	"gale/internal/thirdparty"
 )
 
 // Service keeps patches, approvals, jobs and reports.
@@ -28,6 +29,8 @@ type Service struct {
 	// window's rule): install and rollback work for them waits (JobDeviceWaiting) until
 	// ReleaseWaiting finds them free. Nil holds nothing.
 	Hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
+	// Catalog is the third-party catalog that third-party patches come from; nil: none.
+	Catalog *thirdparty.Service
 	// reports is this node's builder of queued reports, woken when one is queued here.
 	reports *jobs.Loop
 }
@@ -56,13 +59,21 @@ func validateScan(raw json.RawMessage, _ string) (any, error) {
 	return p, nil
 }
 
+// maxInstallers bounds the catalog installers of one patch_install.
+const maxInstallers = 50
+
 func validateInstall(raw json.RawMessage, _ string) (any, error) {
 	var p agentproto.PatchInstall
 	if err := strictJSON(raw, &p); err != nil {
-		return nil, apperr.Invalid("payload", "patch_install takes {packages: [{name, version}], rollback?}: "+err.Error())
+		return nil, apperr.Invalid("payload", "patch_install takes {packages: [{name, version}], installers?: [...], rollback?}: "+err.Error())
 	}
-	if len(p.Packages) == 0 || len(p.Packages) > 500 {
-		return nil, apperr.Invalid("payload.packages", "name 1 to 500 packages")
+	if n := len(p.Packages) + len(p.Installers); n == 0 || len(p.Packages) > 500 || len(p.Installers) > maxInstallers {
+		return nil, apperr.Invalid("payload.packages", fmt.Sprintf("name 1 to 500 packages and at most %d installers", maxInstallers))
+	}
+	for i, in := range p.Installers {
+		if strings.TrimSpace(in.Name) == "" || strings.TrimSpace(in.Version) == "" || in.URL == "" || in.SHA256 == "" || in.FileType == "" {
+			return nil, apperr.Invalid(fmt.Sprintf("payload.installers[%d]", i), "an installer needs a url, sha256, fileType, name and version")
+		}
 	}
 	for i, pv := range p.Packages {
 		if strings.TrimSpace(pv.Name) == "" || strings.TrimSpace(pv.Version) == "" {

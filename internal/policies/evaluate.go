@@ -58,40 +58,14 @@ func validatePayload(raw json.RawMessage, _ string) (any, error) {
 // resolveDevices lists the devices a policy is assigned to, as the policy's actor sees them
 // (another tenant's IDs in its targets match nothing); decommissioned devices are left out.
 func (s *Service) resolveDevices(ctx context.Context, p Policy) ([]devices.Device, error) {
-	ctx = access.WithPrincipal(ctx, actorFor(p))
-	var list []devices.Device
-	if p.Targets.Type == TargetDevices {
-		for _, id := range p.Targets.IDs {
-			d, err := s.devices.Get(ctx, id)
-			if apperr.IsCode(err, apperr.CodeNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if d.Status != devices.StatusDecommissioned {
-				list = append(list, d)
-			}
-		}
-		return list, nil
-	}
-	var f devices.ListFilter
-	switch p.Targets.Type {
-	case TargetGroups:
-		f.GroupIDs = p.Targets.IDs
-	case TargetSites:
-		f.SiteIDs = p.Targets.IDs
-	case TargetOrganization:
-		f.OrgIDs = p.Targets.IDs
-	}
-	list, err := s.devices.ListAll(ctx, f, maxTargetDevices)
+	r, err := s.devices.ResolveTargets(access.WithPrincipal(ctx, actorFor(p)), p.Targets.Type, p.Targets.IDs, maxTargetDevices)
 	if err != nil {
 		return nil, err
 	}
-	if len(list) > maxTargetDevices {
-		return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", maxTargetDevices))
+	if r.Exceeds {
+		return nil, devices.TooManyTargets(maxTargetDevices)
 	}
-	return list, nil
+	return r.Devices, nil
 }
 
 // claimAndEvaluate queues a due active policy's evaluations, claiming its round first: the

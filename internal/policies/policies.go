@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"gale/internal/agentproto"
+	"gale/internal/devices"
 )
 
 // Policy statuses.
@@ -29,10 +30,10 @@ const (
 
 // Target types.
 const (
-	TargetOrganization = "organization"
-	TargetSites        = "sites"
-	TargetGroups       = "groups"
-	TargetDevices      = "devices"
+	TargetOrganization = devices.TargetOrganization
+	TargetSites        = devices.TargetSites
+	TargetGroups       = devices.TargetGroups
+	TargetDevices      = devices.TargetDevices
 )
 
 // Compliance states of a device under a policy.

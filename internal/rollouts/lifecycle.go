@@ -20,43 +20,17 @@ func unprocessable(code, msg string) error {
 	return &apperr.Error{Kind: apperr.KindUnprocessable, Code: code, Message: msg}
 }
 
-// resolve lists the devices a deployment's targets name now, within its organization,
-// leaving decommissioned ones out.
+// resolve lists the devices a deployment's targets name now, within its organization (ctx is
+// its actor), leaving decommissioned ones out.
 func (s *Service) resolve(ctx context.Context, x Deployment) ([]string, error) {
-	var out []string
-	keep := func(d devices.Device) {
-		if d.Status != devices.StatusDecommissioned && !slices.Contains(out, d.ID) {
-			out = append(out, d.ID)
-		}
-	}
-	if x.Targets.Type == TargetDevices {
-		for _, id := range x.Targets.IDs {
-			d, err := s.devices.Get(ctx, id)
-			if apperr.IsCode(err, apperr.CodeNotFound) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			keep(d)
-		}
-		return out, nil
-	}
-	f := devices.ListFilter{OrgIDs: []string{x.OrgID}}
-	switch x.Targets.Type {
-	case TargetGroups:
-		f.GroupIDs = x.Targets.IDs
-	case TargetSites:
-		f.SiteIDs = x.Targets.IDs
-	}
-	list, err := s.devices.ListAll(ctx, f, MaxDevices)
+	r, err := s.devices.ResolveTargets(ctx, x.Targets.Type, x.Targets.IDs, MaxDevices)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range list {
-		keep(d)
+	if r.Exceeds {
+		return nil, unprocessable(CodeTooManyDevices, fmt.Sprintf("the targets name more than %d devices", MaxDevices))
 	}
-	return out, nil
+	return r.IDs(), nil
 }
 
 // Initialize resolves a draft's targets into its devices, numbered into batches (one for an
@@ -81,11 +55,8 @@ func (s *Service) Initialize(ctx context.Context, id string) (Deployment, error)
 	if err != nil {
 		return x, err
 	}
-	switch {
-	case len(ids) == 0:
+	if len(ids) == 0 {
 		return x, unprocessable(CodeNoDevices, "the targets name no device of the deployment's organization")
-	case len(ids) > MaxDevices:
-		return x, unprocessable(CodeTooManyDevices, fmt.Sprintf("the targets name more than %d devices", MaxDevices))
 	}
 	size := len(ids)
 	if x.Strategy.Mode == ModeStaggered {

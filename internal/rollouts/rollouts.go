@@ -9,6 +9,8 @@ package rollouts
 import (
 	"encoding/json"
 	"time"
+
+	"gale/internal/devices"
 )
 
 // Deployment statuses: draft → pending (initialize) → running (start) ⇄ paused → completed |
@@ -41,10 +43,10 @@ const (
 	ModeImmediate = "immediate"
 	ModeStaggered = "staggered"
 
-	TargetOrganization = "organization"
-	TargetSites        = "sites"
-	TargetGroups       = "groups"
-	TargetDevices      = "devices"
+	TargetOrganization = devices.TargetOrganization
+	TargetSites        = devices.TargetSites
+	TargetGroups       = devices.TargetGroups
+	TargetDevices      = devices.TargetDevices
 )
 
 // Events a deployment records.

@@ -239,45 +239,16 @@ func checkTargets(t *SoftwareDeploymentTargets, orgID string) error {
 // resolve lists the live devices the targets hold, within ctx's organization. Named devices
 // that are not there are refused.
 func (s *Service) resolve(ctx context.Context, t SoftwareDeploymentTargets) ([]devices.Device, error) {
-	var out []devices.Device
-	seen := map[string]bool{}
-	if t.Type == TargetDevices {
-		for _, id := range t.IDs {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			d, err := s.devices.Get(ctx, id)
-			if err == nil && d.Status == devices.StatusDecommissioned {
-				err = apperr.NotFound("device")
-			}
-			if apperr.IsCode(err, apperr.CodeNotFound) {
-				return nil, apperr.Invalid("targets.ids", "no such device in the organization: "+id)
-			}
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, d)
-		}
-		return out, nil
-	}
-	var f devices.ListFilter
-	switch t.Type {
-	case TargetGroups:
-		f.GroupIDs = t.IDs
-	case TargetSites:
-		f.SiteIDs = t.IDs
-	case TargetOrganization:
-		f.OrgIDs = t.IDs
-	}
-	list, err := s.devices.ListAll(ctx, f, MaxDeploymentDevices)
-	if err != nil {
+	r, err := s.devices.ResolveTargets(ctx, t.Type, t.IDs, MaxDeploymentDevices)
+	switch {
+	case err != nil:
 		return nil, err
+	case len(r.Missing) > 0:
+		return nil, apperr.Invalid("targets.ids", "no such device in the organization: "+r.Missing[0])
+	case r.Exceeds:
+		return nil, devices.TooManyTargets(MaxDeploymentDevices)
 	}
-	if len(list) > MaxDeploymentDevices {
-		return nil, apperr.Invalid("targets", fmt.Sprintf("the targets hold more than %d devices; narrow them", MaxDeploymentDevices))
-	}
-	return list, nil
+	return r.Devices, nil
 }
 
 // installPayload is the software_install payload of a version for a device.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gale/internal/agentproto"
+	"gale/internal/devices"
 )
 
 // Operating systems of the catalog.
@@ -52,10 +53,10 @@ const (
 
 // Target types of a deployment.
 const (
-	TargetDevices      = "devices"
-	TargetGroups       = "groups"
-	TargetSites        = "sites"
-	TargetOrganization = "organization"
+	TargetDevices      = devices.TargetDevices
+	TargetGroups       = devices.TargetGroups
+	TargetSites        = devices.TargetSites
+	TargetOrganization = devices.TargetOrganization
 )
 
 // EventDeploymentCompleted is recorded once when a deployment reaches its final status

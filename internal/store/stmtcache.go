@@ -17,6 +17,40 @@ const maxCachedStatements = 512
 type stmtCache struct {
 	mu    sync.RWMutex
 	stmts map[string]*sql.Stmt
+	// preparing holds the texts being prepared in the background for transactions.
+	preparing map[string]bool
+}
+
+// lookup returns the prepared statement of query without waiting: a text not prepared yet
+// is prepared in the background, for the transactions that come after. A transaction must
+// not wait for a preparation: that needs a connection of the pool, and every one may be held
+// by transactions waiting their turn behind this one.
+func (c *stmtCache) lookup(db *sql.DB, query string) *sql.Stmt {
+	c.mu.RLock()
+	st, ok := c.stmts[query]
+	c.mu.RUnlock()
+	if ok {
+		return st
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.preparing[query] || len(c.stmts)+len(c.preparing) >= maxCachedStatements {
+		return nil
+	}
+	if c.preparing == nil {
+		c.preparing = map[string]bool{}
+	}
+	c.preparing[query] = true
+	go func() {
+		st, err := db.Prepare(query)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		delete(c.preparing, query)
+		if err == nil {
+			c.stmts[query] = st
+		}
+	}()
+	return nil
 }
 
 func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) *sql.Stmt {
@@ -94,4 +128,44 @@ func (db *DB) stmt(ctx context.Context, query string) *sql.Stmt {
 		return nil
 	}
 	return db.stmts.get(ctx, db.SQL, query)
+}
+
+// TxExecContext runs a statement in tx, through the statement cache on SQLite: a write path
+// that runs the same statements in every transaction (a result's ingest) parses them once
+// per connection instead of at every run.
+func (db *DB) TxExecContext(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if st := db.txStmt(ctx, tx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// TxQueryContext runs a query in tx, through the statement cache on SQLite.
+func (db *DB) TxQueryContext(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if st := db.txStmt(ctx, tx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
+// TxQueryRowContext runs a single-row query in tx, through the statement cache on SQLite.
+func (db *DB) TxQueryRowContext(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if st := db.txStmt(ctx, tx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// txStmt is the cached statement of query bound to tx, or nil (PostgreSQL, or not prepared
+// yet). database/sql keeps the statement's preparation on the transaction's connection for
+// later transactions on it.
+func (db *DB) txStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	if db.stmts == nil {
+		return nil
+	}
+	st := db.stmts.lookup(db.SQL, query)
+	if st == nil {
+		return nil
+	}
+	return tx.StmtContext(ctx, st)
 }

@@ -422,3 +422,31 @@ func (s *Service) QueueTest(ctx context.Context, id, version string) (SmokeTest,
 	})
 	return out, err
 }
+
+// maxEntries bounds the catalog that domains read whole (detection of applications on
+// devices): far above any real catalog.
+const maxEntries = 10000
+
+// Entries returns the whole catalog with each entry's versions, for domains that recognise
+// its applications on devices (third-party patches). It needs no caller: the catalog is the
+// platform's, and what a domain derives from it stays in that domain's tenancy.
+func (s *Service) Entries(ctx context.Context, q store.Querier) ([]Package, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+packageColumns+` FROM third_party_packages p ORDER BY p.id LIMIT $1`, maxEntries)
+	if err != nil {
+		return nil, fmt.Errorf("read the third-party catalog: %w", err)
+	}
+	var out []Package
+	for rows.Next() {
+		p, err := scanPackage(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, s.complete(ctx, q, out)
+}

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,5 +269,65 @@ func TestSoftwareOnARealAgent(t *testing.T) {
 	after := installed()
 	if len(after) != 1 || after["galetest-hello"].SoftwareID != before["galetest-hello"].SoftwareID {
 		t.Fatalf("inventory after the uninstall %+v (before %+v)", after, before)
+	}
+}
+
+// The device's reported software shows an application of the third-party catalog at an older
+// version: a scan of the third_party source lists the catalog's version as a patch, and once
+// approved a rollout installs it through the real agent from the catalog's installer (a
+// package the root's repositories do not have).
+func TestThirdPartyPatchOnARealAgent(t *testing.T) {
+	l := newPatchLab(t)
+	api := "/api/v1"
+	dir := t.TempDir()
+	deb := aptfixture.BuildDeb(t, dir, aptfixture.Deb{Name: "galetest-hello", Version: "1.2-1"})
+	body, err := os.ReadFile(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	files := httptest.NewServer(http.FileServer(http.Dir(dir)))
+	t.Cleanup(files.Close)
+	l.node.Must(201, l.node.Admin(), "POST", api+"/third-party-catalog", map[string]any{"vendor": "Gale Test", "name": "Hello",
+		"osTypes": []string{"linux"}, "packageNames": []string{"galetest-hello"}, "defaultSeverity": "moderate",
+		"versions": []any{map[string]any{"version": "1.2-1", "downloadUrl": files.URL + "/" + filepath.Base(deb),
+			"sha256": hex.EncodeToString(sum[:]), "fileType": "deb", "osType": "linux"}}})
+	l.node.Must(201, l.admin, "POST", api+"/devices/"+l.device+"/commands", map[string]any{"type": "refresh_inventory"})
+	waitFor(t, 60*time.Second, "an inventory listing galetest-hello", func() bool {
+		var list struct {
+			Data []software.SoftwareInstalledPackage
+		}
+		l.node.Must(200, l.admin, "GET", api+"/software/inventory/"+l.device, nil).JSON(t, &list)
+		return slices.ContainsFunc(list.Data, func(p software.SoftwareInstalledPackage) bool { return p.Name == "galetest-hello" })
+	})
+	var scan patches.PatchJobStart
+	l.node.Must(202, l.admin, "POST", api+"/patches/scan", map[string]any{"deviceIds": []string{l.device}, "source": "third_party"}).JSON(t, &scan)
+	var list struct{ Data []patches.Patch }
+	l.node.Must(200, l.admin, "GET", api+"/patches?source=third_party&deviceId="+l.device, nil).JSON(t, &list)
+	if scan.Status != "completed" || len(list.Data) != 1 || list.Data[0].Version != "1.2-1" || list.Data[0].Vendor == nil {
+		t.Fatalf("third-party scan %+v, patches %+v", scan, list.Data)
+	}
+	p := list.Data[0]
+	l.node.Must(200, l.admin, "POST", api+"/patches/"+p.ID+"/approve", map[string]any{})
+	var roll rollouts.Deployment
+	l.node.Must(201, l.admin, "POST", api+"/deployments", map[string]any{"name": "Hello 1.2", "orgId": l.orgID,
+		"payload": map[string]any{"type": "patch", "patchIds": []string{p.ID}}, "targets": map[string]any{"type": "devices", "ids": []string{l.device}}}).JSON(t, &roll)
+	l.node.Must(200, l.admin, "POST", api+"/deployments/"+roll.ID+"/initialize", nil)
+	l.node.Must(200, l.admin, "POST", api+"/deployments/"+roll.ID+"/start", nil)
+	runner := app.Service[*rollouts.Service](l.node.App)
+	waitFor(t, 90*time.Second, "the rollout to end", func() bool {
+		if err := runner.AdvanceAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		l.node.Must(200, l.admin, "GET", api+"/deployments/"+roll.ID, nil).JSON(t, &roll)
+		return roll.Status == "completed" || roll.Status == "failed"
+	})
+	if v := l.version("galetest-hello"); roll.Status != "completed" || v != "1.2-1" {
+		t.Fatalf("rollout %s, installed %s", roll.Status, v)
+	}
+	var got patches.Patch
+	l.node.Must(200, l.admin, "GET", api+"/patches/"+p.ID, nil).JSON(t, &got)
+	if got.DeviceCounts == nil || got.DeviceCounts.Installed != 1 {
+		t.Fatalf("patch after the install %+v", got.DeviceCounts)
 	}
 }

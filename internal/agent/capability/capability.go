@@ -212,3 +212,20 @@ func OutputFrom(ctx context.Context) OutputSink {
 	}
 	return func(agentproto.CommandOutput) {}
 }
+
+// Outcome is the result of a command whose handler produced result (marshalled to JSON when
+// not nil) and err: completed without an error, failed with it (the result still carried).
+func Outcome(result any, err error) agentproto.CommandResult {
+	res := agentproto.CommandResult{Status: agentproto.ResultCompleted}
+	if result != nil {
+		raw, merr := json.Marshal(result)
+		if merr != nil {
+			return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: merr.Error()}
+		}
+		res.Result = raw
+	}
+	if err != nil {
+		res.Status, res.Error = agentproto.ResultFailed, err.Error()
+	}
+	return res
+}

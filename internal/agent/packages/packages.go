@@ -192,13 +192,20 @@ func (m *Manager) patchScan(ctx context.Context, b backend, payload json.RawMess
 // maxPatchPackages is the most packages one patch_install takes.
 const maxPatchPackages = 500
 
+// maxInstallers bounds the third-party installers of one patch install.
+const maxInstallers = 50
+
 func (m *Manager) patchInstall(ctx context.Context, b backend, payload json.RawMessage) (any, error) {
 	var p agentproto.PatchInstall
 	if err := decode(payload, &p); err != nil {
 		return nil, err
 	}
-	if len(p.Packages) == 0 || len(p.Packages) > maxPatchPackages {
-		return nil, fmt.Errorf("a patch install takes 1 to %d packages, not %d", maxPatchPackages, len(p.Packages))
+	if n := len(p.Packages) + len(p.Installers); n == 0 || len(p.Packages) > maxPatchPackages || len(p.Installers) > maxInstallers {
+		return nil, fmt.Errorf("a patch install takes 1 to %d packages and at most %d installers, not %d and %d", maxPatchPackages,
+			maxInstallers, len(p.Packages), len(p.Installers))
+	}
+	if p.Rollback && len(p.Installers) > 0 {
+		return nil, errors.New("a rollback takes no installers")
 	}
 	res := &agentproto.PatchInstallResult{Manager: b.manager(), Packages: make([]agentproto.PackageOutcome, len(p.Packages))}
 	// Everything is checked before anything runs: a name or version the package manager
@@ -230,13 +237,65 @@ func (m *Manager) patchInstall(ctx context.Context, b backend, payload json.RawM
 		return res, fmt.Errorf("the request was refused, nothing was installed: %s", strings.Join(bad, "; "))
 	}
 
+	if len(p.Packages) > 0 {
+		if err := m.installVersions(ctx, b, p, res); err != nil {
+			return res, err
+		}
+	}
+	for _, in := range p.Installers {
+		res.Packages = append(res.Packages, m.installerOutcome(ctx, b, in))
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+	}
+	res.RebootRequired, _ = b.reboot(ctx)
+	failed := 0
+	for _, o := range res.Packages {
+		if o.Status == agentproto.PackageFailed {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return res, fmt.Errorf("%d of %d packages failed", failed, len(res.Packages))
+	}
+	return res, nil
+}
+
+// installerOutcome installs one third-party update from its installer: nothing when the
+// version is installed already (skipped).
+func (m *Manager) installerOutcome(ctx context.Context, b backend, in agentproto.SoftwareInstall) agentproto.PackageOutcome {
+	o := agentproto.PackageOutcome{Name: in.Name, Version: in.Version}
+	if b.validName(in.Name) {
+		if before, err := b.installed(ctx, []string{in.Name}); err == nil {
+			o.PreviousVersion = before[in.Name].version
+			if o.PreviousVersion == in.Version {
+				o.Status = agentproto.PackageSkipped
+				return o
+			}
+		}
+	}
+	r, err := m.installFile(ctx, b, in)
+	if r != nil && r.PreviousVersion != "" {
+		o.PreviousVersion = r.PreviousVersion
+	}
+	if err != nil {
+		o.Status, o.Error = agentproto.PackageFailed, err.Error()
+		return o
+	}
+	o.Status = agentproto.PackageInstalled
+	return o
+}
+
+// installVersions installs exactly the versions p names from the package manager's
+// repositories, filling in their outcomes in res.
+func (m *Manager) installVersions(ctx context.Context, b backend, p agentproto.PatchInstall, res *agentproto.PatchInstallResult) error {
 	names := make([]string, len(p.Packages))
 	for i, pv := range p.Packages {
 		names[i] = pv.Name
 	}
 	before, err := b.installed(ctx, names)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var todo []int
 	for i, pv := range p.Packages {
@@ -273,18 +332,18 @@ func (m *Manager) patchInstall(ctx context.Context, b backend, payload json.RawM
 		// keep the others back.
 		if err := b.install(ctx, batch, p.Rollback); err != nil {
 			if ctx.Err() != nil {
-				return res, err
+				return err
 			}
 			for _, i := range todo {
 				runErr[i] = b.install(ctx, p.Packages[i:i+1], p.Rollback)
 				if ctx.Err() != nil {
-					return res, ctx.Err()
+					return ctx.Err()
 				}
 			}
 		}
 		after, err := b.installed(ctx, names)
 		if err != nil {
-			return res, err
+			return err
 		}
 		for _, i := range todo {
 			o := &res.Packages[i]
@@ -299,17 +358,7 @@ func (m *Manager) patchInstall(ctx context.Context, b backend, payload json.RawM
 			}
 		}
 	}
-	res.RebootRequired, _ = b.reboot(ctx)
-	failed := 0
-	for _, o := range res.Packages {
-		if o.Status == agentproto.PackageFailed {
-			failed++
-		}
-	}
-	if failed > 0 {
-		return res, fmt.Errorf("%d of %d packages failed", failed, len(res.Packages))
-	}
-	return res, nil
+	return nil
 }
 
 // comparePackage compares a requested version with an installed one.
@@ -325,6 +374,16 @@ func (m *Manager) softwareInstall(ctx context.Context, b backend, payload json.R
 	if err := decode(payload, &p); err != nil {
 		return nil, err
 	}
+	r, err := m.installFile(ctx, b, p)
+	if r == nil {
+		return nil, err
+	}
+	return r, err
+}
+
+// installFile downloads a package file, checks its checksum and what it holds, and installs
+// it; nothing is installed when a check fails.
+func (m *Manager) installFile(ctx context.Context, b backend, p agentproto.SoftwareInstall) (*agentproto.SoftwareInstallResult, error) {
 	switch p.FileType {
 	case agentproto.FileDeb, agentproto.FileRPM:
 		if p.FileType != b.fileType() {

@@ -79,11 +79,7 @@ func (e *Evaluator) Handle(ctx context.Context, c agentproto.Command) agentproto
 	if err := json.Unmarshal(c.Payload, &p); err != nil {
 		return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: "unreadable policy_evaluate payload: " + err.Error()}
 	}
-	b, err := json.Marshal(agentproto.PolicyEvaluateResult{Results: e.Evaluate(ctx, p.Rules)})
-	if err != nil {
-		return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: err.Error()}
-	}
-	return agentproto.CommandResult{Status: agentproto.ResultCompleted, Result: b}
+	return capability.Outcome(agentproto.PolicyEvaluateResult{Results: e.Evaluate(ctx, p.Rules)}, nil)
 }
 
 // Evaluate checks each rule. The package list is read once, on the first rule that needs it.

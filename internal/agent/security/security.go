@@ -1,0 +1,42 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+
+	"gale/internal/agent/capability"
+	"gale/internal/agentproto"
+)
+
+// Register adds security_status, security_scan and threat_action.
+func (c *Collector) Register(reg *capability.Registry) {
+	reg.Command(agentproto.CommandSecurityStatus, c.command(func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return c.Status(ctx), nil
+	}))
+	reg.Command(agentproto.CommandSecurityScan, c.command(func(ctx context.Context, payload json.RawMessage) (any, error) {
+		var p agentproto.SecurityScan
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return nil, fmt.Errorf("the payload is unreadable: %v", err)
+		}
+		return c.Scan(ctx, p)
+	}))
+	reg.Command(agentproto.CommandThreatAction, c.command(func(_ context.Context, payload json.RawMessage) (any, error) {
+		var p agentproto.ThreatAction
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return nil, fmt.Errorf("the payload is unreadable: %v", err)
+		}
+		return c.Act(p)
+	}))
+}
+
+// command runs a Linux-only handler and reports its result.
+func (c *Collector) command(fn func(ctx context.Context, payload json.RawMessage) (any, error)) capability.CommandHandler {
+	return func(ctx context.Context, cmd agentproto.Command) agentproto.CommandResult {
+		if runtime.GOOS != "linux" {
+			return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: "security collection is available on Linux only"}
+		}
+		return capability.Outcome(fn(ctx, cmd.Payload))
+	}
+}
