@@ -295,7 +295,7 @@ func nextRun(t AutomationTrigger, enabled bool, now time.Time) any {
 	if t.Type != TriggerSchedule || !enabled {
 		return nil
 	}
-	sched, err := parseCron(t.Cron, t.Timezone)
+	sched, err := clock.ParseCron(t.Cron, t.Timezone)
 	if err != nil {
 		return nil
 	}

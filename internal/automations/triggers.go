@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/access"
 	"gale/internal/apperr"
+	"gale/internal/clock"
 	"gale/internal/events"
 	"gale/internal/store"
 	"gale/internal/webhooks"
@@ -47,7 +48,7 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 // fireSchedule starts the run of x's latest due occurrence, if recent enough, and moves its
 // next occurrence past now.
 func (s *Service) fireSchedule(ctx context.Context, x Automation, now time.Time) error {
-	sched, err := parseCron(x.Trigger.Cron, x.Trigger.Timezone)
+	sched, err := clock.ParseCron(x.Trigger.Cron, x.Trigger.Timezone)
 	if err != nil {
 		return err
 	}

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	// Time zones of schedules must resolve on hosts without a zoneinfo database (containers).
 	_ "time/tzdata"
 
-	"github.com/robfig/cron/v3"
-
 	"gale/internal/apperr"
+	"gale/internal/clock"
 	"gale/internal/store"
 )
 
@@ -24,6 +22,7 @@ var EventTypes = []string{
 	"patch.job_completed", "software.deployment_completed",
 	"deployment.started", "deployment.paused", "deployment.completed", "deployment.failed", "deployment.cancelled",
 	"maintenance.started", "maintenance.ended",
+	"monitor.status_changed",
 }
 
 // filterKeys are the fields an event filter may test.
@@ -33,21 +32,6 @@ var (
 	conditionFields = []string{"osType", "status", "tag", "hostname", "siteId"}
 	severities      = []string{"critical", "high", "medium", "low", "info"}
 )
-
-// parseCron reads a five-field cron expression in a time zone (UTC when empty).
-func parseCron(expr, tz string) (cron.Schedule, error) {
-	if tz == "" {
-		tz = "UTC"
-	}
-	if _, err := time.LoadLocation(tz); err != nil || strings.ContainsAny(tz, " \t") {
-		return nil, fmt.Errorf("unknown time zone %q", tz)
-	}
-	fields := strings.Fields(expr)
-	if len(fields) != 5 {
-		return nil, fmt.Errorf("a cron expression has five fields (minute hour day-of-month month day-of-week)")
-	}
-	return cron.ParseStandard("CRON_TZ=" + tz + " " + strings.Join(fields, " "))
-}
 
 // checker collects the validation failures of a body.
 type checker struct{ details []apperr.Detail }
@@ -79,7 +63,7 @@ func (c *checker) trigger(t *AutomationTrigger) {
 	t.WebhookURL, t.Secret, t.SecretHint = "", "", ""
 	switch t.Type {
 	case TriggerSchedule:
-		if _, err := parseCron(t.Cron, t.Timezone); err != nil {
+		if _, err := clock.ParseCron(t.Cron, t.Timezone); err != nil {
 			c.fail("trigger.cron", "%s", err.Error())
 		}
 		if t.Timezone == "" {

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
-
 	"gale/internal/agentproto"
 	"gale/internal/apperr"
+	"gale/internal/clock"
 )
 
 // checker collects validation failures.
@@ -194,7 +193,7 @@ func (d *definition) checkSchedule(c *checker) {
 		if s.IntervalMinutes != 0 {
 			c.fail("schedule.intervalMinutes", "a cron schedule takes no intervalMinutes")
 		}
-		if _, err := parseCron(s.Cron, time.UTC); err != nil {
+		if _, err := clock.ParseCron(s.Cron, ""); err != nil {
 			c.fail("schedule.cron", "%s", err.Error())
 		}
 	case ScheduleInterval:
@@ -209,15 +208,6 @@ func (d *definition) checkSchedule(c *checker) {
 	}
 }
 
-// parseCron reads a five-field cron expression in loc.
-func parseCron(expr string, loc *time.Location) (cron.Schedule, error) {
-	fields := strings.Fields(expr)
-	if len(fields) != 5 {
-		return nil, fmt.Errorf("a cron expression has five fields (minute hour day-of-month month day-of-week)")
-	}
-	return cron.ParseStandard("CRON_TZ=" + loc.String() + " " + strings.Join(fields, " "))
-}
-
 // nextRun is the schedule's first run after now in the zone tz; nil for a manual schedule.
 func (s DiscoverySchedule) nextRun(now time.Time, tz string) (*time.Time, error) {
 	var next time.Time
@@ -229,7 +219,7 @@ func (s DiscoverySchedule) nextRun(now time.Time, tz string) (*time.Time, error)
 		if err != nil || tz == "" || tz == "Local" {
 			loc = time.UTC
 		}
-		sched, err := parseCron(s.Cron, loc)
+		sched, err := clock.ParseCron(s.Cron, loc.String())
 		if err != nil {
 			return nil, apperr.Invalid("schedule.cron", err.Error())
 		}
