@@ -35,6 +35,21 @@ var dmiHypervisors = []struct{ prefix, technology string }{
 	{"Google Compute Engine", "google"},
 }
 
+// cpuidHypervisors maps hypervisors' CPUID vendor signatures to systemd-detect-virt's names.
+var cpuidHypervisors = map[string]string{
+	"KVMKVMKVM":    "kvm",
+	"Linux KVM Hv": "kvm",
+	"TCGTCGTCGTCG": "qemu",
+	"XenVMMXenVMM": "xen",
+	"VMwareVMware": "vmware",
+	"Microsoft Hv": "microsoft",
+	"bhyve bhyve ": "bhyve",
+	"QNXQVMBSQG":   "qnx",
+	"ACRNACRNACRN": "acrn",
+	"SRESRESRESRE": "sre",
+	"Apple VZ":     "apple",
+}
+
 // dmiVirtFiles are the DMI strings searched for a hypervisor, in systemd-detect-virt's order.
 var dmiVirtFiles = []string{"product_name", "sys_vendor", "board_vendor", "bios_vendor", "product_version"}
 
@@ -138,6 +153,13 @@ func detectVM(root string) string {
 		return "kvm"
 	case tech != "":
 		return tech
+	}
+	// The hypervisor's CPUID signature names it where the firmware does not (this machine's
+	// own CPU only: a root given for a test or a chroot has no CPU of its own).
+	if root == "/" {
+		if tech := cpuidHypervisors[strings.TrimRight(cpuidHypervisor(), "\x00")]; tech != "" {
+			return tech
+		}
 	}
 	// Xen's dom0 is the host that runs the guests, not a guest itself.
 	if readTrimmed(root, "sys/hypervisor/type") == "xen" &&
