@@ -565,6 +565,16 @@ func TestAssetMonitoring(t *testing.T) {
 	wantCode(t, f.e.Do(c, "POST", path+"/enable-monitoring", map[string]any{"monitors": []map[string]any{{"type": "dns_check"}}}), 400, "")
 	wantCode(t, f.e.Do(c, "POST", path+"/enable-monitoring", map[string]any{"snmp": map[string]any{"templateId": snmp.TemplateGenericHost,
 		"version": "v2c", "credentials": map[string]any{}}}), 400, "VALIDATION_ERROR")
+	// A caller who may scan but not make SNMP devices or monitors gets 403, and nothing is on.
+	var role struct {
+		ID string `json:"id"`
+	}
+	f.e.Must(201, f.a.Partner, "POST", api+"/roles", map[string]any{"name": "Scanner", "scope": "organization", "orgId": f.a.OrgID,
+		"permissions": []string{"discovery:read", "discovery:write", "monitors:write"}}).JSON(t, &role)
+	_, scanner := f.e.CreateUser("scanner@alpha.example", access.LevelOrganization, f.a.PartnerID, f.a.OrgID, role.ID)
+	snmpBody := map[string]any{"templateId": snmp.TemplateGenericHost, "version": "v2c", "credentials": map[string]any{"community": "public"}}
+	wantCode(t, f.e.Do(scanner, "POST", path+"/enable-monitoring", map[string]any{"snmp": snmpBody}), 403, "")
+	wantCode(t, f.e.Do(scanner, "GET", path+"/monitoring", nil), 200, "")
 	var on discovery.DiscoveryMonitoring
 	f.e.Must(201, c, "POST", path+"/enable-monitoring", map[string]any{
 		"snmp":     map[string]any{"templateId": snmp.TemplateGenericHost, "version": "v2c", "credentials": map[string]any{"community": "public"}},

@@ -191,6 +191,9 @@ func (s *Service) EnableMonitoring(ctx context.Context, id string, in DiscoveryM
 	if in.SNMP == nil && len(in.Monitors) == 0 {
 		return DiscoveryMonitoring{}, apperr.Invalid("monitors", "name an SNMP device, monitors, or both")
 	}
+	if err := mayMonitor(ctx, in.SNMP != nil, len(in.Monitors) > 0); err != nil {
+		return DiscoveryMonitoring{}, err
+	}
 	var m monitoringRow
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -257,6 +260,9 @@ func (s *Service) DisableMonitoring(ctx context.Context, id string) (DiscoveryMo
 		if m, err = s.getMonitoring(ctx, tx, id); err != nil {
 			return err
 		}
+		if err := mayMonitor(ctx, m.SNMPDeviceID != nil, len(m.Monitors) > 0); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET monitoring_enabled = FALSE WHERE id = $1 AND monitoring_enabled`, m.AssetID)
 		if err != nil {
 			return fmt.Errorf("turn the monitoring of asset %s off: %w", m.AssetID, err)
@@ -294,6 +300,10 @@ func (s *Service) UpdateMonitoring(ctx context.Context, id string, in DiscoveryM
 		}
 		if m.SNMPDeviceID == nil && len(m.Monitors) == 0 {
 			return errNotOn()
+		}
+		if err := mayMonitor(ctx, in.Enabled != nil && m.SNMPDeviceID != nil,
+			in.Enabled != nil || len(in.AddMonitors) > 0 || len(in.RemoveMonitorTypes) > 0); err != nil {
+			return err
 		}
 		for i, typ := range in.RemoveMonitorTypes {
 			if !m.has(typ) {
@@ -380,4 +390,17 @@ func (s *Service) registerMonitoring(api *httpapi.Server, tag string) {
 			m, err := s.UpdateMonitoring(ctx, in.ID, in.Body)
 			return &discoveryMonitoringOutput{m}, err
 		})
+}
+
+// mayMonitor refuses callers who may not create or change what an asset's monitoring
+// touches: SNMP devices need snmp:write, monitors monitors:write, beside discovery:write.
+func mayMonitor(ctx context.Context, snmpDevice, monitors bool) error {
+	p := access.PrincipalFrom(ctx)
+	if snmpDevice && !p.Can(access.SNMPWrite) {
+		return apperr.Forbidden("changing an asset's SNMP monitoring needs the permission snmp:write")
+	}
+	if monitors && !p.Can(access.MonitorsWrite) {
+		return apperr.Forbidden("changing an asset's monitors needs the permission monitors:write")
+	}
+	return nil
 }
