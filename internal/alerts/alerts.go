@@ -226,6 +226,11 @@ type Summary struct {
 
 // Summarize counts the open alerts in scope by status and by severity.
 func (s *Service) Summarize(ctx context.Context, orgID string) (Summary, error) {
+	return s.SummarizeSource(ctx, orgID, "")
+}
+
+// SummarizeSource is Summarize of the alerts of one kind of source ("": every kind).
+func (s *Service) SummarizeSource(ctx context.Context, orgID, sourceType string) (Summary, error) {
 	out := Summary{ByStatus: map[string]int{}, BySeverity: map[string]int{}}
 	for _, st := range openStatuses {
 		out.ByStatus[st] = 0
@@ -237,6 +242,9 @@ func (s *Service) Summarize(ctx context.Context, orgID string) (Summary, error) 
 	conds := []string{alertFilter(access.ScopeFrom(ctx), &a), "a.status IN " + a.In(openStatuses)}
 	if orgID != "" {
 		conds = append(conds, "a.org_id = "+a.Add(orgID))
+	}
+	if sourceType != "" {
+		conds = append(conds, "a.source_type = "+a.Add(sourceType))
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT a.status, a.severity, COUNT(*) FROM alerts a WHERE `+store.Where(conds)+
 		` GROUP BY a.status, a.severity`, a.Values()...)

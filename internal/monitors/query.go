@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"gale/internal/access"
@@ -179,8 +180,6 @@ type MonitorDashboard struct {
 	AvgResponseMs *float64       `json:"avgResponseMs" doc:"Average last response time of the online monitors; null when none."`
 }
 
-// openAlertStatuses are the statuses of an open alert.
-var openAlertStatuses = []string{alerts.StatusActive, alerts.StatusAcknowledged, alerts.StatusSuppressed}
 
 // Dashboard counts the monitors in scope (of one organization when orgID is set) by status and
 // type, their open alerts by severity and the online monitors' average response time.
@@ -230,21 +229,13 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (MonitorDashboard
 		avg := sum / float64(timed)
 		out.AvgResponseMs = &avg
 	}
-	page := store.Page{Limit: 500}
-	for {
-		list, next, _, err := s.alerts.List(ctx, alerts.ListFilter{SourceType: alerts.SourceMonitor, OrgID: orgID, Statuses: openAlertStatuses}, page)
-		if err != nil {
-			return out, err
-		}
-		for _, x := range list {
-			out.OpenAlerts++
-			out.AlertsBySev[x.Severity]++
-		}
-		if next == "" {
-			return out, nil
-		}
-		page.Cursor = next
+	open, err := s.alerts.SummarizeSource(ctx, orgID, alerts.SourceMonitor)
+	if err != nil {
+		return out, err
 	}
+	out.OpenAlerts = open.Total
+	maps.Copy(out.AlertsBySev, open.BySeverity)
+	return out, nil
 }
 
 // AlertFilter narrows the monitor alerts listed.
