@@ -180,7 +180,6 @@ type MonitorDashboard struct {
 	AvgResponseMs *float64       `json:"avgResponseMs" doc:"Average last response time of the online monitors; null when none."`
 }
 
-
 // Dashboard counts the monitors in scope (of one organization when orgID is set) by status and
 // type, their open alerts by severity and the online monitors' average response time.
 func (s *Service) Dashboard(ctx context.Context, orgID string) (MonitorDashboard, error) {
