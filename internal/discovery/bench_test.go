@@ -4,15 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"gale/internal/apptest"
 	"gale/internal/store"
@@ -73,78 +67,6 @@ func BenchmarkDiscoveryAssetList(b *testing.B) {
 		{"Search", base + "&search=host-07"},
 		{"Type", base + "&type=printer"},
 	} {
-		b.Run(bc.name, func(b *testing.B) { measureGets(b, bc.url, ten.Partner, 16) })
+		b.Run(bc.name, func(b *testing.B) { apptest.MeasureGets(b, bc.url, ten.Partner, 16) })
 	}
-}
-
-// measureGets runs b.N GETs of target from concurrent clients and reports requests per
-// second, the p50 and p99 latency and the CPU time per request.
-func measureGets(b *testing.B, target string, caller apptest.Caller, clients int) {
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}
-	get := func() time.Duration {
-		req, _ := http.NewRequest("GET", target, nil)
-		req.Header.Set("Authorization", "Bearer "+caller.Token)
-		start := time.Now()
-		res, err := client.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 {
-			b.Fatalf("status %d", res.StatusCode)
-		}
-		return time.Since(start)
-	}
-	var warm sync.WaitGroup
-	for range clients {
-		warm.Go(func() {
-			for range 5 {
-				get()
-			}
-		})
-	}
-	warm.Wait()
-	work := make(chan struct{}, b.N)
-	for range b.N {
-		work <- struct{}{}
-	}
-	close(work)
-	var mu sync.Mutex
-	latencies := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	start, cpu := time.Now(), processCPU()
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			var local []time.Duration
-			for range work {
-				local = append(local, get())
-			}
-			mu.Lock()
-			latencies = append(latencies, local...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	elapsed, cpu := time.Since(start), processCPU()-cpu
-	b.StopTimer()
-	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
-	pct := func(p float64) float64 {
-		return float64(latencies[int(float64(len(latencies)-1)*p)].Microseconds()) / 1000
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "req/s")
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
-}
-
-// processCPU is the CPU time this process (client and server) has used: a figure that other
-// work on the machine does not inflate the way it does latencies.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
