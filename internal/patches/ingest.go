@@ -363,6 +363,19 @@ func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, 
 // waiting or queued, and records patch.job_completed; the conditional update makes that
 // happen once.
 func (s *Service) finishJob(ctx context.Context, tx *sql.Tx, jobID string) error {
+	// The job's row first: results recorded at the same time then see each other's devices,
+	// and the last one finishes the job. Without it, on PostgreSQL the last two results of a
+	// job, committing together, each saw the other's device still queued and the job stayed
+	// running.
+	var locked string
+	err := s.db.TxQueryRowContext(ctx, tx, `UPDATE patch_jobs SET status = status WHERE id = $1 AND status = $2 RETURNING id`,
+		jobID, JobRunning).Scan(&locked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("lock patch job %s: %w", jobID, err)
+	}
 	// Asked at every device's result: the partial index answers it without reading the job's
 	// other devices, so a job of 10,000 devices costs 10,000 lookups, not 10,000 counts.
 	var open bool
