@@ -3,6 +3,7 @@ package app_test
 import (
 	"encoding/json"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -50,6 +51,20 @@ func TestOpenAPIDescribesEveryOperation(t *testing.T) {
 				t.Errorf("%s %s documents 422; errors of validation are 400", method, path)
 			}
 		}
+	}
+}
+
+// Two paths that differ only in their parameters' names are one path to a router and an error
+// to OpenAPI linters; the second must reuse the first's names.
+func TestOpenAPIPathsDifferBeyondParameterNames(t *testing.T) {
+	param := regexp.MustCompile(`\{[^}]+\}`)
+	shapes := map[string]string{}
+	for path := range openAPI(t) {
+		shape := param.ReplaceAllString(path, "{}")
+		if other, ok := shapes[shape]; ok {
+			t.Errorf("%s and %s differ only in parameter names", other, path)
+		}
+		shapes[shape] = path
 	}
 }
 

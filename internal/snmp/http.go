@@ -18,6 +18,12 @@ type snmpDeviceIDPath struct {
 	DeviceID string `path:"deviceId" format:"uuid"`
 }
 
+// snmpThresholdsPath names its device "id": the spec's GET /snmp/thresholds/:deviceId shares
+// its place in the path with PATCH and DELETE /snmp/thresholds/:id, and one path takes one name.
+type snmpThresholdsPath struct {
+	DeviceID string `path:"id" format:"uuid" doc:"The SNMP device's ID."`
+}
+
 type snmpDevicesInput struct {
 	httpapi.PageQuery
 	OrgID  string `query:"orgId" format:"uuid"`
@@ -261,9 +267,10 @@ func (s *Service) Register(api *httpapi.Server) {
 			out, err := s.OIDMetrics(ctx, in.DeviceID, in.OID, limit)
 			return &struct{ Body SNMPOIDMetrics }{out}, err
 		})
-	httpapi.Register(api, httpapi.Route{ID: "list-snmp-thresholds", Method: http.MethodGet, Path: "/snmp/thresholds/{deviceId}", Tag: tag,
-		Permission: read, Summary: "Thresholds of an SNMP device", Errors: notFound, Description: "Oldest first."},
-		func(ctx context.Context, in *snmpDeviceIDPath) (*struct{ Body []SNMPThreshold }, error) {
+	httpapi.Register(api, httpapi.Route{ID: "list-snmp-thresholds", Method: http.MethodGet, Path: "/snmp/thresholds/{id}", Tag: tag,
+		Permission: read, Summary: "Thresholds of an SNMP device", Errors: notFound,
+		Description: "id is the SNMP device's ID. Oldest first."},
+		func(ctx context.Context, in *snmpThresholdsPath) (*struct{ Body []SNMPThreshold }, error) {
 			out, err := s.ListThresholds(ctx, in.DeviceID)
 			return &struct{ Body []SNMPThreshold }{out}, err
 		})
