@@ -27,6 +27,10 @@ import (
 	"gale/internal/customfields"
 	"gale/internal/devices"
 	"gale/internal/discovery"
+	"gale/internal/incidents"
+	"gale/internal/pam"
+	"gale/internal/security"
+	"gale/internal/vulnerabilities"
 	"gale/internal/enrollment"
 	"gale/internal/events"
 	"gale/internal/groups"
@@ -96,6 +100,10 @@ var Modules = []module.Module{
 	monitors.Module,
 	snmp.Module,
 	discovery.Module,
+	security.Module,
+	vulnerabilities.Module,
+	incidents.Module,
+	pam.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".
