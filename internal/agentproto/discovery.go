@@ -60,6 +60,24 @@ type ScannedHost struct {
 	SysName     string `json:"sysName,omitempty"`
 	SysDescr    string `json:"sysDescr,omitempty"`
 	SysObjectID string `json:"sysObjectId,omitempty"`
+	// Neighbors are the host's LLDP neighbours (LLDP-MIB's remote systems), when it answered
+	// SNMP and keeps that table (switches, routers, access points).
+	Neighbors []ScannedNeighbor `json:"neighbors,omitempty"`
+}
+
+// ScannedNeighbor is a system an SNMP host sees on one of its ports through LLDP.
+type ScannedNeighbor struct {
+	// LocalPort is the host's port the neighbour is on (its description, else its number).
+	LocalPort string `json:"localPort"`
+	// ChassisID identifies the neighbour: a MAC address (aa:bb:...) when ChassisIDType is mac,
+	// else as the neighbour sent it.
+	ChassisID     string `json:"chassisId"`
+	ChassisIDType string `json:"chassisIdType"`
+	PortID        string `json:"portId,omitempty"`
+	PortDesc      string `json:"portDesc,omitempty"`
+	SysName       string `json:"sysName,omitempty"`
+	// Address is the neighbour's IPv4 management address, when it advertises one.
+	Address string `json:"address,omitempty"`
 }
 
 // ScanRoute is one IPv4 route of the scanning agent: Gateway empty for a directly

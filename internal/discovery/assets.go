@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -23,16 +24,16 @@ import (
 const ingestChunk = 200
 
 var assetColumns = `x.id, x.partner_id, x.org_id, x.site_id, x.ip, x.mac, x.hostname, x.asset_type, x.open_ports, x.sys_name,
-	x.sys_descr, x.sys_object_id, x.status, x.link_source, x.linked_device_id, x.ignore_reason, x.monitoring_enabled, x.last_job_id,
+	x.sys_descr, x.sys_object_id, x.neighbors, x.status, x.link_source, x.linked_device_id, x.ignore_reason, x.monitoring_enabled, x.last_job_id,
 	` + store.TimeColumns("x.first_seen_at", "x.last_seen_at", "x.updated_at") + `, x.ip_key`
 
 func scanAsset(row store.Scanner) (DiscoveryAsset, error) {
 	var x DiscoveryAsset
-	var ports, key string
+	var ports, neighbors, key string
 	var source, linked, reason, job sql.NullString
 	var first, last, updated store.NullTime
 	if err := row.Scan(&x.ID, &x.PartnerID, &x.OrgID, &x.SiteID, &x.IP, &x.MAC, &x.Hostname, &x.Type, &ports, &x.SysName,
-		&x.SysDescr, &x.SysObjectID, &x.Status, &source, &linked, &reason, &x.Monitoring, &job, &first, &last, &updated, &key); err != nil {
+		&x.SysDescr, &x.SysObjectID, &neighbors, &x.Status, &source, &linked, &reason, &x.Monitoring, &job, &first, &last, &updated, &key); err != nil {
 		return x, err
 	}
 	x.LinkSource, x.LinkedID, x.IgnoreNote, x.LastJobID = store.StringPtr(source), store.StringPtr(linked), store.StringPtr(reason),
@@ -41,6 +42,12 @@ func scanAsset(row store.Scanner) (DiscoveryAsset, error) {
 	var err error
 	if x.OpenPorts, err = parsePorts(ports); err != nil {
 		return x, fmt.Errorf("read the ports of asset %s: %w", x.ID, err)
+	}
+	x.Neighbors = []DiscoveryNeighbor{}
+	if neighbors != "[]" {
+		if err := json.Unmarshal([]byte(neighbors), &x.Neighbors); err != nil {
+			return x, fmt.Errorf("read the neighbours of asset %s: %w", x.ID, err)
+		}
 	}
 	return x, nil
 }
@@ -162,17 +169,17 @@ func (s *Service) ingestChunk(ctx context.Context, tx *sql.Tx, j DiscoveryJob, h
 		}
 		values = append(values, "("+strings.Join([]string{b.Add(x.ID), b.Add(j.PartnerID), b.Add(j.OrgID), b.Add(j.SiteID), b.Add(x.IP),
 			b.Add(ipKey(x.IP)), b.Add(x.MAC), b.Add(x.Hostname), b.Add(x.Type), b.Add(encode(x.OpenPorts)), b.Add(x.SysName),
-			b.Add(x.SysDescr), b.Add(x.SysObjectID), b.Add(status), b.Add(source), b.Add(linked), b.Add(j.ID), at, at, at}, ", ")+")")
+			b.Add(x.SysDescr), b.Add(x.SysObjectID), b.Add(encode(x.Neighbors)), b.Add(status), b.Add(source), b.Add(linked), b.Add(j.ID), at, at, at}, ", ")+")")
 	}
 	// A row that exists keeps its first sighting, its manual link or ignore and its
 	// monitoring; a new asset's automatic link applies to it, and an automatic link follows
 	// the device now matching.
 	_, err = tx.ExecContext(ctx, `INSERT INTO discovery_assets (id, partner_id, org_id, site_id, ip, ip_key, mac, hostname, asset_type,
-		open_ports, sys_name, sys_descr, sys_object_id, status, link_source, linked_device_id, last_job_id, first_seen_at, last_seen_at,
+		open_ports, sys_name, sys_descr, sys_object_id, neighbors, status, link_source, linked_device_id, last_job_id, first_seen_at, last_seen_at,
 		updated_at) VALUES `+strings.Join(values, ", ")+`
 		ON CONFLICT (org_id, ip) DO UPDATE SET site_id = excluded.site_id, mac = excluded.mac, hostname = excluded.hostname,
 		asset_type = excluded.asset_type, open_ports = excluded.open_ports, sys_name = excluded.sys_name, sys_descr = excluded.sys_descr,
-		sys_object_id = excluded.sys_object_id, last_job_id = excluded.last_job_id, last_seen_at = excluded.last_seen_at,
+		sys_object_id = excluded.sys_object_id, neighbors = excluded.neighbors, last_job_id = excluded.last_job_id, last_seen_at = excluded.last_seen_at,
 		updated_at = excluded.updated_at,
 		status = CASE WHEN discovery_assets.status = 'new' OR discovery_assets.link_source = 'auto' THEN excluded.status
 			ELSE discovery_assets.status END,
@@ -203,6 +210,17 @@ func merge(x *DiscoveryAsset, h agentproto.ScannedHost) {
 	x.OpenPorts = h.OpenPorts
 	if x.OpenPorts == nil {
 		x.OpenPorts = []int{}
+	}
+	// A host that answered SNMP told its neighbours (none is an answer too); one that was not
+	// asked keeps those it told before.
+	if h.SysName != "" || h.SysDescr != "" || h.SysObjectID != "" {
+		x.Neighbors = make([]DiscoveryNeighbor, len(h.Neighbors))
+		for i, n := range h.Neighbors {
+			x.Neighbors[i] = DiscoveryNeighbor(n)
+		}
+	}
+	if x.Neighbors == nil {
+		x.Neighbors = []DiscoveryNeighbor{}
 	}
 }
 

@@ -221,27 +221,41 @@ type DiscoveryScanRequest struct {
 
 // DiscoveryAsset is one address discovery found in an organization.
 type DiscoveryAsset struct {
-	ID          string    `json:"id" format:"uuid"`
-	PartnerID   string    `json:"partnerId" format:"uuid"`
-	OrgID       string    `json:"orgId" format:"uuid"`
-	SiteID      string    `json:"siteId" format:"uuid"`
-	IP          string    `json:"ip"`
-	MAC         string    `json:"mac"`
-	Hostname    string    `json:"hostname"`
-	Type        string    `json:"type" enum:"workstation,server,router,switch,firewall,printer,access_point,nas,phone,camera,iot,unknown"`
-	OpenPorts   []int     `json:"openPorts"`
-	SysName     string    `json:"sysName"`
-	SysDescr    string    `json:"sysDescr" multiline:"true"`
-	SysObjectID string    `json:"sysObjectId"`
-	Status      string    `json:"status" enum:"new,linked,ignored"`
-	LinkSource  *string   `json:"linkSource" enum:"auto,manual" doc:"How the link was made: by MAC or IP address (auto), or by hand."`
-	LinkedID    *string   `json:"linkedDeviceId" format:"uuid"`
-	IgnoreNote  *string   `json:"ignoreReason" multiline:"true"`
-	Monitoring  bool      `json:"monitoringEnabled"`
-	LastJobID   *string   `json:"lastJobId" format:"uuid"`
-	FirstSeenAt time.Time `json:"firstSeenAt"`
-	LastSeenAt  time.Time `json:"lastSeenAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	ID          string `json:"id" format:"uuid"`
+	PartnerID   string `json:"partnerId" format:"uuid"`
+	OrgID       string `json:"orgId" format:"uuid"`
+	SiteID      string `json:"siteId" format:"uuid"`
+	IP          string `json:"ip"`
+	MAC         string `json:"mac"`
+	Hostname    string `json:"hostname"`
+	Type        string `json:"type" enum:"workstation,server,router,switch,firewall,printer,access_point,nas,phone,camera,iot,unknown"`
+	OpenPorts   []int  `json:"openPorts"`
+	SysName     string `json:"sysName"`
+	SysDescr    string `json:"sysDescr" multiline:"true"`
+	SysObjectID string `json:"sysObjectId"`
+	// Neighbors are the systems the asset sees on its ports through LLDP, as its last SNMP
+	// answer listed them.
+	Neighbors   []DiscoveryNeighbor `json:"neighbors"`
+	Status      string              `json:"status" enum:"new,linked,ignored"`
+	LinkSource  *string             `json:"linkSource" enum:"auto,manual" doc:"How the link was made: by MAC or IP address (auto), or by hand."`
+	LinkedID    *string             `json:"linkedDeviceId" format:"uuid"`
+	IgnoreNote  *string             `json:"ignoreReason" multiline:"true"`
+	Monitoring  bool                `json:"monitoringEnabled"`
+	LastJobID   *string             `json:"lastJobId" format:"uuid"`
+	FirstSeenAt time.Time           `json:"firstSeenAt"`
+	LastSeenAt  time.Time           `json:"lastSeenAt"`
+	UpdatedAt   time.Time           `json:"updatedAt"`
+}
+
+// DiscoveryNeighbor is a system an asset sees on one of its ports through LLDP.
+type DiscoveryNeighbor struct {
+	LocalPort     string `json:"localPort" doc:"The asset's port: its description, else its number."`
+	ChassisID     string `json:"chassisId" doc:"The neighbour's identity: a MAC address (aa:bb:...) when chassisIdType is mac."`
+	ChassisIDType string `json:"chassisIdType" enum:"chassis_component,interface_alias,port_component,mac,network_address,interface_name,local,unknown"`
+	PortID        string `json:"portId"`
+	PortDesc      string `json:"portDesc"`
+	SysName       string `json:"sysName"`
+	Address       string `json:"address" doc:"The neighbour's IPv4 management address, when it advertises one."`
 }
 
 // DiscoveryLinkRequest links an asset to a managed device of its organization.

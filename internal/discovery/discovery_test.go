@@ -677,3 +677,68 @@ func TestAssetMonitoring(t *testing.T) {
 		t.Errorf("%d monitors of %s, want 1", n, race.IP)
 	}
 }
+
+// An SNMP asset's LLDP neighbours join it in the topology: to the asset with the neighbour's
+// management address, MAC address or name, else to a neighbour node; two systems that see
+// each other make one edge, from the lower address. A later scan that did not ask SNMP keeps the neighbours, and an
+// SNMP answer without any clears them.
+func TestTopologyLinksLLDPNeighbours(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Org
+	p := f.profile(c, map[string]any{"siteId": f.a.SiteID, "name": "LAN", "subnets": []string{"192.168.1.0/24"}})
+	probe := f.device(f.a, "probe", "online")
+	sw := agentproto.ScannedHost{IP: "192.168.1.2", SysName: "core-sw1", SysObjectID: "1.3.6.1.4.1.9.1.1", Neighbors: []agentproto.ScannedNeighbor{
+		{LocalPort: "Gi1/0/1", ChassisID: "rtr-chassis", ChassisIDType: "local", PortID: "eth0", Address: "192.168.1.1"},
+		{LocalPort: "Gi1/0/5", ChassisID: "00:1a:2b:3c:4d:5e", ChassisIDType: "mac", PortDesc: "NIC"},
+		{LocalPort: "Gi1/0/7", ChassisID: "ap-7f", ChassisIDType: "local", SysName: "lobby-ap"},
+	}}
+	router := agentproto.ScannedHost{IP: "192.168.1.1", SysName: "edge-rtr", Neighbors: []agentproto.ScannedNeighbor{
+		{LocalPort: "eth0", ChassisID: "sw-chassis", ChassisIDType: "local", PortID: "Gi1/0/1", SysName: "CORE-SW1"}}}
+	pc := agentproto.ScannedHost{IP: "192.168.1.20", MAC: "00:1A:2B:3C:4D:5E"}
+	scan := func(hosts ...agentproto.ScannedHost) {
+		j := f.scan(c, p.ID)
+		f.running(probe)
+		f.result(f.a, j, agentproto.ResultCompleted, scanResult(hosts...))
+	}
+	scan(sw, router, pc)
+	ids := map[string]string{}
+	for _, x := range f.assets(c, "") {
+		ids[x.IP] = "asset:" + x.ID
+		if x.IP == "192.168.1.2" && (len(x.Neighbors) != 3 || x.Neighbors[0].Address != "192.168.1.1") {
+			t.Errorf("switch neighbours = %+v", x.Neighbors)
+		}
+	}
+	lldp := func() map[string]bool {
+		var topo discovery.DiscoveryTopology
+		f.e.Must(200, c, "GET", api+"/discovery/topology", nil).JSON(t, &topo)
+		out := map[string]bool{}
+		for _, e := range topo.Edges {
+			if e.Kind == "lldp" {
+				out[e.From+" "+e.FromPort+" > "+e.To+" "+e.ToPort] = true
+			}
+		}
+		for _, n := range topo.Nodes {
+			if n.Kind == "neighbor" {
+				out["node "+n.ID+" "+n.Label] = true
+			}
+		}
+		return out
+	}
+	want := map[string]bool{
+		ids["192.168.1.1"] + " eth0 > " + ids["192.168.1.2"] + " Gi1/0/1": true,
+		ids["192.168.1.2"] + " Gi1/0/5 > " + ids["192.168.1.20"] + " NIC": true,
+		ids["192.168.1.2"] + " Gi1/0/7 > neighbor:ap-7f ":                 true,
+		"node neighbor:ap-7f lobby-ap":                                    true,
+	}
+	if got := lldp(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lldp edges = %v\nwant %v", got, want)
+	}
+	scan(agentproto.ScannedHost{IP: "192.168.1.2", OpenPorts: []int{22}})
+	if got := lldp(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("after a scan without SNMP, lldp edges = %v", got)
+	}
+	scan(agentproto.ScannedHost{IP: "192.168.1.2", SysName: "core-sw1"}, agentproto.ScannedHost{IP: "192.168.1.1", SysName: "edge-rtr"})
+	if got := lldp(); len(got) != 0 {
+		t.Errorf("after SNMP answers without neighbours, lldp edges = %v", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 
 	"gale/internal/access"
 	"gale/internal/apperr"
@@ -16,17 +17,20 @@ import (
 
 // Node kinds and edge kinds of the topology.
 const (
-	NodeSubnet  = "subnet"
-	NodeGateway = "gateway"
-	NodeAsset   = "asset"
-	EdgeMember  = "member"
-	EdgeRoute   = "gateway"
+	NodeSubnet   = "subnet"
+	NodeGateway  = "gateway"
+	NodeAsset    = "asset"
+	NodeNeighbor = "neighbor"
+	EdgeMember   = "member"
+	EdgeRoute    = "gateway"
+	EdgeLLDP     = "lldp"
 )
 
-// DiscoveryTopologyNode is a subnet, a gateway or an asset.
+// DiscoveryTopologyNode is a subnet, a gateway, an asset, or an LLDP neighbour of an asset
+// that discovery has not found as an asset.
 type DiscoveryTopologyNode struct {
-	ID    string `json:"id" doc:"subnet:<cidr>, gateway:<ip> or asset:<assetId>."`
-	Kind  string `json:"kind" enum:"subnet,gateway,asset"`
+	ID    string `json:"id" doc:"subnet:<cidr>, gateway:<ip>, asset:<assetId> or neighbor:<chassisId>."`
+	Kind  string `json:"kind" enum:"subnet,gateway,asset,neighbor"`
 	Label string `json:"label"`
 	// AssetID is the asset of an asset node, and of a gateway discovery found as an asset.
 	AssetID *string `json:"assetId" format:"uuid"`
@@ -36,11 +40,14 @@ type DiscoveryTopologyNode struct {
 }
 
 // DiscoveryTopologyEdge joins two nodes: an asset to its subnet (member), a subnet to a
-// gateway that routes it (gateway).
+// gateway that routes it (gateway), an asset to an LLDP neighbour on one of its ports (lldp).
 type DiscoveryTopologyEdge struct {
 	From string `json:"from"`
 	To   string `json:"to"`
-	Kind string `json:"kind" enum:"member,gateway"`
+	Kind string `json:"kind" enum:"member,gateway,lldp"`
+	// FromPort and ToPort are the ports of an lldp edge: the asset's, and the neighbour's.
+	FromPort string `json:"fromPort,omitempty"`
+	ToPort   string `json:"toPort,omitempty"`
 }
 
 // DiscoveryTopology is what discovery learned of an organization's or a site's networks.
@@ -61,7 +68,9 @@ type TopologyFilter struct {
 // Topology builds the topology from the profiles' subnets, the routes the scanning agents
 // reported, and the assets: each asset joins the narrowest known subnet holding its address;
 // each subnet joins the gateways of the routes through it (a gateway on a directly attached
-// network joins that network), and a gateway that is an asset is that asset.
+// network joins that network), and a gateway that is an asset is that asset; each asset joins
+// the LLDP neighbours on its ports, which are assets when their management address, MAC
+// address or name is one's.
 func (s *Service) Topology(ctx context.Context, f TopologyFilter) (DiscoveryTopology, error) {
 	scope := access.ScopeFrom(ctx)
 	if f.OrgID == "" && f.SiteID == "" {
@@ -222,5 +231,61 @@ func (s *Service) Topology(ctx context.Context, f TopologyFilter) (DiscoveryTopo
 			}
 		}
 	}
+	t.Nodes, t.Edges = linkNeighbors(assets, assetNode, t.Nodes, t.Edges)
 	return t, nil
+}
+
+// linkNeighbors adds the edges between assets and their LLDP neighbours. Two systems that see
+// each other make one edge, from the first asset (by address).
+func linkNeighbors(assets []DiscoveryAsset, byIP map[string]string, nodes []DiscoveryTopologyNode,
+	edges []DiscoveryTopologyEdge) ([]DiscoveryTopologyNode, []DiscoveryTopologyEdge) {
+	byMAC, byName := map[string]string{}, map[string]string{}
+	for _, x := range assets {
+		id := "asset:" + x.ID
+		if x.MAC != "" {
+			byMAC[x.MAC] = id
+		}
+		for _, name := range []string{x.SysName, x.Hostname} {
+			if name != "" {
+				byName[strings.ToLower(name)] = id
+			}
+		}
+	}
+	type pair struct{ a, b string }
+	seen := map[pair]bool{}
+	added := map[string]bool{}
+	for _, x := range assets {
+		from := "asset:" + x.ID
+		for _, n := range x.Neighbors {
+			to := ""
+			switch {
+			case n.Address != "" && byIP[n.Address] != "":
+				to = byIP[n.Address]
+			case n.ChassisIDType == "mac" && byMAC[n.ChassisID] != "":
+				to = byMAC[n.ChassisID]
+			case n.SysName != "" && byName[strings.ToLower(n.SysName)] != "":
+				to = byName[strings.ToLower(n.SysName)]
+			default:
+				to = "neighbor:" + n.ChassisID
+				if !added[to] {
+					added[to] = true
+					label := n.SysName
+					if label == "" {
+						label = n.ChassisID
+					}
+					nodes = append(nodes, DiscoveryTopologyNode{ID: to, Kind: NodeNeighbor, Label: label, IP: n.Address})
+				}
+			}
+			if to == from || seen[pair{from, to}] || seen[pair{to, from}] {
+				continue
+			}
+			seen[pair{from, to}] = true
+			port := n.PortDesc
+			if n.PortID != "" {
+				port = n.PortID
+			}
+			edges = append(edges, DiscoveryTopologyEdge{From: from, To: to, Kind: EdgeLLDP, FromPort: n.LocalPort, ToPort: port})
+		}
+	}
+	return nodes, edges
 }

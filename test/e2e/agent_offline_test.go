@@ -101,6 +101,7 @@ func refusingProxy(t *testing.T, target string) (*httptest.Server, *atomic.Bool)
 // refusing proxy does not retire it, a damaged configuration is repaired by enrolling, and a
 // real decommissioning ends it with its documented exit status.
 func TestAgentOutlivesServerOutages(t *testing.T) {
+	t.Parallel()
 	s := startStoppableServer(t)
 	proxy, refusing := refusingProxy(t, s.base)
 	ten := s.newTenant("Outage", 5)

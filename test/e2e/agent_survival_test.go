@@ -50,6 +50,7 @@ func (l *connectionLog) connections() []time.Time {
 // GALE_E2E_LONG=1), restarts the server, and checks that every agent is connected again within
 // 10 s of the server being back, and that the fleet does not come back at a single instant.
 func TestAFleetIsBackWithinTenSecondsOfAServerRestart(t *testing.T) {
+	t.Parallel()
 	fleet := 20
 	if os.Getenv("GALE_E2E_LONG") != "" {
 		fleet = 100

@@ -175,6 +175,7 @@ func (s *server) waitCommand(deviceID, id string) e2eCommand {
 // the API: inventory, a script, system tools, the pending-refresh rule, the watchdog and
 // decommissioning.
 func TestRealAgent(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5")
 	ten := s.newTenant("E2E", 5)
 

@@ -60,6 +60,7 @@ func (r *hookReceiver) at(path string) []hookRequest {
 // outbound webhook and as a Slack message; then the rule is changed so the condition clears
 // and the alert resolves itself on the next heartbeat, which Slack hears of too.
 func TestAlertingEndToEnd(t *testing.T) {
+	t.Parallel()
 	smtp := mailtest.Start(t)
 	rcv := newHookReceiver(t)
 	s := startServer(t, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5", "SMTP_URL="+smtp.URL(), "SMTP_FROM=gale@example.com",

@@ -297,7 +297,8 @@ feed:
 	return open, answered
 }
 
-// identify asks each host for its name (reverse DNS) and SNMP system group, as the methods say.
+// identify asks each host for its name (reverse DNS), SNMP system group and LLDP neighbours, as
+// the methods say.
 func (s *scanner) identify(ctx context.Context, hosts []*agentproto.ScannedHost) {
 	if !s.methods[agentproto.ScanDNS] && (!s.methods[agentproto.ScanSNMP] || s.p.SNMP == nil) {
 		return
@@ -345,9 +346,10 @@ func (s *scanner) sysGroup(ctx context.Context, h *agentproto.ScannedHost) {
 		t.TimeoutMs = int(s.timeout / time.Millisecond)
 	}
 	vals, err := snmp.Get(ctx, t, []string{oidSysDescr, oidSysObjectID, oidSysName})
-	if err != nil {
+	if err != nil || len(vals) == 0 {
 		return
 	}
+	h.Neighbors = neighbors(ctx, t)
 	for _, v := range vals {
 		if v.Text == nil {
 			continue

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"gale/internal/agent/snmp/snmpdtest"
 	"gale/internal/agentproto"
 )
 
@@ -128,5 +129,41 @@ eth1	0000000A	00000000	0000	0	0	100	000000FF	0	0	0
 `)
 	if fmt.Sprint(routes) != "[{0.0.0.0/0 192.168.1.1 eth0} {192.168.1.0/24  eth0}]" {
 		t.Errorf("routes = %v", routes)
+	}
+}
+
+// An SNMP host that keeps LLDP-MIB's remote systems table (a real snmpd serving the table)
+// reports its neighbours: the local port by its description, a MAC chassis ID written as a
+// MAC address, another chassis ID as sent, and the IPv4 management address.
+func TestLLDPNeighboursOfAnSNMPHost(t *testing.T) {
+	const rem, man, loc = "1.0.8802.1.1.2.1.4.1.1", "1.0.8802.1.1.2.1.4.2.1.3", "1.0.8802.1.1.2.1.3.7.1.4"
+	d := snmpdtest.Start(t,
+		snmpdtest.Entry{OID: rem + ".4.0.3.1", Type: "integer", Value: "4"},
+		snmpdtest.Entry{OID: rem + ".5.0.3.1", Type: "octet", Value: "00 1a 2b 3c 4d 5e"},
+		snmpdtest.Entry{OID: rem + ".7.0.3.1", Type: "string", Value: "Gi0/1"},
+		snmpdtest.Entry{OID: rem + ".8.0.3.1", Type: "string", Value: "uplink to access"},
+		snmpdtest.Entry{OID: rem + ".9.0.3.1", Type: "string", Value: "core-sw1"},
+		snmpdtest.Entry{OID: rem + ".4.0.7.2", Type: "integer", Value: "7"},
+		snmpdtest.Entry{OID: rem + ".5.0.7.2", Type: "string", Value: "ap-7f"},
+		snmpdtest.Entry{OID: rem + ".9.0.7.2", Type: "string", Value: "lobby-ap"},
+		snmpdtest.Entry{OID: man + ".0.3.1.1.4.192.168.10.1", Type: "integer", Value: "2"},
+		snmpdtest.Entry{OID: loc + ".3", Type: "string", Value: "Gi1/0/3"},
+		snmpdtest.Entry{OID: loc + ".7", Type: "string", Value: "Gi1/0/7"})
+	target := d.V2c()
+	res, err := Scan(context.Background(), agentproto.NetworkScan{Subnets: []string{"127.0.0.1/32"},
+		Methods: []string{agentproto.ScanPing, agentproto.ScanSNMP}, SNMP: &target, TimeoutMs: 2000, Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hosts) != 1 || res.Hosts[0].SysName == "" {
+		t.Fatalf("hosts = %+v, want 127.0.0.1 with its SNMP system group", res.Hosts)
+	}
+	want := []agentproto.ScannedNeighbor{
+		{LocalPort: "Gi1/0/3", ChassisID: "00:1a:2b:3c:4d:5e", ChassisIDType: "mac", PortID: "Gi0/1", PortDesc: "uplink to access",
+			SysName: "core-sw1", Address: "192.168.10.1"},
+		{LocalPort: "Gi1/0/7", ChassisID: "ap-7f", ChassisIDType: "local", SysName: "lobby-ap"},
+	}
+	if got := res.Hosts[0].Neighbors; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("neighbours = %+v\nwant %+v", got, want)
 	}
 }

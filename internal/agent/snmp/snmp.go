@@ -57,6 +57,41 @@ func Get(ctx context.Context, t agentproto.SNMPTarget, oids []string) ([]agentpr
 	return out, nil
 }
 
+// errWalkFull stops a walk that reached its bound.
+var errWalkFull = errors.New("walk bound reached")
+
+// Walk asks one SNMP agent for the values under root (GETBULK with v2c and v3, GETNEXT with
+// v1), at most max of them; full says the walk stopped at max.
+func Walk(ctx context.Context, t agentproto.SNMPTarget, root string, max int) (vals []agentproto.SNMPValue, full bool, err error) {
+	g, err := connect(ctx, t)
+	if err != nil {
+		return nil, false, err
+	}
+	defer g.Conn.Close()
+	collect := func(pdu gosnmp.SnmpPDU) error {
+		if len(vals) >= max {
+			return errWalkFull
+		}
+		if v, ok := Value(pdu); ok {
+			vals = append(vals, v)
+		}
+		return nil
+	}
+	root = "." + strings.TrimPrefix(root, ".")
+	if g.Version == gosnmp.Version1 {
+		err = g.Walk(root, collect)
+	} else {
+		err = g.BulkWalk(root, collect)
+	}
+	if errors.Is(err, errWalkFull) {
+		return vals, true, nil
+	}
+	if err != nil {
+		return nil, false, classify(err)
+	}
+	return vals, false, nil
+}
+
 // connect prepares a client for t; its connection is closed by the caller.
 func connect(ctx context.Context, t agentproto.SNMPTarget) (*gosnmp.GoSNMP, error) {
 	port := t.Port

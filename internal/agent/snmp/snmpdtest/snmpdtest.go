@@ -1,7 +1,8 @@
 // Package snmpdtest runs a real net-snmp agent (snmpd) for tests: its own configuration and
 // persistent directory under the test's temporary directory, a free loopback UDP port, a v2c
-// community, a v3 authPriv user (SHA/AES) and one integer the test sets (a pass_persist
-// script). It never reads or writes the host's SNMP configuration.
+// community, a v3 authPriv user (SHA/AES), one integer the test sets (a pass_persist
+// script) and any table the test gives under 1.0.8802 (another, for LLDP-MIB). It never reads
+// or writes the host's SNMP configuration.
 package snmpdtest
 
 import (
@@ -11,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,8 +42,18 @@ type Daemon struct {
 	dir  string
 }
 
+// TableRoot is the subtree that Start's entries are served under: IEEE 802's MIBs (LLDP).
+const TableRoot = "1.0.8802"
+
+// Entry is a value the daemon serves under TableRoot. Type is a pass script's: integer,
+// gauge, counter, timeticks, ipaddress, objectid, string, or octet (Value in hex, "00 1a").
+type Entry struct {
+	OID, Type, Value string
+}
+
 // Start starts snmpd for t and stops it when t ends; it skips t when snmpd is not installed.
-func Start(t testing.TB) *Daemon {
+// It also serves entries (for GET, GETNEXT and walks) under TableRoot.
+func Start(t testing.TB, entries ...Entry) *Daemon {
 	t.Helper()
 	snmpd, err := exec.LookPath("snmpd")
 	if err != nil {
@@ -69,6 +82,28 @@ while read -r cmd; do
 	esac
 done
 `, PassOID, filepath.Join(d.dir, "value"))), 0o755))
+	table := filepath.Join(d.dir, "table.sh")
+	must(t, os.WriteFile(filepath.Join(d.dir, "table"), []byte(tableLines(entries)), 0o644))
+	// GETNEXT answers the first entry past the OID asked, comparing OIDs arc by arc.
+	must(t, os.WriteFile(table, []byte(fmt.Sprintf(`#!/bin/sh
+file='%s'
+while read -r cmd; do
+	case "$cmd" in
+	PING) echo PONG ;;
+	get|getnext) read -r oid
+		awk -F '	' -v want="$oid" -v next_="$([ "$cmd" = getnext ] && echo 1)" '
+		function cmp(a, b,   x, y, na, nb, i) {
+			na = split(a, x, "."); nb = split(b, y, ".")
+			for (i = 2; i <= na && i <= nb; i++) { if (x[i] + 0 != y[i] + 0) return x[i] + 0 < y[i] + 0 ? -1 : 1 }
+			return na - nb
+		}
+		{ c = cmp($1, want); if ((next_ && c > 0) || (!next_ && c == 0)) { print $1; print $2; print $3; found = 1; exit } }
+		END { if (!found) print "NONE" }' "$file" ;;
+	set) read -r oid; read -r value; echo not-writable ;;
+	*) exit 0 ;;
+	esac
+done
+`, filepath.Join(d.dir, "table"))), 0o755))
 	conf := filepath.Join(d.dir, "snmpd.conf")
 	must(t, os.WriteFile(conf, []byte(fmt.Sprintf(`agentAddress udp:127.0.0.1:%[7]d,udp:127.0.0.2:%[7]d,udp:127.0.0.3:%[7]d
 rocommunity %[1]s 127.0.0.0/8
@@ -77,7 +112,8 @@ rouser %[2]s authPriv
 sysLocation Gale test lab
 sysContact ops@example.com
 pass_persist .%[5]s /bin/sh %[6]s
-`, Community, User, AuthPass, PrivPass, strings.TrimSuffix(PassOID, ".0"), script, d.Port)), 0o600))
+pass_persist .%[8]s /bin/sh %[9]s
+`, Community, User, AuthPass, PrivPass, strings.TrimSuffix(PassOID, ".0"), script, d.Port, TableRoot, table)), 0o600))
 	cmd := exec.Command(snmpd, "-f", "-C", "-c", conf, "-Lf", filepath.Join(d.dir, "snmpd.log"), "-r")
 	cmd.Env = d.env()
 	must(t, cmd.Start())
@@ -189,6 +225,25 @@ func Format(v agentproto.SNMPValue) string {
 		return *v.Text
 	}
 	return ""
+}
+
+// tableLines writes entries in OID order, a line each: .oid, type and value separated by tabs.
+func tableLines(entries []Entry) string {
+	sorted := append([]Entry(nil), entries...)
+	arcs := func(oid string) []int {
+		var out []int
+		for _, a := range strings.Split(strings.Trim(oid, "."), ".") {
+			n, _ := strconv.Atoi(a)
+			out = append(out, n)
+		}
+		return out
+	}
+	sort.Slice(sorted, func(i, j int) bool { return slices.Compare(arcs(sorted[i].OID), arcs(sorted[j].OID)) < 0 })
+	var b strings.Builder
+	for _, e := range sorted {
+		fmt.Fprintf(&b, ".%s\t%s\t%s\n", strings.TrimPrefix(e.OID, "."), e.Type, e.Value)
+	}
+	return b.String()
 }
 
 func freeUDPPort(t testing.TB) int {
