@@ -98,13 +98,18 @@ func processesWith(marker string) []string {
 // mapping; parameters reach the environment.
 func TestScriptExecutionsOnARealAgent(t *testing.T) {
 	r := newScriptRunner(t)
-	sc := r.script("Two lines", "echo a; sleep 2; echo b", nil)
+	// The second line waits until the test has seen the first (at most 60 s).
+	proceed := filepath.Join(t.TempDir(), "proceed")
+	sc := r.script("Two lines", fmt.Sprintf("echo a; for i in $(seq 600); do [ -e %s ] && break; sleep 0.1; done; echo b", proceed), nil)
 	x := r.run(sc.ID, nil)
 	running := r.waitFor(x.ID, 30*time.Second, func(x scripts.ScriptExecution) bool {
 		return ended(x) || (x.Status == scripts.StatusRunning && x.Stdout != nil && *x.Stdout == "a\n")
 	})
 	if running.Status != scripts.StatusRunning {
 		t.Fatalf("never seen running with its first line: %+v", running)
+	}
+	if err := os.WriteFile(proceed, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	done := r.waitFor(x.ID, 30*time.Second, ended)
 	if done.Status != scripts.StatusCompleted || *done.Stdout != "a\nb\n" || *done.ExitCode != 0 {
