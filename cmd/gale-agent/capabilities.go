@@ -8,6 +8,7 @@ import (
 	"gale/internal/agent/desktop"
 	"gale/internal/agent/discovery"
 	"gale/internal/agent/echo"
+	"gale/internal/agent/elevate"
 	"gale/internal/agent/netcheck"
 	"gale/internal/agent/packages"
 	"gale/internal/agent/policy"
@@ -39,5 +40,6 @@ func capabilities(configPath string) *capability.Registry {
 	snmp.Register(reg)
 	discovery.Register(reg)
 	security.New(security.Options{}).Register(reg)
+	elevate.New(elevate.OptionsFromEnv(logger())).Register(reg)
 	return reg
 }

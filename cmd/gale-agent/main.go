@@ -36,6 +36,7 @@ func newRoot() *cobra.Command {
 	var configPath string
 	root := &cobra.Command{Use: "gale-agent", Short: "The Gale endpoint agent", SilenceUsage: true, SilenceErrors: true}
 	root.PersistentFlags().StringVar(&configPath, "config", agent.DefaultConfigPath(), "path of the agent's configuration file")
+	root.AddCommand(elevateCmd())
 	root.AddCommand(enrollCmd(&configPath), runCmd(&configPath), serviceCmd(&configPath), &cobra.Command{
 		Use: "version", Short: "Print the agent version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version) },

@@ -101,8 +101,21 @@ var owners = map[string]string{
 
 	"device_posture": "internal/devices",
 
+	"vuln_cves":              "internal/vulnerabilities",
+	"vuln_advisories":        "internal/vulnerabilities",
+	"vuln_changelog_fetches": "internal/vulnerabilities",
+	"vuln_findings":          "internal/vulnerabilities",
+	"vuln_device_marks":      "internal/vulnerabilities",
+	"vuln_group_keys":        "internal/vulnerabilities",
+	"vuln_group_stats":       "internal/vulnerabilities",
+
 	"monitors":        "internal/monitors",
 	"monitor_results": "internal/monitors",
+
+	"pam_signer_groups": "internal/pam",
+	"pam_rules":         "internal/pam",
+	"pam_config":        "internal/pam",
+	"pam_requests":      "internal/pam",
 
 	"snmp_devices":       "internal/snmp",
 	"snmp_templates":     "internal/snmp",
@@ -161,6 +174,17 @@ var owners = map[string]string{
 	"script_tags":       "internal/scripts",
 	"script_tag_links":  "internal/scripts",
 	"script_executions": "internal/scripts",
+
+	"security_device_status":         "internal/security",
+	"security_threats":               "internal/security",
+	"security_scans":                 "internal/security",
+	"security_policies":              "internal/security",
+	"security_snapshots":             "internal/security",
+	"security_recommendation_states": "internal/security",
+
+	"incidents":               "internal/incidents",
+	"incident_edr_connectors": "internal/incidents",
+	"incident_feed_counts":    "internal/incidents",
 }
 
 // crossDomainSQL lists the packages that still name another domain's table in their SQL, and

@@ -117,6 +117,12 @@ type Config struct {
 	SNMPMetricsRetention time.Duration
 	// MonitorResultsRetention is how long monitors' check results are kept.
 	MonitorResultsRetention time.Duration
+	// SecurityStatusInterval is how old a device's security status may grow before the
+	// security domain asks its agent for a fresh one.
+	SecurityStatusInterval time.Duration
+	// EDRPollEvery is how often the incidents poller looks for EDR connectors that are due
+	// (each connector is polled at its own interval, no more often than this).
+	EDRPollEvery time.Duration
 	// DeviceProvisionTTL is the lifetime of a provisioned device's enrollment payload.
 	DeviceProvisionTTL time.Duration
 	// AgentEnrollPerMinute limits enrollments per client address (0: no limit).
@@ -207,6 +213,8 @@ func Defaults() Config {
 		DeviceProvisionTTL:      7 * 24 * time.Hour,
 		SNMPMetricsRetention:    30 * 24 * time.Hour,
 		MonitorResultsRetention: 30 * 24 * time.Hour,
+		EDRPollEvery:            30 * time.Second,
+		SecurityStatusInterval:  6 * time.Hour,
 		AgentEnrollPerMinute:    10,
 		EnrollmentKeyDefaultTTL: 60 * time.Minute,
 
@@ -353,6 +361,8 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("DEVICE_METRICS_RETENTION_HOURS", 1, 24*90, func(n int64) { c.DeviceMetricsRetention = time.Duration(n) * time.Hour })
 	intVar("SNMP_METRICS_RETENTION_DAYS", 1, 3650, func(n int64) { c.SNMPMetricsRetention = time.Duration(n) * 24 * time.Hour })
 	intVar("MONITOR_RESULTS_RETENTION_DAYS", 1, 3650, func(n int64) { c.MonitorResultsRetention = time.Duration(n) * 24 * time.Hour })
+	intVar("SECURITY_STATUS_INTERVAL_MINUTES", 5, 7*24*60, func(n int64) { c.SecurityStatusInterval = time.Duration(n) * time.Minute })
+	intVar("EDR_POLL_EVERY_SECONDS", 5, 3600, seconds(&c.EDRPollEvery))
 	intVar("DEVICE_PROVISION_TTL_HOURS", 1, 24*365, func(n int64) { c.DeviceProvisionTTL = time.Duration(n) * time.Hour })
 	intVar("AGENT_ENROLL_RATE_PER_MINUTE", 0, 100000, func(n int64) { c.AgentEnrollPerMinute = int(n) })
 	intVar("WEBHOOK_SENDERS", 1, 64, func(n int64) { c.WebhookSenders = int(n) })

@@ -65,10 +65,13 @@ type Server struct {
 	servicePrincipals Authenticator
 }
 
+// huma makes its errors with a package variable: set once, before any server exists, so that
+// servers built at once (tests) never write it while another registers operations.
+func init() { huma.NewError = newHumaError }
+
 // New builds the server. Domains then register their operations with Register, and plain
 // handlers (WebSocket, downloads) with Handle.
 func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opts Options) *Server {
-	huma.NewError = newHumaError
 	mux := &router{}
 	cfg := huma.DefaultConfig("Gale API", opts.Version)
 	cfg.Info.Description = "Gale remote monitoring and management. Errors always take the form " +

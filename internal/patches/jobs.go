@@ -287,6 +287,31 @@ func (s *Service) InstallIn(ctx context.Context, tx *sql.Tx, deviceIDs, patchIDs
 	return job.PatchJob, err
 }
 
+// ApproveAndInstall approves each patch of approve (patch → organizations) where it still
+// awaits a decision (a declined patch stays declined, and its devices are then skipped), and
+// starts the install job of InstallIn, in one transaction; the commands go out once it has
+// committed.
+func (s *Service) ApproveAndInstall(ctx context.Context, deviceIDs, patchIDs []string, approve map[string][]string, note string,
+	opts InstallOptions) (PatchJob, error) {
+	var job PatchJob
+	err := s.db.Write(ctx, func(tx *sql.Tx) (err error) {
+		for patchID, orgs := range approve {
+			for _, org := range orgs {
+				if _, err := s.decide(ctx, tx, patchID, ApprovalApproved, note, org, nil); err != nil && !apperr.IsCode(err, "APPROVAL_CONFLICT") {
+					return err
+				}
+			}
+		}
+		job, err = s.InstallIn(ctx, tx, deviceIDs, patchIDs, opts)
+		return err
+	})
+	if err != nil {
+		return PatchJob{}, err
+	}
+	s.devices.Dispatch(ctx, job.Commands)
+	return job, nil
+}
+
 // Install is InstallIn in a transaction of its own, with the commands dispatched.
 func (s *Service) Install(ctx context.Context, deviceIDs, patchIDs []string, opts InstallOptions) (PatchJob, error) {
 	var job PatchJob

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"os"
 	"testing"
+
+	"gale/internal/agent/elevate"
 )
 
 // TestMain lets four tests run at once unless -parallel says otherwise: the tests that call
@@ -16,5 +18,15 @@ func TestMain(m *testing.M) {
 	if !set {
 		_ = flag.Set("test.parallel", "4")
 	}
-	os.Exit(m.Run())
+	// The agents these tests start never serve privileged access on the host's socket nor
+	// look at its sudoers directory; the test of privileged access names its own.
+	dir, err := os.MkdirTemp("", "gale-e2e-sudoers-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(elevate.EnvSocket, "off")
+	os.Setenv(elevate.EnvSudoersDir, dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

@@ -75,6 +75,7 @@ func (m *Manager) Register(reg *capability.Registry) {
 	reg.Command(agentproto.CommandPatchInstall, m.command(m.patchInstall))
 	reg.Command(agentproto.CommandSoftwareInstall, m.command(m.softwareInstall))
 	reg.Command(agentproto.CommandSoftwareUninstall, m.command(m.softwareUninstall))
+	reg.Command(agentproto.CommandPackageChangelog, m.command(m.packageChangelog))
 }
 
 // backend is one package manager, set up for one command.
