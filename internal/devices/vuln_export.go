@@ -29,24 +29,17 @@ func SoftwareOf(ctx context.Context, q store.Querier, ids, names []string) ([]In
 		if names != nil {
 			cond = " AND s.name IN " + a.In(names)
 		}
-		rows, err := q.QueryContext(ctx, `SELECT d.id, d.partner_id, d.org_id, s.name, s.version, s.source
+		part, err := store.QueryAll(ctx, q, `SELECT d.id, d.partner_id, d.org_id, s.name, s.version, s.source
 			FROM device_software s JOIN devices d ON d.id = s.device_id
-			WHERE s.device_id IN `+a.In(ids[first:min(first+installedChunk, len(ids))])+` AND d.decommissioned_at IS NULL`+cond, a.Values()...)
+			WHERE s.device_id IN `+a.In(ids[first:min(first+installedChunk, len(ids))])+` AND d.decommissioned_at IS NULL`+cond, a.Values(),
+			func(sc store.Scanner) (p InstalledPackage, err error) {
+				err = sc.Scan(&p.DeviceID, &p.PartnerID, &p.OrgID, &p.Name, &p.Version, &p.Source)
+				return p, err
+			})
 		if err != nil {
 			return nil, fmt.Errorf("read installed packages: %w", err)
 		}
-		for rows.Next() {
-			var p InstalledPackage
-			if err := rows.Scan(&p.DeviceID, &p.PartnerID, &p.OrgID, &p.Name, &p.Version, &p.Source); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		out = append(out, part...)
 	}
 	return out, nil
 }
@@ -59,21 +52,11 @@ func LiveIDsAfter(ctx context.Context, q store.Querier, after string, limit int)
 	if after != "" {
 		cond = " AND id > " + a.Add(after)
 	}
-	rows, err := q.QueryContext(ctx, `SELECT id FROM devices WHERE decommissioned_at IS NULL`+cond+` ORDER BY id LIMIT `+a.Add(limit),
-		a.Values()...)
+	out, err := store.QueryStrings(ctx, q, `SELECT id FROM devices WHERE decommissioned_at IS NULL`+cond+` ORDER BY id LIMIT `+a.Add(limit), a.Values()...)
 	if err != nil {
 		return nil, fmt.Errorf("list live devices: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DevicesWithSoftware returns the live devices that have a package named one of names.
@@ -82,21 +65,12 @@ func DevicesWithSoftware(ctx context.Context, q store.Querier, names []string) (
 		return nil, nil
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT d.id FROM device_software s JOIN devices d ON d.id = s.device_id
+	out, err := store.QueryStrings(ctx, q, `SELECT DISTINCT d.id FROM device_software s JOIN devices d ON d.id = s.device_id
 		WHERE s.name IN `+a.In(names)+` AND d.decommissioned_at IS NULL ORDER BY d.id`, a.Values()...)
 	if err != nil {
 		return nil, fmt.Errorf("find devices by package: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // InventoryAt is when a live device's inventory was last stored; ok is false for a device
@@ -120,19 +94,10 @@ func OnlineAmong(ctx context.Context, q store.Querier, ids []string) ([]string, 
 		return nil, nil
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT id FROM devices WHERE id IN `+a.In(ids)+` AND status = `+a.Add(StatusOnline)+
+	out, err := store.QueryStrings(ctx, q, `SELECT id FROM devices WHERE id IN `+a.In(ids)+` AND status = `+a.Add(StatusOnline)+
 		` AND decommissioned_at IS NULL ORDER BY last_seen_at DESC, id`, a.Values()...)
 	if err != nil {
 		return nil, fmt.Errorf("find online devices: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out, nil
 }

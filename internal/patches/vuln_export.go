@@ -30,25 +30,17 @@ func PendingFor(ctx context.Context, q store.Querier, deviceIDs, names []string)
 		if names != nil {
 			cond = " AND p.package_id IN " + a.In(names)
 		}
-		rows, err := q.QueryContext(ctx, `SELECT pd.device_id, pd.org_id, pd.patch_id, p.package_id, pd.available_version,
+		part, err := store.QueryAll(ctx, q, `SELECT pd.device_id, pd.org_id, pd.patch_id, p.package_id, pd.available_version,
 			pd.installed_version, p.category FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 			WHERE pd.device_id IN `+a.In(deviceIDs[first:min(first+bulkChunk, len(deviceIDs))])+` AND pd.source = 'linux'
-			AND pd.status IN ('pending', 'failed')`+cond, a.Values()...)
+			AND pd.status IN ('pending', 'failed')`+cond, a.Values(), func(sc store.Scanner) (p PendingPatch, err error) {
+			err = sc.Scan(&p.DeviceID, &p.OrgID, &p.PatchID, &p.Package, &p.Version, &p.InstalledVersion, &p.Category)
+			return p, err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("read pending patches: %w", err)
 		}
-		for rows.Next() {
-			var p PendingPatch
-			if err := rows.Scan(&p.DeviceID, &p.OrgID, &p.PatchID, &p.Package, &p.Version, &p.InstalledVersion, &p.Category); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		out = append(out, part...)
 	}
 	return out, nil
 }
@@ -56,20 +48,11 @@ func PendingFor(ctx context.Context, q store.Querier, deviceIDs, names []string)
 // DevicesPending returns the devices on which a Linux patch of package name at version is
 // pending (or failed).
 func DevicesPending(ctx context.Context, q store.Querier, name, version string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT pd.device_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
+	out, err := store.QueryStrings(ctx, q, `SELECT DISTINCT pd.device_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 		WHERE p.package_id = $1 AND pd.available_version = $2 AND pd.source = 'linux' AND pd.status IN ('pending', 'failed')
 		ORDER BY pd.device_id LIMIT 500`, name, version)
 	if err != nil {
 		return nil, fmt.Errorf("find devices with %s %s pending: %w", name, version, err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return out, nil
 }

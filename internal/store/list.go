@@ -52,7 +52,7 @@ func List[T any](ctx context.Context, db Querier, q ListQuery, page Page, scan f
 // fullPage reads the rows of a planned page in full.
 func fullPage[T any](ctx context.Context, db Querier, p *listPlan, columns string, scan func(Scanner) (T, error),
 	key func(T) (string, string)) ([]T, string, error) {
-	out, err := queryRows(ctx, db, p.query(columns), p.args.Values(), scan)
+	out, err := QueryAll(ctx, db, p.query(columns), p.args.Values(), scan)
 	if err != nil {
 		return nil, "", err
 	}
@@ -138,7 +138,7 @@ func pageRefs(ctx context.Context, db Querier, q ListQuery, p *listPlan, page Pa
 		}
 		generation = q.Pages.Generation()
 	}
-	refs, err := queryRows(ctx, db, query, p.args.Values(), func(s Scanner) (rowRef, error) {
+	refs, err := QueryAll(ctx, db, query, p.args.Values(), func(s Scanner) (rowRef, error) {
 		var r rowRef
 		return r, s.Scan(&r.id, &r.version)
 	})
@@ -243,8 +243,8 @@ func trimPage[T any](p *listPlan, out []T, key func(T) (string, string)) ([]T, s
 	return out, EncodeCursor(k, id)
 }
 
-// queryRows runs a query and scans every row.
-func queryRows[T any](ctx context.Context, db Querier, query string, args []any, scan func(Scanner) (T, error)) ([]T, error) {
+// QueryAll runs a query and scans every row (an empty slice, not nil, when there are none).
+func QueryAll[T any](ctx context.Context, db Querier, query string, args []any, scan func(Scanner) (T, error)) ([]T, error) {
 	out := []T{}
 	err := eachRow(ctx, db, query, args, func(s Scanner) error {
 		v, err := scan(s)

@@ -191,24 +191,11 @@ func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) (
 		}
 		total = &n
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT g.group_key, SUM(g.devices), SUM(g.findings), SUM(g.critical), SUM(g.known_exploited),
+	out, err := store.QueryAll(ctx, s.db, `SELECT g.group_key, SUM(g.devices), SUM(g.findings), SUM(g.critical), SUM(g.known_exploited),
 		SUM(g.patch_ready), SUM(g.risk) AS risk FROM vuln_group_stats g WHERE `+where+` GROUP BY g.group_key ORDER BY risk DESC, g.group_key
-		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values()...)
+		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(), scanGroup)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list groups: %w", err)
-	}
-	out := []VulnSoftwareGroup{}
-	for rows.Next() {
-		g, err := scanGroup(rows)
-		if err != nil {
-			rows.Close()
-			return nil, "", nil, err
-		}
-		out = append(out, g)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
 	}
 	next := nextCursor(page, off, len(out))
 	if len(out) > page.Limit {
@@ -264,23 +251,10 @@ func (s *Service) softwareFromFindings(ctx context.Context, f ListFilter, page s
 		}
 		total = &n
 	}
-	rows, err := s.db.QueryContext(ctx, groupSelect+` FROM vuln_findings f WHERE `+where+` GROUP BY f.group_key ORDER BY risk DESC, f.group_key
-		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values()...)
+	out, err := store.QueryAll(ctx, s.db, groupSelect+` FROM vuln_findings f WHERE `+where+` GROUP BY f.group_key ORDER BY risk DESC, f.group_key
+		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(), scanGroup)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list groups: %w", err)
-	}
-	out := []VulnSoftwareGroup{}
-	for rows.Next() {
-		g, err := scanGroup(rows)
-		if err != nil {
-			rows.Close()
-			return nil, "", nil, err
-		}
-		out = append(out, g)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
 	}
 	next := nextCursor(page, off, len(out))
 	if len(out) > page.Limit {
