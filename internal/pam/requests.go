@@ -411,19 +411,7 @@ func (s *Service) Respond(ctx context.Context, id string, in PAMRespondInput) (P
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, notPending)
 		}
-		if out, err = s.getRequest(ctx, tx, access.SystemScope(), id); err != nil {
-			return err
-		}
-		if _, err := events.Record(ctx, tx, events.Event{Type: EventDecided, PartnerID: out.PartnerID, OrgID: out.OrgID,
-			ResourceType: "pam_elevation_request", ResourceID: id}, out.PAMElevationRequest); err != nil {
-			return err
-		}
-		if err := audit.Record(ctx, tx, audit.Entry{Action: action, ResourceType: "pam_elevation_request", ResourceID: id,
-			ResourceName: out.User + ": " + out.Path, PartnerID: out.PartnerID, OrgID: out.OrgID,
-			Details: map[string]any{"deviceId": out.DeviceID, "reason": reason, "durationMinutes": duration}}); err != nil {
-			return err
-		}
-		cmds, err = s.queue(ctx, tx, out, status, reason)
+		out, cmds, err = s.settle(ctx, tx, id, EventDecided, action, reason, map[string]any{"durationMinutes": duration})
 		return err
 	})
 	if err != nil {
@@ -432,6 +420,28 @@ func (s *Service) Respond(ctx context.Context, id string, in PAMRespondInput) (P
 	s.devices.Dispatch(ctx, cmds)
 	s.wake()
 	return out.PAMElevationRequest, nil
+}
+
+// settle follows a technician's transition of request id in its transaction: the request as
+// it is now, its event and audit entry (details with the device and reason added), and the
+// decision queued to the device.
+func (s *Service) settle(ctx context.Context, tx *sql.Tx, id, event, action, reason string, details map[string]any) (request,
+	[]devices.DeviceCommand, error) {
+	out, err := s.getRequest(ctx, tx, access.SystemScope(), id)
+	if err != nil {
+		return out, nil, err
+	}
+	if _, err := events.Record(ctx, tx, events.Event{Type: event, PartnerID: out.PartnerID, OrgID: out.OrgID,
+		ResourceType: "pam_elevation_request", ResourceID: id}, out.PAMElevationRequest); err != nil {
+		return out, nil, err
+	}
+	details["deviceId"], details["reason"] = out.DeviceID, reason
+	if err := audit.Record(ctx, tx, audit.Entry{Action: action, ResourceType: "pam_elevation_request", ResourceID: id,
+		ResourceName: out.User + ": " + out.Path, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: details}); err != nil {
+		return out, nil, err
+	}
+	cmds, err := s.queue(ctx, tx, out, out.Status, reason)
+	return out, cmds, err
 }
 
 // Revoke ends an active elevation before its expiry: 409 when it is not active (never
@@ -457,19 +467,7 @@ func (s *Service) Revoke(ctx context.Context, id, reason string) (PAMElevationRe
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, notActive)
 		}
-		if out, err = s.getRequest(ctx, tx, access.SystemScope(), id); err != nil {
-			return err
-		}
-		if _, err := events.Record(ctx, tx, events.Event{Type: EventRevoked, PartnerID: out.PartnerID, OrgID: out.OrgID,
-			ResourceType: "pam_elevation_request", ResourceID: id}, out.PAMElevationRequest); err != nil {
-			return err
-		}
-		if err := audit.Record(ctx, tx, audit.Entry{Action: "pam.request.revoke", ResourceType: "pam_elevation_request", ResourceID: id,
-			ResourceName: out.User + ": " + out.Path, PartnerID: out.PartnerID, OrgID: out.OrgID,
-			Details: map[string]any{"deviceId": out.DeviceID, "reason": reason}}); err != nil {
-			return err
-		}
-		cmds, err = s.queue(ctx, tx, out, StatusRevoked, reason)
+		out, cmds, err = s.settle(ctx, tx, id, EventRevoked, "pam.request.revoke", reason, map[string]any{})
 		return err
 	})
 	if err != nil {
