@@ -76,13 +76,16 @@ type PasswordPolicy struct {
 }
 
 // AdminAccount is an account with administrator rights: uid 0, or a member of sudo, wheel or
-// admin. Via names how; Locked is an account whose password cannot be used to sign in.
+// admin. Via names how; Locked is an account whose password cannot be used to sign in;
+// LastLogin is its last sign-in the system recorded (lastlog), nil when it never signed in or
+// the system keeps no record.
 type AdminAccount struct {
-	Name   string `json:"name"`
-	UID    int    `json:"uid"`
-	Via    string `json:"via"`
-	Shell  string `json:"shell"`
-	Locked bool   `json:"locked"`
+	Name      string     `json:"name"`
+	UID       int        `json:"uid"`
+	Via       string     `json:"via"`
+	Shell     string     `json:"shell"`
+	Locked    bool       `json:"locked"`
+	LastLogin *time.Time `json:"lastLogin,omitempty"`
 }
 
 // ListeningPort is a socket waiting for connections (TCP) or datagrams (UDP). Exposed is one

@@ -362,7 +362,9 @@ func TestSecurity(t *testing.T) {
 		st := healthy()
 		st.Administrators = append(st.Administrators, agentproto.AdminAccount{Name: "toor", UID: 0, Via: "uid0", Shell: "/bin/sh"},
 			agentproto.AdminAccount{Name: "ubuntu", UID: 1001, Via: "sudo", Shell: "/bin/bash"},
-			agentproto.AdminAccount{Name: "oldops", UID: 1002, Via: "wheel", Shell: "/bin/bash", Locked: true})
+			agentproto.AdminAccount{Name: "oldops", UID: 1002, Via: "wheel", Shell: "/bin/bash", Locked: true},
+			agentproto.AdminAccount{Name: "away", UID: 1003, Via: "sudo", Shell: "/bin/bash", LastLogin: new(time.Now().Add(-100 * 24 * time.Hour))},
+			agentproto.AdminAccount{Name: "recent", UID: 1004, Via: "sudo", Shell: "/bin/bash", LastLogin: new(time.Now().Add(-10 * 24 * time.Hour))})
 		st.PasswordPolicy = agentproto.PasswordPolicy{Summary: "passwords never expire, no length rule"}
 		d3 := f.device(a, "db-1")
 		f.report(a, d3, st)
@@ -370,13 +372,19 @@ func TestSecurity(t *testing.T) {
 			Data []security.SecurityAdminAuditRow
 		}
 		f.e.Must(http.StatusOK, a.Partner, "GET", api+"/security/admin-audit?limit=500", nil).JSON(t, &audit)
-		kinds := map[string]bool{}
+		kinds, stale := map[string]bool{}, map[string]bool{}
 		for _, r := range audit.Data {
 			if r.DeviceID == d3 {
 				for _, fi := range r.Findings {
 					kinds[fi.Kind] = true
+					if fi.Kind == "stale_account" {
+						stale[fi.Account] = true
+					}
 				}
 			}
+		}
+		if !stale["oldops"] || !stale["away"] || stale["recent"] || len(stale) != 2 {
+			t.Fatalf("stale accounts %v, want oldops (locked) and away (100 days without signing in)", stale)
 		}
 		for _, k := range []string{"extra_root", "default_account", "stale_account", "weak_policy"} {
 			if !kinds[k] {

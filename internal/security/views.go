@@ -376,9 +376,14 @@ type SecurityAdminAuditRow struct {
 	Findings       []SecurityAdminFinding    `json:"findings"`
 }
 
+// staleAfter is how long an administrator may go without signing in before the audit calls
+// the account stale.
+const staleAfter = 90 * 24 * time.Hour
+
 // AdminAudit audits devices' administrators: default account names that can sign in, stale
-// accounts (locked, or without a login shell, yet still administrators), other accounts with
-// uid 0, more administrators than the policy allows, and a weak password policy.
+// accounts (locked, or without a login shell, or not signed in for 90 days, yet still
+// administrators), other accounts with uid 0, more administrators than the policy allows, and
+// a weak password policy.
 func (s *Service) AdminAudit(ctx context.Context, orgID string, page store.Page) ([]SecurityAdminAuditRow, string, *int, error) {
 	rs, j, next, total, err := s.pageRows(ctx, orgID, nil, nil, page)
 	if err != nil {
@@ -389,6 +394,7 @@ func (s *Service) AdminAudit(ctx context.Context, orgID string, page store.Page)
 		return nil, "", nil, err
 	}
 	out := make([]SecurityAdminAuditRow, len(rs))
+	now := s.now()
 	for i, r := range rs {
 		snap := snaps[r.DeviceID]
 		p := j.policies.forOrg(r.PartnerID, r.OrgID)
@@ -404,6 +410,10 @@ func (s *Service) AdminAudit(ctx context.Context, orgID string, page store.Page)
 			case a.Name != "root" && (a.Locked || strings.HasSuffix(a.Shell, "nologin") || strings.HasSuffix(a.Shell, "/false")):
 				row.Findings = append(row.Findings, SecurityAdminFinding{Kind: "stale_account", Account: a.Name,
 					Detail: "cannot sign in yet keeps administrator rights through " + a.Via})
+			case a.Name != "root" && a.LastLogin != nil && now.Sub(*a.LastLogin) > staleAfter:
+				row.Findings = append(row.Findings, SecurityAdminFinding{Kind: "stale_account", Account: a.Name,
+					Detail: fmt.Sprintf("has not signed in for %d days yet keeps administrator rights through %s",
+						int(now.Sub(*a.LastLogin).Hours()/24), a.Via)})
 			}
 			if !a.Locked && slices.Contains(defaultAccounts, strings.ToLower(a.Name)) {
 				row.Findings = append(row.Findings, SecurityAdminFinding{Kind: "default_account", Account: a.Name,

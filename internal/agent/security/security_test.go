@@ -3,6 +3,7 @@ package security
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gale/internal/agentproto"
 )
@@ -40,6 +42,11 @@ func TestStatusFromARoot(t *testing.T) {
 	write(t, root, "etc/shadow", "root:!:19000::::::\ntoor:$6$x:19000::::::\nalice:$6$y:19000::::::\nbob:*:19000::::::\ncarol:$6$z:19000::::::\n")
 	write(t, root, "etc/group", "root:x:0:\nsudo:x:27:alice,bob\nwheel:x:10:alice\nusers:x:100:carol\n")
 	write(t, root, "etc/ufw/ufw.conf", "ENABLED=no\n")
+	// alice (uid 1000) last signed in on 1 June 2026; the others never did.
+	lastlog := make([]byte, 1001*lastlogRecord)
+	signedIn := time.Date(2026, 6, 1, 8, 30, 0, 0, time.UTC)
+	binary.LittleEndian.PutUint32(lastlog[1000*lastlogRecord:], uint32(signedIn.Unix()))
+	write(t, root, "var/log/lastlog", string(lastlog))
 	write(t, root, "usr/bin/clamscan", "")
 	write(t, root, "var/lib/clamav/daily.cld", "")
 	write(t, root, "usr/bin/unattended-upgrade", "")
@@ -54,7 +61,17 @@ func TestStatusFromARoot(t *testing.T) {
 	want := []agentproto.AdminAccount{{Name: "root", UID: 0, Via: "uid0", Shell: "/bin/bash", Locked: true},
 		{Name: "toor", UID: 0, Via: "uid0", Shell: "/bin/sh"}, {Name: "alice", UID: 1000, Via: "sudo", Shell: "/bin/bash"},
 		{Name: "bob", UID: 1001, Via: "sudo", Shell: "/bin/bash", Locked: true}}
-	if !slices.Equal(st.Administrators, want) {
+	var got []agentproto.AdminAccount
+	for _, a := range st.Administrators {
+		if a.Name == "alice" && (a.LastLogin == nil || !a.LastLogin.Equal(signedIn)) {
+			t.Errorf("alice's last login %v, want %v", a.LastLogin, signedIn)
+		} else if a.Name != "alice" && a.LastLogin != nil {
+			t.Errorf("%s never signed in, last login %v", a.Name, a.LastLogin)
+		}
+		a.LastLogin = nil
+		got = append(got, a)
+	}
+	if !slices.Equal(got, want) {
 		t.Errorf("administrators %+v", st.Administrators)
 	}
 	if st.Firewall.Backend != agentproto.FirewallNone || st.Firewall.Enabled {

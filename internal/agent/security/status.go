@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -345,7 +346,8 @@ func (c *Collector) administrators() []agentproto.AdminAccount {
 			return
 		}
 		seen[name] = true
-		out = append(out, agentproto.AdminAccount{Name: name, UID: a.uid, Via: via, Shell: a.shell, Locked: locked[name]})
+		out = append(out, agentproto.AdminAccount{Name: name, UID: a.uid, Via: via, Shell: a.shell, Locked: locked[name],
+			LastLogin: c.lastLogin(a.uid)})
 	}
 	for _, n := range names {
 		if accounts[n].uid == 0 {
@@ -364,6 +366,30 @@ func (c *Collector) administrators() []agentproto.AdminAccount {
 		}
 	}
 	return out
+}
+
+// lastlogRecord is the size of a record of /var/log/lastlog (struct lastlog: a 32-bit time,
+// the terminal, the remote host), one per uid at uid × size.
+const lastlogRecord = 4 + 32 + 256
+
+// lastLogin reads uid's last sign-in from /var/log/lastlog (little-endian, as on every platform
+// the agent ships for); nil when it never signed in, or the file is absent or short.
+func (c *Collector) lastLogin(uid int) *time.Time {
+	f, err := os.Open(c.path("var/log/lastlog"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var b [4]byte
+	if _, err := f.ReadAt(b[:], int64(uid)*lastlogRecord); err != nil {
+		return nil
+	}
+	sec := binary.LittleEndian.Uint32(b[:])
+	if sec == 0 {
+		return nil
+	}
+	t := time.Unix(int64(sec), 0).UTC()
+	return &t
 }
 
 // listeningPorts reads the kernel's socket tables: TCP sockets listening (state 0A) and UDP
