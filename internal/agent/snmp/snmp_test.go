@@ -61,6 +61,13 @@ func TestGetV3AuthPrivEqualsSnmpwalk(t *testing.T) {
 	compareWithWalk(t, d, d.V3(), d.V3Args())
 }
 
+// SHA-256 authentication with AES-256 privacy (net-snmp's key extension) reads what
+// snmpwalk reads.
+func TestGetV3SHA256AES256EqualsSnmpwalk(t *testing.T) {
+	d := snmpdtest.Start(t)
+	compareWithWalk(t, d, d.V3SHA256(), d.V3SHA256Args())
+}
+
 func TestGetLeavesOutMissingAndChunks(t *testing.T) {
 	d := snmpdtest.Start(t)
 	d.SetValue(t, 42)

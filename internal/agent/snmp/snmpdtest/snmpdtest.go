@@ -1,6 +1,6 @@
 // Package snmpdtest runs a real net-snmp agent (snmpd) for tests: its own configuration and
 // persistent directory under the test's temporary directory, a free loopback UDP port, a v2c
-// community, a v3 authPriv user (SHA/AES), one integer the test sets (a pass_persist
+// community, v3 authPriv users (SHA/AES and SHA-256/AES-256), one integer the test sets (a pass_persist
 // script) and any table the test gives under 1.0.8802 (another, for LLDP-MIB). It never reads
 // or writes the host's SNMP configuration.
 package snmpdtest
@@ -26,8 +26,10 @@ import (
 const (
 	Community = "galepublic"
 	User      = "galeuser"
-	AuthPass  = "galeauthpass"
-	PrivPass  = "galeprivpass"
+	// User256 authenticates with SHA-256 and encrypts with AES-256 (the same passwords).
+	User256  = "galeuser256"
+	AuthPass = "galeauthpass"
+	PrivPass = "galeprivpass"
 	// PassOID is the integer the test sets with SetValue.
 	PassOID = "1.3.6.1.4.1.8072.9999.1.0"
 )
@@ -109,11 +111,13 @@ done
 rocommunity %[1]s 127.0.0.0/8
 createUser %[2]s SHA %[3]s AES %[4]s
 rouser %[2]s authPriv
+createUser %[10]s SHA-256 %[3]s AES256 %[4]s
+rouser %[10]s authPriv
 sysLocation Gale test lab
 sysContact ops@example.com
 pass_persist .%[5]s /bin/sh %[6]s
 pass_persist .%[8]s /bin/sh %[9]s
-`, Community, User, AuthPass, PrivPass, strings.TrimSuffix(PassOID, ".0"), script, d.Port, TableRoot, table)), 0o600))
+`, Community, User, AuthPass, PrivPass, strings.TrimSuffix(PassOID, ".0"), script, d.Port, TableRoot, table, User256)), 0o600))
 	cmd := exec.Command(snmpd, "-f", "-C", "-c", conf, "-Lf", filepath.Join(d.dir, "snmpd.log"), "-r")
 	cmd.Env = d.env()
 	must(t, cmd.Start())
@@ -163,6 +167,18 @@ func (d *Daemon) V2c() agentproto.SNMPTarget {
 func (d *Daemon) V3() agentproto.SNMPTarget {
 	return agentproto.SNMPTarget{Host: "127.0.0.1", Port: d.Port, Version: agentproto.SNMPv3, V3: &agentproto.SNMPv3Auth{
 		Username: User, AuthProtocol: "SHA", AuthPassword: AuthPass, PrivProtocol: "AES", PrivPassword: PrivPass}}
+}
+
+// V3SHA256 is the daemon as a v3 authPriv target with SHA-256 and AES-256.
+func (d *Daemon) V3SHA256() agentproto.SNMPTarget {
+	return agentproto.SNMPTarget{Host: "127.0.0.1", Port: d.Port, Version: agentproto.SNMPv3, V3: &agentproto.SNMPv3Auth{
+		Username: User256, AuthProtocol: "SHA-256", AuthPassword: AuthPass, PrivProtocol: "AES-256", PrivPassword: PrivPass}}
+}
+
+// V3SHA256Args are net-snmp tool arguments for the SHA-256/AES-256 target (without the OID).
+func (d *Daemon) V3SHA256Args() []string {
+	return []string{"-On", "-v3", "-l", "authPriv", "-u", User256, "-a", "SHA-256", "-A", AuthPass, "-x", "AES-256", "-X", PrivPass,
+		fmt.Sprintf("127.0.0.1:%d", d.Port)}
 }
 
 // V2cArgs are net-snmp tool arguments for the v2c target (without the OID).
