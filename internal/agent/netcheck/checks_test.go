@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"gale/internal/agent/netcheck/netchecktest"
@@ -164,5 +165,24 @@ func TestBatchCommand(t *testing.T) {
 	}
 	if len(out.Results) != 41 || out.Results[0].Status != agentproto.MonitorOnline || out.Results[40].Status != agentproto.MonitorOffline {
 		t.Fatalf("batch results: %d, first %+v, last %+v", len(out.Results), out.Results[0], out.Results[40])
+	}
+}
+
+// A unit check asks systemd: the journal is active on any machine booted with systemd, a
+// unit that does not exist is not, and a name that is not a unit's is refused unasked.
+func TestServiceCheckBySystemdUnit(t *testing.T) {
+	if r := Run(context.Background(), check(agentproto.MonitorServiceCheck, "--version", agentproto.MonitorConfig{})); !strings.Contains(r.Error,
+		"not a systemd unit name") {
+		t.Errorf("an option as a unit: %+v", r)
+	}
+	if _, err := os.Stat("/run/systemd/system"); err != nil {
+		t.Skip("this machine was not booted with systemd: there is no unit to ask about")
+	}
+	want(t, Run(context.Background(), check(agentproto.MonitorServiceCheck, "systemd-journald.service", agentproto.MonitorConfig{})),
+		agentproto.MonitorOnline)
+	r := Run(context.Background(), check(agentproto.MonitorServiceCheck, "galetest-none.service", agentproto.MonitorConfig{}))
+	want(t, r, agentproto.MonitorOffline)
+	if !strings.Contains(r.Error, "galetest-none.service is inactive") {
+		t.Errorf("missing unit: %q", r.Error)
 	}
 }
