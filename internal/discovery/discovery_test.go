@@ -742,3 +742,30 @@ func TestTopologyLinksLLDPNeighbours(t *testing.T) {
 		t.Errorf("after SNMP answers without neighbours, lldp edges = %v", got)
 	}
 }
+
+// A running job shows how far its agent got: the last "scanned N of M" line of the scan's
+// live output; another tenant's caller sees nothing of it.
+func TestRunningJobShowsItsProgress(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Org
+	p := f.profile(c, map[string]any{"siteId": f.a.SiteID, "name": "LAN", "subnets": []string{"192.168.1.0/24"}})
+	probe := f.device(f.a, "probe", "online")
+	j := f.scan(c, p.ID)
+	f.running(probe)
+	if got := f.job(c, j.ID); got.Status != discovery.JobRunning || got.HostsScanned != 0 {
+		t.Fatalf("running job before any progress: %+v", got)
+	}
+	line := "scanned 40 of 254\nscanned 120 of 254\n"
+	if err := f.dev.RecordOutput(context.Background(), agentOf(f.a, probe), agentproto.CommandOutput{CommandID: *j.CommandID,
+		Stdout: []byte(line)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.job(c, j.ID); got.HostsScanned != 120 || got.HostsTotal != 254 {
+		t.Fatalf("progress: %+v", got)
+	}
+	wantCode(t, f.e.Do(f.b.Partner, "GET", api+"/discovery/jobs/"+j.ID, nil), 404, "NOT_FOUND")
+	f.result(f.a, j, agentproto.ResultCompleted, scanResult(agentproto.ScannedHost{IP: "192.168.1.1"}))
+	if got := f.job(c, j.ID); got.Status != discovery.JobCompleted || got.HostsScanned != 254 {
+		t.Fatalf("completed job: %+v", got)
+	}
+}

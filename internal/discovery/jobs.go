@@ -77,9 +77,28 @@ func (s *Service) getJob(ctx context.Context, q store.Querier, scope access.Scop
 	return j, nil
 }
 
-// GetJob returns a job in scope.
+// GetJob returns a job in scope; a running job's hostsScanned is the progress its agent last
+// reported.
 func (s *Service) GetJob(ctx context.Context, id string) (DiscoveryJob, error) {
-	return s.getJob(ctx, s.db, access.ScopeFrom(ctx), id)
+	j, err := s.getJob(ctx, s.db, access.ScopeFrom(ctx), id)
+	if err != nil || j.Status != JobRunning || j.CommandID == nil {
+		return j, err
+	}
+	cmd, err := s.devices.GetCommand(ctx, j.AgentDeviceID, *j.CommandID)
+	if err != nil || cmd.Stdout == nil {
+		return j, nil
+	}
+	if scanned, total, ok := lastProgress(*cmd.Stdout); ok {
+		j.HostsScanned, j.HostsTotal = scanned, total
+	}
+	return j, nil
+}
+
+// lastProgress reads the last "scanned N of M" line of a scan's live output.
+func lastProgress(out string) (scanned, total int, ok bool) {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	_, err := fmt.Sscanf(lines[len(lines)-1], "scanned %d of %d", &scanned, &total)
+	return scanned, total, err == nil
 }
 
 // JobFilter narrows a list of jobs.

@@ -53,7 +53,11 @@ func Register(reg *capability.Registry) {
 		if err := json.Unmarshal(c.Payload, &p); err != nil {
 			return agentproto.CommandResult{Status: agentproto.ResultFailed, Error: "network_scan: the payload could not be read: " + err.Error()}
 		}
-		res, err := Scan(ctx, p)
+		var progress Progress
+		done := make(chan struct{})
+		go reportProgress(ctx, c.ID, &progress, done)
+		res, err := ScanWithProgress(ctx, p, &progress)
+		close(done)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			return agentproto.CommandResult{Status: agentproto.ResultTimedOut, Error: err.Error()}
@@ -139,10 +143,50 @@ type scanner struct {
 // Scan probes the payload's addresses, concurrency at a time, and returns the hosts that
 // answered. It ends early, with the context's error, when ctx ends.
 func Scan(ctx context.Context, p agentproto.NetworkScan) (agentproto.NetworkScanResult, error) {
+	return ScanWithProgress(ctx, p, &Progress{})
+}
+
+// Progress is how far a scan is: addresses probed of those to probe.
+type Progress struct {
+	Scanned, Total atomic.Int64
+}
+
+// progressEvery is how often a running scan reports its progress.
+const progressEvery = 2 * time.Second
+
+// reportProgress sends the scan's progress as lines of its live output ("scanned N of M"),
+// whenever it moved, until done.
+func reportProgress(ctx context.Context, commandID string, p *Progress, done <-chan struct{}) {
+	sink := capability.OutputFrom(ctx)
+	t := time.NewTicker(progressEvery)
+	defer t.Stop()
+	var offset, last int64 = 0, -1
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, total := p.Scanned.Load(), p.Total.Load()
+		if n == last || total == 0 {
+			continue
+		}
+		last = n
+		line := fmt.Appendf(nil, "scanned %d of %d\n", n, total)
+		sink(agentproto.CommandOutput{CommandID: commandID, StdoutOffset: offset, Stdout: line})
+		offset += int64(len(line))
+	}
+}
+
+// ScanWithProgress is Scan, keeping progress up to date as addresses are probed.
+func ScanWithProgress(ctx context.Context, p agentproto.NetworkScan, progress *Progress) (agentproto.NetworkScanResult, error) {
 	targets, err := Targets(p.Subnets, p.Excludes, MaxAddresses)
 	if err != nil {
 		return agentproto.NetworkScanResult{}, err
 	}
+	progress.Total.Store(int64(len(targets)))
 	s := scanner{p: p, timeout: time.Duration(p.TimeoutMs) * time.Millisecond, methods: map[string]bool{}}
 	if s.timeout <= 0 {
 		s.timeout = time.Second
@@ -155,7 +199,7 @@ func Scan(ctx context.Context, p agentproto.NetworkScan) (agentproto.NetworkScan
 	}
 	res := agentproto.NetworkScanResult{HostsTotal: len(targets), Hosts: []agentproto.ScannedHost{}}
 	hosts := make([]*agentproto.ScannedHost, len(targets))
-	var scanned atomic.Int64
+	scanned := &progress.Scanned
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range min(max(p.Concurrency, 1), len(targets)) {

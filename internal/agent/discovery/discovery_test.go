@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"gale/internal/agent/capability"
 	"gale/internal/agent/snmp/snmpdtest"
 	"gale/internal/agentproto"
 )
@@ -165,5 +167,48 @@ func TestLLDPNeighboursOfAnSNMPHost(t *testing.T) {
 	}
 	if got := res.Hosts[0].Neighbors; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("neighbours = %+v\nwant %+v", got, want)
+	}
+}
+
+// A running scan reports its progress as lines of live output, each at the offset the last
+// one ended, and only when it moved.
+func TestScanReportsProgress(t *testing.T) {
+	var mu sync.Mutex
+	var got []agentproto.CommandOutput
+	ctx := capability.WithOutput(context.Background(), func(o agentproto.CommandOutput) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, o)
+	})
+	var p Progress
+	p.Total.Store(254)
+	p.Scanned.Store(40)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() { reportProgress(ctx, "cmd-1", &p, done); close(finished) }()
+	await := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			mu.Lock()
+			have := len(got)
+			mu.Unlock()
+			if have >= n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d progress lines after 10 s, want %d", have, n)
+			}
+		}
+	}
+	await(1)
+	p.Scanned.Store(120)
+	await(2)
+	close(done)
+	<-finished
+	first := "scanned 40 of 254\n"
+	want := []agentproto.CommandOutput{{CommandID: "cmd-1", Stdout: []byte(first)},
+		{CommandID: "cmd-1", StdoutOffset: int64(len(first)), Stdout: []byte("scanned 120 of 254\n")}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("progress output %+v, want %+v", got, want)
 	}
 }
