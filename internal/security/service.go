@@ -525,26 +525,24 @@ func policyFailures(r row, p SecurityPolicy) []string {
 }
 
 // deviceChanged mirrors a device's online status into its row (a devices hook, in the
-// device's transaction). PickProbe answers whether the device is online in that transaction.
+// device's transaction).
 func (s *Service) deviceChanged(ctx context.Context, tx *sql.Tx, deviceID string) error {
-	var org string
 	var online bool
-	err := tx.QueryRowContext(ctx, `SELECT org_id, online FROM security_device_status WHERE device_id = $1`, deviceID).Scan(&org, &online)
+	err := tx.QueryRowContext(ctx, `SELECT online FROM security_device_status WHERE device_id = $1`, deviceID).Scan(&online)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read security status row of %s: %w", deviceID, err)
 	}
-	_, err = s.devices.PickProbe(ctx, tx, devices.ProbeTarget{OrgID: org, DeviceID: deviceID})
-	now := err == nil
-	if ae, ok := apperr.As(err); err != nil && (!ok || ae.Code != devices.CodeNoProbeAgent) {
+	on, err := devices.OnlineAmong(ctx, tx, []string{deviceID})
+	if err != nil {
 		return err
 	}
-	if now == online {
+	if now := len(on) == 1; now == online {
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE security_device_status SET online = $1 WHERE device_id = $2`, now, deviceID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE security_device_status SET online = $1 WHERE device_id = $2`, !online, deviceID); err != nil {
 		return fmt.Errorf("mirror device status of %s: %w", deviceID, err)
 	}
 	return s.restate(ctx, tx, deviceID)
