@@ -250,19 +250,8 @@ func assetFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func (s *Service) getAsset(ctx context.Context, q store.Querier, scope access.Scope, id string) (DiscoveryAsset, error) {
-	if !store.ValidID(id) {
-		return DiscoveryAsset{}, apperr.NotFound("discovery asset")
-	}
 	var a store.Args
-	conds := append([]string{"x.id = " + a.Add(id)}, assetFilter(scope, &a)...)
-	x, err := scanAsset(q.QueryRowContext(ctx, `SELECT `+assetColumns+` FROM discovery_assets x WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("discovery asset")
-	}
-	if err != nil {
-		return x, fmt.Errorf("load discovery asset %s: %w", id, err)
-	}
-	return x, nil
+	return store.ByID(ctx, q, "discovery asset", `SELECT `+assetColumns+` FROM discovery_assets x`, "x.id", id, &a, assetFilter(scope, &a), scanAsset)
 }
 
 // AssetFilter narrows a list of assets.

@@ -62,19 +62,8 @@ func jobFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func (s *Service) getJob(ctx context.Context, q store.Querier, scope access.Scope, id string) (DiscoveryJob, error) {
-	if !store.ValidID(id) {
-		return DiscoveryJob{}, apperr.NotFound("discovery job")
-	}
 	var a store.Args
-	conds := append([]string{"j.id = " + a.Add(id)}, jobFilter(scope, &a)...)
-	j, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM discovery_jobs j WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return j, apperr.NotFound("discovery job")
-	}
-	if err != nil {
-		return j, fmt.Errorf("load discovery job %s: %w", id, err)
-	}
-	return j, nil
+	return store.ByID(ctx, q, "discovery job", `SELECT `+jobColumns+` FROM discovery_jobs j`, "j.id", id, &a, jobFilter(scope, &a), scanJob)
 }
 
 // GetJob returns a job in scope; a running job's hostsScanned is the progress its agent last

@@ -135,19 +135,8 @@ func profileFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func (s *Service) getProfile(ctx context.Context, q store.Querier, scope access.Scope, id string) (profileRow, error) {
-	if !store.ValidID(id) {
-		return profileRow{}, apperr.NotFound("discovery profile")
-	}
 	var a store.Args
-	conds := append([]string{"p.id = " + a.Add(id)}, profileFilter(scope, &a)...)
-	p, err := scanProfile(q.QueryRowContext(ctx, `SELECT `+profileColumns+` FROM discovery_profiles p WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, apperr.NotFound("discovery profile")
-	}
-	if err != nil {
-		return p, fmt.Errorf("load discovery profile %s: %w", id, err)
-	}
-	return p, nil
+	return store.ByID(ctx, q, "discovery profile", `SELECT `+profileColumns+` FROM discovery_profiles p`, "p.id", id, &a, profileFilter(scope, &a), scanProfile)
 }
 
 // GetProfile returns a profile in scope.

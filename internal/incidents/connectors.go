@@ -3,7 +3,6 @@ package incidents
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -96,20 +95,8 @@ func connectorFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func getConnector(ctx context.Context, q store.Querier, scope access.Scope, id string) (IncidentEDRConnector, error) {
-	if !store.ValidID(id) {
-		return IncidentEDRConnector{}, apperr.NotFound("EDR connector")
-	}
 	var a store.Args
-	conds := append([]string{"c.id = " + a.Add(id)}, connectorFilter(scope, &a)...)
-	c, err := scanConnector(q.QueryRowContext(ctx, `SELECT `+connectorColumns+` FROM incident_edr_connectors c WHERE `+store.Where(conds),
-		a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, apperr.NotFound("EDR connector")
-	}
-	if err != nil {
-		return c, fmt.Errorf("load EDR connector %s: %w", id, err)
-	}
-	return c, nil
+	return store.ByID(ctx, q, "EDR connector", `SELECT `+connectorColumns+` FROM incident_edr_connectors c`, "c.id", id, &a, connectorFilter(scope, &a), scanConnector)
 }
 
 // GetConnector returns a connector in scope.

@@ -39,19 +39,9 @@ func New(db *store.DB, box *secrets.Box, dev *devices.Service, opts Options) *Se
 
 // getRow reads a row of either kind in scope (findings only for a caller who may see them).
 func getRow(ctx context.Context, q store.Querier, id, kind, noun string) (Incident, error) {
-	if !store.ValidID(id) {
-		return Incident{}, apperr.NotFound(noun)
-	}
 	var a store.Args
-	conds := append([]string{"i.id = " + a.Add(id), "i.kind = " + a.Add(kind)}, rowFilter(ctx, &a)...)
-	x, err := scanIncident(q.QueryRowContext(ctx, `SELECT `+incidentColumns+` FROM incidents i WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound(noun)
-	}
-	if err != nil {
-		return x, fmt.Errorf("load %s %s: %w", noun, id, err)
-	}
-	return x, nil
+	conds := append([]string{"i.kind = " + a.Add(kind)}, rowFilter(ctx, &a)...)
+	return store.ByID(ctx, q, noun, `SELECT `+incidentColumns+` FROM incidents i`, "i.id", id, &a, conds, scanIncident)
 }
 
 // systemRow reads a row by ID whatever the scope.

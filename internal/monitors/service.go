@@ -13,7 +13,6 @@ import (
 	"gale/internal/access"
 	"gale/internal/agentproto"
 	"gale/internal/alerts"
-	"gale/internal/apperr"
 	"gale/internal/audit"
 	"gale/internal/clock"
 	"gale/internal/devices"
@@ -110,19 +109,8 @@ func monitorFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func getMonitor(ctx context.Context, q store.Querier, scope access.Scope, id string) (Monitor, error) {
-	if !store.ValidID(id) {
-		return Monitor{}, apperr.NotFound("monitor")
-	}
 	var a store.Args
-	conds := append([]string{"m.id = " + a.Add(id)}, monitorFilter(scope, &a)...)
-	m, err := scanMonitor(q.QueryRowContext(ctx, `SELECT `+monitorColumns+` FROM monitors m WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return m, apperr.NotFound("monitor")
-	}
-	if err != nil {
-		return m, fmt.Errorf("load monitor %s: %w", id, err)
-	}
-	return m, nil
+	return store.ByID(ctx, q, "monitor", `SELECT `+monitorColumns+` FROM monitors m`, "m.id", id, &a, monitorFilter(scope, &a), scanMonitor)
 }
 
 // Get returns a monitor in scope.

@@ -42,19 +42,8 @@ func scanGroup(row store.Scanner) (PAMSignerGroup, error) {
 }
 
 func getGroup(ctx context.Context, q store.Querier, scope access.Scope, id string) (PAMSignerGroup, error) {
-	if !store.ValidID(id) {
-		return PAMSignerGroup{}, apperr.NotFound("signer group")
-	}
 	var a store.Args
-	conds := []string{"g.id = " + a.Add(id), scope.OrgFilter(&a, "g.org_id", "g.partner_id"), tenancy.LiveOrg("g.org_id")}
-	g, err := scanGroup(q.QueryRowContext(ctx, `SELECT `+groupColumns+` FROM pam_signer_groups g WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return g, apperr.NotFound("signer group")
-	}
-	if err != nil {
-		return g, fmt.Errorf("load signer group %s: %w", id, err)
-	}
-	return g, nil
+	return store.ByID(ctx, q, "signer group", `SELECT `+groupColumns+` FROM pam_signer_groups g`, "g.id", id, &a, []string{scope.OrgFilter(&a, "g.org_id", "g.partner_id"), tenancy.LiveOrg("g.org_id")}, scanGroup)
 }
 
 // GetGroup returns a signer group in scope.

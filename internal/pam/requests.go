@@ -66,19 +66,8 @@ func (s *Service) scanPublic(row store.Scanner) (PAMElevationRequest, error) {
 }
 
 func (s *Service) getRequest(ctx context.Context, q store.Querier, scope access.Scope, id string) (request, error) {
-	if !store.ValidID(id) {
-		return request{}, apperr.NotFound("elevation request")
-	}
 	var a store.Args
-	conds := []string{"q.id = " + a.Add(id), scope.OrgFilter(&a, "q.org_id", "q.partner_id"), tenancy.LiveOrg("q.org_id")}
-	r, err := s.scanRequest(q.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM pam_requests q WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("elevation request")
-	}
-	if err != nil {
-		return r, fmt.Errorf("load elevation request %s: %w", id, err)
-	}
-	return r, nil
+	return store.ByID(ctx, q, "elevation request", `SELECT `+requestColumns+` FROM pam_requests q`, "q.id", id, &a, []string{scope.OrgFilter(&a, "q.org_id", "q.partner_id"), tenancy.LiveOrg("q.org_id")}, s.scanRequest)
 }
 
 // GetRequest returns an elevation request in scope.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -102,19 +101,8 @@ func ruleFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func getRule(ctx context.Context, q store.Querier, scope access.Scope, id string) (PAMRule, error) {
-	if !store.ValidID(id) {
-		return PAMRule{}, apperr.NotFound("pam rule")
-	}
 	var a store.Args
-	conds := append([]string{"r.id = " + a.Add(id)}, ruleFilter(scope, &a)...)
-	r, err := scanRule(q.QueryRowContext(ctx, `SELECT `+ruleColumns+` FROM pam_rules r WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("pam rule")
-	}
-	if err != nil {
-		return r, fmt.Errorf("load pam rule %s: %w", id, err)
-	}
-	return r, nil
+	return store.ByID(ctx, q, "pam rule", `SELECT `+ruleColumns+` FROM pam_rules r`, "r.id", id, &a, ruleFilter(scope, &a), scanRule)
 }
 
 // GetRule returns a rule in scope.

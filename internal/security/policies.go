@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -172,19 +171,8 @@ func (s *Service) ListPolicies(ctx context.Context, orgID string, page store.Pag
 }
 
 func getPolicy(ctx context.Context, q store.Querier, scope access.Scope, id string) (SecurityPolicy, error) {
-	if !store.ValidID(id) {
-		return SecurityPolicy{}, apperr.NotFound("security policy")
-	}
 	var a store.Args
-	p, err := scanPolicy(q.QueryRowContext(ctx, `SELECT `+policyColumns+` FROM security_policies p WHERE p.id = `+a.Add(id)+
-		` AND `+policyFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, apperr.NotFound("security policy")
-	}
-	if err != nil {
-		return p, fmt.Errorf("load security policy %s: %w", id, err)
-	}
-	return p, nil
+	return store.ByID(ctx, q, "security policy", `SELECT `+policyColumns+` FROM security_policies p`, "p.id", id, &a, []string{policyFilter(scope, &a)}, scanPolicy)
 }
 
 var errPolicyExists = apperr.ConflictCode("POLICY_EXISTS", "the organization (or partner default) already has a security policy: change it with PUT")

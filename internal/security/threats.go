@@ -78,19 +78,8 @@ func threatFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func getThreat(ctx context.Context, q store.Querier, scope access.Scope, id string) (threatRow, error) {
-	if !store.ValidID(id) {
-		return threatRow{}, apperr.NotFound("threat")
-	}
 	var a store.Args
-	conds := append([]string{"t.id = " + a.Add(id)}, threatFilter(scope, &a)...)
-	t, err := scanThreat(q.QueryRowContext(ctx, `SELECT `+threatColumns+` FROM security_threats t WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, apperr.NotFound("threat")
-	}
-	if err != nil {
-		return t, fmt.Errorf("load threat %s: %w", id, err)
-	}
-	return t, nil
+	return store.ByID(ctx, q, "threat", `SELECT `+threatColumns+` FROM security_threats t`, "t.id", id, &a, threatFilter(scope, &a), scanThreat)
 }
 
 // ThreatFilter narrows threat lists.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -90,19 +89,8 @@ func deviceFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func (s *Service) getDevice(ctx context.Context, q store.Querier, scope access.Scope, id string) (device, error) {
-	if !store.ValidID(id) {
-		return device{}, apperr.NotFound("SNMP device")
-	}
 	var a store.Args
-	conds := append([]string{"d.id = " + a.Add(id)}, deviceFilter(scope, &a)...)
-	d, err := scanDevice(q.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM snmp_devices d WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, apperr.NotFound("SNMP device")
-	}
-	if err != nil {
-		return d, fmt.Errorf("load SNMP device %s: %w", id, err)
-	}
-	return d, nil
+	return store.ByID(ctx, q, "SNMP device", `SELECT `+deviceColumns+` FROM snmp_devices d`, "d.id", id, &a, deviceFilter(scope, &a), scanDevice)
 }
 
 // GetDevice returns a device in scope.

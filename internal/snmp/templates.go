@@ -3,7 +3,6 @@ package snmp
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -142,17 +141,11 @@ func (s *Service) getTemplate(ctx context.Context, q store.Querier, scope access
 	if t, ok := builtIn(id); ok {
 		return t, nil
 	}
-	if !store.ValidID(id) {
-		return SNMPTemplate{}, apperr.NotFound("SNMP template")
-	}
 	var a store.Args
-	conds := append([]string{"t.id = " + a.Add(id)}, templateFilter(scope, &a)...)
-	t, err := scanTemplate(q.QueryRowContext(ctx, `SELECT `+templateColumns+` FROM snmp_templates t WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, apperr.NotFound("SNMP template")
-	}
+	t, err := store.ByID(ctx, q, "SNMP template", `SELECT `+templateColumns+` FROM snmp_templates t`, "t.id", id, &a,
+		templateFilter(scope, &a), scanTemplate)
 	if err != nil {
-		return t, fmt.Errorf("load SNMP template %s: %w", id, err)
+		return t, err
 	}
 	ts := []SNMPTemplate{t}
 	err = loadOIDs(ctx, q, ts)

@@ -81,19 +81,8 @@ func findingFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func getFinding(ctx context.Context, q store.Querier, scope access.Scope, id string) (VulnFinding, error) {
-	if !store.ValidID(id) {
-		return VulnFinding{}, apperr.NotFound("finding")
-	}
 	var a store.Args
-	conds := append([]string{"f.id = " + a.Add(id)}, findingFilter(scope, &a)...)
-	f, err := scanFinding(q.QueryRowContext(ctx, `SELECT `+findingColumns+findingFrom+` WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return f, apperr.NotFound("finding")
-	}
-	if err != nil {
-		return f, fmt.Errorf("load finding %s: %w", id, err)
-	}
-	return f, nil
+	return store.ByID(ctx, q, "finding", `SELECT `+findingColumns+findingFrom, "f.id", id, &a, findingFilter(scope, &a), scanFinding)
 }
 
 // Get returns a finding in scope.
