@@ -5,18 +5,18 @@ import (
 
 	"gale/internal/agent"
 	"gale/internal/agent/capability"
+	"gale/internal/agent/configpolicy"
 	"gale/internal/agent/desktop"
 	"gale/internal/agent/discovery"
 	"gale/internal/agent/echo"
 	"gale/internal/agent/elevate"
 	"gale/internal/agent/netcheck"
 	"gale/internal/agent/packages"
-	"gale/internal/agent/policy"
 	"gale/internal/agent/power"
 	"gale/internal/agent/script"
 	"gale/internal/agent/security"
 	"gale/internal/agent/snmp"
-	"gale/internal/agent/systools"
+	"gale/internal/agent/systemtools"
 	"gale/internal/agent/terminal"
 	"gale/internal/agent/tunnel"
 )
@@ -31,12 +31,12 @@ func capabilities(configPath string) *capability.Registry {
 	netcheck.Register(reg)
 	power.New(power.Options{StatePath: power.StatePath(configPath), Logger: logger()}).Register(reg)
 	script.Register(reg)
-	systools.New(systools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
+	systemtools.New(systemtools.Options{ConfigDir: filepath.Dir(configPath)}).Register(reg)
 	terminal.Register(reg)
 	desktop.New().Register(reg)
 	tunnel.Register(reg)
 	packages.New(packages.Options{Root: cfg.PackageRoot, Fetch: reg.Fetch, Logger: logger()}).Register(reg)
-	policy.New(policy.Options{PackageRoot: cfg.PackageRoot}).Register(reg)
+	configpolicy.New(configpolicy.Options{PackageRoot: cfg.PackageRoot}).Register(reg)
 	snmp.Register(reg)
 	discovery.Register(reg)
 	security.New(security.Options{}).Register(reg)

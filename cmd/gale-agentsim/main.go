@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"time"
 
-	"gale/internal/agentsim"
+	"gale/internal/testkit/agentsim"
 )
 
 func main() {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"gale/internal/agentdist"
 	"gale/internal/app"
-	"gale/internal/apperr"
+	"gale/internal/domains/agentdist"
+	"gale/internal/platform/apperr"
 )
 
 func agentReleaseCmd() *cobra.Command {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/store/storetest"
+	"gale/internal/platform/store/storetest"
 )
 
 // gale runs the command line against the test database and returns what it printed.

@@ -15,12 +15,12 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"gale/internal/access"
 	"gale/internal/app"
-	"gale/internal/auth"
-	"gale/internal/config"
-	"gale/internal/identity"
-	"gale/internal/store"
+	"gale/internal/domains/auth"
+	"gale/internal/domains/identity"
+	"gale/internal/platform/access"
+	"gale/internal/platform/config"
+	"gale/internal/platform/store"
 )
 
 func main() {

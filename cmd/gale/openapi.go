@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"gale/internal/app"
-	"gale/internal/config"
+	"gale/internal/platform/config"
 )
 
 // openapiCmd prints the OpenAPI document the server serves at /api/v1/openapi.json. It wires

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestSaveConfigIsPrivateAndLoads(t *testing.T) {

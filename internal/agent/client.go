@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // apiError is an error answer of the server, in its envelope.

@@ -15,7 +15,7 @@ import (
 
 	"gale/internal/agent/atomicfile"
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // CommandsPath is the file, next to the configuration at configPath, where the agent keeps

@@ -20,7 +20,7 @@ import (
 
 	"gale/internal/agent/capability"
 	"gale/internal/agent/script"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // testAgent is a runner whose results go to a fake server, run without its connection loops.

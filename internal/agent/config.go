@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"gale/internal/agent/atomicfile"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Config is the agent's local state, written at enrollment. Its existence means "enrolled".

@@ -13,7 +13,7 @@ import (
 
 	"gale/internal/agent/inventory"
 	"gale/internal/agent/outbox"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // EnrollOptions are the arguments of `gale-agent enroll`.

@@ -20,8 +20,8 @@ import (
 	"gale/internal/agent/capability"
 	"gale/internal/agent/inventory"
 	"gale/internal/agent/outbox"
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 // RunOptions configure the main agent.

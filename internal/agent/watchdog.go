@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"gale/internal/agent/proctree"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // WatchdogOptions configure the supervisor that runs and watches the main agent.

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // A main agent that fails at start every time is given up on after a few tries, the watchdog

@@ -13,55 +13,55 @@ import (
 	"net/http"
 	"time"
 
-	"gale/internal/agentdist"
-	"gale/internal/agenthub"
-	"gale/internal/alerts"
-	"gale/internal/apikeys"
-	"gale/internal/audit"
-	"gale/internal/auth"
-	"gale/internal/automations"
-	"gale/internal/blob"
-	"gale/internal/bus"
-	"gale/internal/clock"
-	"gale/internal/config"
-	"gale/internal/customfields"
-	"gale/internal/devices"
-	"gale/internal/discovery"
-	"gale/internal/enrollment"
-	"gale/internal/events"
-	"gale/internal/groups"
-	"gale/internal/httpapi"
-	"gale/internal/identity"
-	"gale/internal/incidents"
-	"gale/internal/jobs"
-	"gale/internal/mail"
-	"gale/internal/maintenance"
-	"gale/internal/mobile"
-	"gale/internal/module"
-	"gale/internal/monitors"
-	"gale/internal/notifications"
-	"gale/internal/notify"
-	"gale/internal/pam"
-	"gale/internal/partnerapi"
-	"gale/internal/patches"
-	"gale/internal/policies"
-	"gale/internal/ratelimit"
-	"gale/internal/remote"
-	"gale/internal/rollouts"
-	"gale/internal/scripts"
-	"gale/internal/search"
-	"gale/internal/secrets"
-	"gale/internal/security"
-	"gale/internal/snmp"
-	"gale/internal/software"
-	"gale/internal/store"
-	"gale/internal/systemtools"
-	"gale/internal/tenancy"
-	"gale/internal/thirdparty"
-	"gale/internal/tickets"
-	"gale/internal/tunnels"
-	"gale/internal/vulnerabilities"
-	"gale/internal/webhooks"
+	"gale/internal/domains/agentdist"
+	"gale/internal/domains/agenthub"
+	"gale/internal/domains/alertchannels"
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/apikeys"
+	"gale/internal/domains/audit"
+	"gale/internal/domains/auth"
+	"gale/internal/domains/authtickets"
+	"gale/internal/domains/automations"
+	"gale/internal/domains/configpolicies"
+	"gale/internal/domains/customfields"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/discovery"
+	"gale/internal/domains/enrollment"
+	"gale/internal/domains/groups"
+	"gale/internal/domains/identity"
+	"gale/internal/domains/incidents"
+	"gale/internal/domains/maintenance"
+	"gale/internal/domains/mobile"
+	"gale/internal/domains/monitors"
+	"gale/internal/domains/notifications"
+	"gale/internal/domains/pam"
+	"gale/internal/domains/partnerapi"
+	"gale/internal/domains/patches"
+	"gale/internal/domains/remote"
+	"gale/internal/domains/rollouts"
+	"gale/internal/domains/scripts"
+	"gale/internal/domains/search"
+	"gale/internal/domains/security"
+	"gale/internal/domains/snmp"
+	"gale/internal/domains/software"
+	"gale/internal/domains/systemtools"
+	"gale/internal/domains/tenancy"
+	"gale/internal/domains/thirdparty"
+	"gale/internal/domains/tunnels"
+	"gale/internal/domains/vulnerabilities"
+	"gale/internal/domains/webhooks"
+	"gale/internal/platform/blob"
+	"gale/internal/platform/bus"
+	"gale/internal/platform/clock"
+	"gale/internal/platform/config"
+	"gale/internal/platform/events"
+	"gale/internal/platform/httpapi"
+	"gale/internal/platform/jobs"
+	"gale/internal/platform/mail"
+	"gale/internal/platform/module"
+	"gale/internal/platform/ratelimit"
+	"gale/internal/platform/secrets"
+	"gale/internal/platform/store"
 )
 
 // Modules are the server's domains, in build order: a module comes after those whose
@@ -72,7 +72,7 @@ var Modules = []module.Module{
 	auth.Module,
 	apikeys.Module,
 	tenancy.Module,
-	tickets.Module,
+	authtickets.Module,
 	agentdist.Module,
 	enrollment.Module,
 	devices.Module,
@@ -85,7 +85,7 @@ var Modules = []module.Module{
 	search.Module,
 	partnerapi.Module,
 	webhooks.Module,
-	notify.Module,
+	alertchannels.Module,
 	notifications.Module,
 	mobile.Module,
 	tunnels.Module,
@@ -96,7 +96,7 @@ var Modules = []module.Module{
 	maintenance.Module,
 	patches.Module,
 	software.Module,
-	policies.Module,
+	configpolicies.Module,
 	monitors.Module,
 	snmp.Module,
 	discovery.Module,

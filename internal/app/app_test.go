@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/jobs"
+	"gale/internal/platform/jobs"
+	"gale/internal/testkit/apptest"
 )
 
 // syncBuffer collects log output written from several goroutines.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/apptest"
+	"gale/internal/testkit/apptest"
 )
 
 // An invalid body of a great many items gets a small answer: at most 20 details, the last of

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/apptest"
+	"gale/internal/testkit/apptest"
 )
 
 // createRoutes are the POST routes that create something from a caller's body; the fuzzer

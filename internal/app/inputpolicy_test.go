@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/apptest"
+	"gale/internal/testkit/apptest"
 )
 
 // policySchema is the part of a JSON schema the input policy tests read.

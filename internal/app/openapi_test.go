@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/apptest"
+	"gale/internal/testkit/apptest"
 )
 
 type operation struct {

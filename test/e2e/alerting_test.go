@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/mail/mailtest"
-	"gale/internal/webhooks"
+	"gale/internal/domains/webhooks"
+	"gale/internal/platform/mail/mailtest"
 )
 
 // hookRequest is one request the local receiver got.

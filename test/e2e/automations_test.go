@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/automations"
+	"gale/internal/domains/automations"
+	"gale/internal/testkit/apptest"
 )
 
 // A run of a run_script automation on a real agent completes with the script's output in

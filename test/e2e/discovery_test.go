@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
-	"gale/internal/apptest"
-	"gale/internal/discovery"
+	"gale/internal/domains/discovery"
+	"gale/internal/testkit/apptest"
+	"gale/internal/wire/agentproto"
 )
 
 // discoveryLab is a real agent and the caller that drives discovery.

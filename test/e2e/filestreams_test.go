@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/apptest"
+	"gale/internal/testkit/apptest"
 )
 
 // maxAgentRSS is the resident memory the agent may reach while moving a file of any size.

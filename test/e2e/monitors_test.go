@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"gale/internal/agent/netcheck/netchecktest"
-	"gale/internal/alerts"
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/monitors"
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/monitors"
+	"gale/internal/testkit/apptest"
 )
 
 // TestMonitorsOnARealAgent checks local targets through a real agent: a TCP listener with a

@@ -14,8 +14,8 @@ import (
 
 	"gale/internal/agent/elevate"
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/pam"
+	"gale/internal/domains/pam"
+	"gale/internal/testkit/apptest"
 )
 
 // TestPAMElevationOnARealAgent runs a root agent whose elevation socket and sudoers directory

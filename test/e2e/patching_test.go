@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/aptfixture"
-	"gale/internal/maintenance"
-	"gale/internal/patches"
-	"gale/internal/rollouts"
-	"gale/internal/software"
+	"gale/internal/domains/maintenance"
+	"gale/internal/domains/patches"
+	"gale/internal/domains/rollouts"
+	"gale/internal/domains/software"
+	"gale/internal/testkit/apptest"
+	"gale/internal/testkit/aptfixture"
 )
 
 // patchLab is a real agent managing a throwaway Debian root: galetest-hello 1.0-1 installed,

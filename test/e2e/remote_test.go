@@ -22,12 +22,12 @@ import (
 	"github.com/coder/websocket"
 	"github.com/pion/webrtc/v4"
 
-	"gale/internal/access"
-	"gale/internal/agentproto"
-	"gale/internal/apptest"
-	"gale/internal/clock"
-	"gale/internal/config"
-	"gale/internal/remote"
+	"gale/internal/domains/remote"
+	"gale/internal/platform/access"
+	"gale/internal/platform/clock"
+	"gale/internal/platform/config"
+	"gale/internal/testkit/apptest"
+	"gale/internal/wire/agentproto"
 )
 
 // remoteSession creates a remote session of typ on the device as c and returns its ID.

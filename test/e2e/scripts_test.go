@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/apptest"
-	"gale/internal/scripts"
-	"gale/internal/store"
+	"gale/internal/domains/scripts"
+	"gale/internal/platform/store"
+	"gale/internal/testkit/apptest"
 )
 
 // scriptRunner is a real agent on an in-process node, with a caller that runs scripts on it.

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/apptest"
-	"gale/internal/incidents"
-	"gale/internal/jobs"
-	"gale/internal/security"
+	"gale/internal/domains/incidents"
+	"gale/internal/domains/security"
+	"gale/internal/platform/jobs"
+	"gale/internal/testkit/apptest"
 )
 
 // hostAdmins reads the host's administrators as the agent should: uid 0 and the members of

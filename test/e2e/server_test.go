@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/store/storetest"
+	"gale/internal/platform/store/storetest"
 )
 
 var (

@@ -8,10 +8,10 @@ import (
 	"testing"
 
 	"gale/internal/agent/snmp/snmpdtest"
-	"gale/internal/alerts"
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/snmp"
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/snmp"
+	"gale/internal/testkit/apptest"
 )
 
 // TestSNMPOnARealAgent polls a real snmpd (its own configuration on a loopback port) through a

@@ -5,7 +5,7 @@ import (
 	"io"
 	"testing"
 
-	"gale/internal/apptest"
+	"gale/internal/testkit/apptest"
 )
 
 // BenchmarkEchoStreamThroughput moves 1 MiB per operation through a real agent's echo stream

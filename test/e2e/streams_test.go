@@ -21,11 +21,11 @@ import (
 
 	"github.com/coder/websocket"
 
-	"gale/internal/agenthub"
-	"gale/internal/agentproto"
 	"gale/internal/app"
-	"gale/internal/apptest"
-	"gale/internal/store/storetest"
+	"gale/internal/domains/agenthub"
+	"gale/internal/platform/store/storetest"
+	"gale/internal/testkit/apptest"
+	"gale/internal/wire/agentproto"
 )
 
 // streamAgent is a real gale-agent process connected to an in-process node.

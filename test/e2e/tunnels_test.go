@@ -17,11 +17,11 @@ import (
 
 	"github.com/coder/websocket"
 
-	"gale/internal/agentproto"
-	"gale/internal/apptest"
-	"gale/internal/config"
-	"gale/internal/store/storetest"
-	"gale/internal/tunnels"
+	"gale/internal/domains/tunnels"
+	"gale/internal/platform/config"
+	"gale/internal/platform/store/storetest"
+	"gale/internal/testkit/apptest"
+	"gale/internal/wire/agentproto"
 )
 
 // tunnelTarget is a device web page on the agent's machine: it answers what it received.

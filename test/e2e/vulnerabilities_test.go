@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
-	"gale/internal/apptest"
-	"gale/internal/aptfixture"
-	"gale/internal/devices"
-	"gale/internal/patches"
-	"gale/internal/vulnerabilities"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/patches"
+	"gale/internal/domains/vulnerabilities"
+	"gale/internal/testkit/apptest"
+	"gale/internal/testkit/aptfixture"
+	"gale/internal/wire/agentproto"
 )
 
 // TestVulnerabilitiesFromThisHostsSecurityUpgrades runs a real agent on this host: its real

@@ -12,8 +12,8 @@ import (
 	"io"
 	"sync/atomic"
 
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 // CommandHandler carries out a command within ctx (the command's timeout) and reports its

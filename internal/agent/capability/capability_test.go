@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 func TestRegistryDispatchesByNameAndRefusesTheRest(t *testing.T) {

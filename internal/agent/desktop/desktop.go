@@ -17,7 +17,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // ControlChannel is the data channel whose messages the agent echoes.

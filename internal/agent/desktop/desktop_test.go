@@ -9,7 +9,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func call(t *testing.T, reg *capability.Registry, method string, args any) agentproto.CallResult {

@@ -24,7 +24,7 @@ import (
 	"gale/internal/agent/capability"
 	"gale/internal/agent/netcheck"
 	"gale/internal/agent/snmp"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Limits of a scan.

@@ -13,7 +13,7 @@ import (
 
 	"gale/internal/agent/capability"
 	"gale/internal/agent/snmp/snmpdtest"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func listen(t *testing.T, addr string) int {

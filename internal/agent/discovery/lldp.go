@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"gale/internal/agent/snmp"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // LLDP-MIB (IEEE 802.1AB): the remote systems table, their management addresses, and the

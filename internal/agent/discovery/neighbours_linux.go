@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Route flags of /proc/net/route (linux/route.h).

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"net/netip"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 var errLinuxOnly = errors.New("read on Linux only")

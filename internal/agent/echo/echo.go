@@ -9,7 +9,7 @@ import (
 	"io"
 
 	"gale/internal/agent/capability"
-	"gale/internal/streams"
+	"gale/internal/wire/streams"
 )
 
 // Kind is the stream kind.

@@ -26,7 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Service is the agent's elevation service.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestResolve(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/disk"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // skippedFSTypes are file systems disk.Partitions(false) still reports that hold no user data:

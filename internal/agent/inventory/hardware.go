@@ -9,7 +9,7 @@ import (
 	"github.com/shirou/gopsutil/v4/host"
 	"github.com/shirou/gopsutil/v4/mem"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // collectHardware takes what the platform's own sources tell (platformHardware) and fills

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // dmiDir exposes the firmware's SMBIOS tables; absent on most ARM boards and in microVMs.

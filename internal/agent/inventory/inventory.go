@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // collectorTimeout bounds each collector, so a hung package manager cannot stall the report.

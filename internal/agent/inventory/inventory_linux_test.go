@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // TestCollectOnThisMachine checks the inventory against what the machine itself says.

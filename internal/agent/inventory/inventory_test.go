@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestCollectKeepsGoingWhenCollectorsFail(t *testing.T) {

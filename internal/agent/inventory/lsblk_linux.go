@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // lsblkArgs ask lsblk for the whole disks' identity in bytes, as JSON.

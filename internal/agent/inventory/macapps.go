@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // systemProfilerApps is the part of `system_profiler -json SPApplicationsDataType` we read.

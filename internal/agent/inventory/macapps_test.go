@@ -3,7 +3,7 @@ package inventory
 import (
 	"testing"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestParseSystemProfilerApps(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // TestLinuxFieldsMatchThisMachinesTools collects this machine's inventory and checks the Linux

@@ -13,7 +13,7 @@ import (
 	"github.com/shirou/gopsutil/v4/mem"
 	"github.com/shirou/gopsutil/v4/process"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Sample takes one health sample. Parts the platform cannot measure stay zero.

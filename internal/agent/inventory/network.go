@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // link is what the platform tells of an interface's link beyond the standard library.

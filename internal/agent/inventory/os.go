@@ -8,7 +8,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/host"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // osType maps runtime.GOOS to the OS type the server knows.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // maxSoftware caps the software list so one machine cannot flood the server.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // addDpkgInstallDates dates each dpkg package by its file list under root, which dpkg rewrites

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func readFixture(t *testing.T, name string) []byte {

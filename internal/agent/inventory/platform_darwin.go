@@ -6,7 +6,7 @@ import (
 	"github.com/shirou/gopsutil/v4/host"
 	"golang.org/x/sys/unix"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // osRelease reports the macOS version (sw_vers) and its build ("23C71").

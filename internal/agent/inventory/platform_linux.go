@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"gale/internal/agent/posture"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // hostRoot is the root of the file system the Linux collectors read /proc, /sys, /etc and

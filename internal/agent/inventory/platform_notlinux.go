@@ -5,7 +5,7 @@ package inventory
 import (
 	"context"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // The resolver, the link details, the logon history and the management products are read on

@@ -9,7 +9,7 @@ import (
 	"github.com/shirou/gopsutil/v4/host"
 	"github.com/shirou/gopsutil/v4/load"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // osRelease reports what gopsutil knows of this platform ("freebsd", "14.1-RELEASE").

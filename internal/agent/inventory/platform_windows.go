@@ -8,7 +8,7 @@ import (
 	"github.com/shirou/gopsutil/v4/host"
 	"golang.org/x/sys/windows/registry"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // osRelease reports the edition ("Microsoft Windows 11 Pro"), the feature update ("23H2")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // The fixture trees under testdata/roots are the files the Linux collectors read, as three

@@ -8,7 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // collectSoftware lists the installed software; root is the system tree whose packages the

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/windows/registry"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // uninstallKey lists what Programs and Features shows. It is read in both registry views:

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // maxLastLogons is how many past logons the inventory lists.

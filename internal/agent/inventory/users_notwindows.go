@@ -10,7 +10,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/host"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // loggedInUsers lists sessions through gopsutil, which reads utmp (or asks systemd-logind

@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // loggedInUsers lists the users with a console or Remote Desktop session, connected or not.

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // The layout of glibc's struct utmp, which wtmp is a sequence of, on 64-bit Linux (x86_64 and

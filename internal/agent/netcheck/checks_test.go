@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"gale/internal/agent/netcheck/netchecktest"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func check(typ, target string, cfg agentproto.MonitorConfig) agentproto.MonitorCheck {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // maxAnswers bounds the answers a DNS check reports.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // maxParallel bounds the checks of a batch that run at once.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // unitName is what a systemd unit name may be (the server checks it too).

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // maxBanner bounds what a TCP check reads of a banner.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // debName is a Debian package name, optionally with an architecture: it cannot start with

@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/aptfixture"
-	"gale/internal/pkgversion"
+	"gale/internal/testkit/aptfixture"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/pkgversion"
 )
 
 // snapshot lists every file of a tree with its size and modification time.

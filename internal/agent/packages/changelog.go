@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"gale/internal/agent/proctree"
-	"gale/internal/agentproto"
-	"gale/internal/pkgversion"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/pkgversion"
 )
 
 // Bounds of package_changelog.

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/aptfixture"
+	"gale/internal/testkit/aptfixture"
+	"gale/internal/wire/agentproto"
 )
 
 const testChangelog = `galetest-cl (1.2-1) galetest-security; urgency=high

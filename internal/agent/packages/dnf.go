@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
-	"gale/internal/pkgversion"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/pkgversion"
 )
 
 // rpmName is an RPM package name, optionally name.arch: it cannot start with "-".

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/rpmfixture"
+	"gale/internal/testkit/rpmfixture"
+	"gale/internal/wire/agentproto"
 )
 
 // dnf and rpm against a throwaway RPM root: scan, install, rollback, an installer with its

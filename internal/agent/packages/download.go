@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // maxDownload caps a package file whatever size the server announces.

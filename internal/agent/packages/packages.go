@@ -21,8 +21,8 @@ import (
 	"strings"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/pkgversion"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/pkgversion"
 )
 
 // Options configure the package commands.

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestParseAptSimulation(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // product is a catalog entry: how a product shows on a machine.

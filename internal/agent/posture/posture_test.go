@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestDetectFindsProductsByPackageUnitAndPath(t *testing.T) {

@@ -26,7 +26,7 @@ import (
 
 	"gale/internal/agent/atomicfile"
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Options configure the power commands. Only StatePath is required; the others replace the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // fakeSystem stands in for the machine: it records the orders and warnings instead of

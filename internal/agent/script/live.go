@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // liveInterval is how often a running script's new output is sent.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // A running script's output is sent in pieces while it runs: first a piece saying it started,

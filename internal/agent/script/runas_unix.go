@@ -17,7 +17,7 @@ import (
 
 	"github.com/shirou/gopsutil/v4/host"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // consoleUser names the user logged in at the machine's console: the newest login on a local

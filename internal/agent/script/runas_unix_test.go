@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestRunAsUserRunsAsTheConsoleUser(t *testing.T) {

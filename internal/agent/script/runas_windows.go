@@ -5,7 +5,7 @@ import (
 	"errors"
 	"os/exec"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // runAs refuses to run as the logged-in user: this agent cannot start a process in another

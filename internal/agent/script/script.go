@@ -18,7 +18,7 @@ import (
 
 	"gale/internal/agent/capability"
 	"gale/internal/agent/proctree"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Register registers the run_script command with reg.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func TestRunScriptReportsOutputExitCodeAndTruncation(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // eicar is the antivirus test file's signature: a file that starts with it and holds nothing

@@ -7,7 +7,7 @@ import (
 	"runtime"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Register adds security_status, security_scan and threat_action.

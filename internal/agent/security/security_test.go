@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 func write(t *testing.T, root, path, content string) {

@@ -21,7 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Options say where the collector reads the system.

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // concurrency bounds the targets one snmp_poll asks at once.

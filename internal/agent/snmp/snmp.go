@@ -17,7 +17,7 @@ import (
 
 	"github.com/gosnmp/gosnmp"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // chunk is how many OIDs one GET asks for.

@@ -11,7 +11,7 @@ import (
 	"gale/internal/agent/capability"
 	"gale/internal/agent/snmp"
 	"gale/internal/agent/snmp/snmpdtest"
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // moving reports whether a value changes between two reads (counters, time).

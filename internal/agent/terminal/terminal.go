@@ -12,8 +12,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 // Input is limited to inputRate bytes a second with bursts of inputBurst: a paste arrives at

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 // openTerminal serves the terminal stream on one end of an in-memory connection and opens

@@ -1,6 +1,6 @@
 package terminal
 
-import "gale/internal/agentproto"
+import "gale/internal/wire/agentproto"
 
 // start refuses: this agent offers no terminal on Windows.
 func start(uint16, uint16) (shellTerm, string, error) {

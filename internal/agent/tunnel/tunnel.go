@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 // Timeouts of opening a connection: the name's lookup, and each address's TCP dial.

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"gale/internal/agent/capability"
-	"gale/internal/agentproto"
-	"gale/internal/streams"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
 )
 
 // fakeResolver answers names from a map.

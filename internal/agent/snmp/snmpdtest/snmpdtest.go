@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"gale/internal/agentproto"
+	"gale/internal/wire/agentproto"
 )
 
 // Credentials of the daemon.

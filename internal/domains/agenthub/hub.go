@@ -1,0 +1,429 @@
+// Package agenthub holds the live channel to agents: one WebSocket per agent, over which
+// the server pushes commands and system-tool calls the moment they are queued, and the
+// agent sends heartbeats and results. State that matters lives in the database (devices);
+// the hub only carries it, so an agent may reconnect to any node.
+//
+// The socket's text messages carry that JSON protocol; its binary messages carry the frames
+// of streams (package streams) the server opens to the agent, for agents that speak them.
+// OpenStream reaches an agent held by this node directly, and one held by another node
+// through that node (relay.go).
+package agenthub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"gale/internal/domains/devices"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/bus"
+	"gale/internal/platform/httpapi"
+	"gale/internal/platform/nodes"
+	"gale/internal/platform/store"
+	"gale/internal/wire/agentproto"
+	"gale/internal/wire/streams"
+)
+
+// Options tune the hub.
+type Options struct {
+	// PingInterval is how often the server pings each agent; a missing pong closes the socket.
+	PingInterval time.Duration
+	// MaxMessageBytes limits one frame from an agent.
+	MaxMessageBytes int64
+	// Workers is how many goroutines do the database work of all connections: no more than
+	// the database has connections for (store.DB.Conns), so that work waits here, in arrival
+	// order, rather than in the database pool.
+	Workers int
+	// MaxStreams caps the open streams of each agent connection; zero means
+	// streams.DefaultMaxStreams.
+	MaxStreams int
+	// Nodes records which agents this node holds and finds the holder of the others, so that
+	// streams reach agents held by other nodes. Nil: this node reaches only its own agents.
+	Nodes *nodes.Registry
+}
+
+// The hub's bus channels.
+const (
+	chanWork     = "gale_agent_work"
+	chanStop     = "gale_agent_stop"
+	chanCallDone = "gale_agent_call_done"
+)
+
+// Hub tracks this node's agent connections.
+type Hub struct {
+	devices *devices.Service
+	bus     bus.Bus
+	logger  *slog.Logger
+	opts    Options
+
+	mu    sync.Mutex
+	conns map[string]*conn
+
+	waiters sync.Map // call ID → chan struct{}
+
+	// work carries database work from connections to the workers; quit stops them.
+	work      chan func()
+	urgent    chan func() // heartbeats: taken before other work (see worker)
+	quit      chan struct{}
+	closeOnce sync.Once
+
+	relays atomic.Int64 // node-to-node stream connections open, both directions
+
+	// handlers are the message types other domains handle (OnMessage), beyond the hub's own.
+	handlers map[string]MessageHandler
+
+	heartbeatSeconds prometheus.Histogram
+	connections      prometheus.Gauge
+}
+
+// MessageHandler handles one type of message agents send over their live channel; it runs on
+// the hub's database workers, with the sending agent.
+type MessageHandler func(ctx context.Context, agent devices.Agent, payload json.RawMessage) error
+
+// OnMessage makes fn handle agents' messages of type typ: a domain's own reports (check
+// results, scan findings) ride the channel without a change to the hub. Call it while wiring,
+// before serving; a type the hub or another domain handles panics.
+func (h *Hub) OnMessage(typ string, fn MessageHandler) {
+	switch typ {
+	case agentproto.TypeHeartbeat, agentproto.TypeCommandResult, agentproto.TypeCallResult:
+		panic("agenthub: message type " + typ + " is the hub's own")
+	}
+	if _, ok := h.handlers[typ]; ok {
+		panic("agenthub: message type " + typ + " handled twice")
+	}
+	h.handlers[typ] = fn
+}
+
+// New returns a hub over the device service and bus, registering its metrics.
+func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Registerer, opts Options) *Hub {
+	if opts.PingInterval <= 0 {
+		opts.PingInterval = 30 * time.Second
+	}
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 64 << 20
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 8
+	}
+	h := &Hub{devices: dev, bus: b, logger: logger, opts: opts, conns: map[string]*conn{}, handlers: map[string]MessageHandler{},
+		work: make(chan func()), urgent: make(chan func()), quit: make(chan struct{}),
+		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
+			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
+			Help: "Agent WebSocket connections held by this node."}),
+	}
+	if reg != nil {
+		reg.MustRegister(h.heartbeatSeconds, h.connections)
+	}
+	for range opts.Workers {
+		go h.worker()
+	}
+	b.Subscribe(chanWork, func(id string) {
+		if c := h.conn(id); c != nil {
+			c.wake()
+		}
+	})
+	b.Subscribe(chanStop, func(id string) {
+		if c := h.conn(id); c != nil {
+			c.stop()
+		}
+	})
+	b.Subscribe(chanCallDone, func(id string) {
+		if ch, ok := h.waiters.Load(id); ok {
+			select {
+			case ch.(chan struct{}) <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return h
+}
+
+// worker runs database work handed over by connections until the hub closes. Heartbeats go
+// first: when thousands of running scripts send their output pieces (and other reports) over
+// their channels at once, a heartbeat waits for the work the workers are doing, not for the
+// whole queue behind it, so its acknowledgement stays prompt and agents are not taken for
+// silent.
+func (h *Hub) worker() {
+	for {
+		select {
+		case fn := <-h.urgent:
+			fn()
+			continue
+		default:
+		}
+		select {
+		case fn := <-h.urgent:
+			fn()
+		case fn := <-h.work:
+			fn()
+		case <-h.quit:
+			return
+		}
+	}
+}
+
+// run does fn on a worker and waits for it; false when ctx ended or the hub closed first.
+// Connections hand their database work over instead of doing it on their own goroutines:
+// those calls need deep stacks (tens of KiB), and a goroutine keeps the stack it grew, so
+// thousands of connections would each hold one.
+func (h *Hub) run(ctx context.Context, fn func()) bool { return h.runOn(ctx, h.work, fn) }
+
+// runUrgent is run for a heartbeat, ahead of other work.
+func (h *Hub) runUrgent(ctx context.Context, fn func()) bool { return h.runOn(ctx, h.urgent, fn) }
+
+func (h *Hub) runOn(ctx context.Context, lane chan func(), fn func()) bool {
+	done := make(chan struct{})
+	select {
+	case lane <- func() { fn(); close(done) }:
+	case <-ctx.Done():
+		return false
+	case <-h.quit:
+		return false
+	}
+	<-done
+	return true
+}
+
+// Work tells the node holding the device's socket that it has queued work.
+// A device connected to this node is woken at once; for one connected elsewhere the bus
+// carries the word (on PostgreSQL a NOTIFY, which costs a round trip and the listener's turn).
+func (h *Hub) Work(ctx context.Context, deviceID string) {
+	if c := h.conn(deviceID); c != nil {
+		c.wake()
+		return
+	}
+	h.bus.Publish(ctx, chanWork, deviceID)
+}
+
+// Deliver hands a command already recorded as sent to this node's connection of the device;
+// false when the node holds none (or it is closing), and then the command must be queued again.
+func (h *Hub) Deliver(deviceID string, cmd agentproto.Command) bool {
+	c := h.conn(deviceID)
+	return c != nil && c.push(cmd)
+}
+
+// Stop tells the node holding the device's socket to stop the agent.
+func (h *Hub) Stop(ctx context.Context, deviceID string) { h.bus.Publish(ctx, chanStop, deviceID) }
+
+// Connected reports whether this node holds a socket of the device.
+func (h *Hub) Connected(deviceID string) bool { return h.conn(deviceID) != nil }
+
+// LiveChannel reports whether any node holds a live channel of the device's agent: this node,
+// or another one as the nodes registry records it (on PostgreSQL; SQLite serves one node).
+// A device that reports only over HTTP heartbeats has none, and calls cannot reach it.
+func (h *Hub) LiveChannel(ctx context.Context, deviceID string) (bool, error) {
+	if h.Connected(deviceID) {
+		return true, nil
+	}
+	reg := h.opts.Nodes
+	if reg == nil {
+		return false, nil
+	}
+	holder, err := reg.Holder(ctx, deviceID)
+	if errors.Is(err, nodes.ErrNoHolder) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	// A record naming this node without a socket here is one whose release has not landed yet.
+	return holder.ID != reg.Self().ID, nil
+}
+
+func (h *Hub) conn(deviceID string) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.conns[deviceID]
+}
+
+// register makes c the device's connection, closing an older one: one socket per agent.
+func (h *Hub) register(c *conn) {
+	h.mu.Lock()
+	old := h.conns[c.agent.DeviceID]
+	h.conns[c.agent.DeviceID] = c
+	h.mu.Unlock()
+	h.connections.Inc()
+	if old != nil {
+		old.close(websocket.StatusPolicyViolation, "replaced by a newer connection of the same agent")
+	}
+}
+
+// unregister forgets c; commands handed to it that it did not send go back to the queue.
+func (h *Hub) unregister(c *conn) {
+	h.mu.Lock()
+	if h.conns[c.agent.DeviceID] == c {
+		delete(h.conns, c.agent.DeviceID)
+	}
+	h.mu.Unlock()
+	h.connections.Dec()
+	if c.streams != nil {
+		c.streams.Close(errAgentDisconnected)
+	}
+	if h.opts.Nodes != nil {
+		ctx := context.WithoutCancel(c.ctx)
+		h.run(ctx, func() {
+			if err := h.opts.Nodes.Released(ctx, c.agent.DeviceID, c.id); err != nil {
+				c.log().Warn("the agent's connection stays recorded until this node stops", "error", err)
+			}
+		})
+	}
+	if left := c.takeOutbox(true); len(left) > 0 {
+		ids := make([]string, len(left))
+		for i, cmd := range left {
+			ids[i] = cmd.ID
+		}
+		ctx := context.WithoutCancel(c.ctx)
+		h.run(ctx, func() {
+			if err := h.devices.Requeue(ctx, c.agent.DeviceID, ids); err != nil {
+				c.log().Warn("commands of a closed connection were not queued again; they time out", "error", err)
+			}
+		})
+	}
+}
+
+// Close closes every connection (shutdown); agents reconnect to another node or later.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.close(websocket.StatusGoingAway, "server shutting down")
+	}
+	h.closeOnce.Do(func() { close(h.quit) })
+}
+
+// BearerToken returns the token of an Authorization: Bearer header.
+func BearerToken(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// ServeHTTP upgrades an authenticated agent to its live channel.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var agent devices.Agent
+	var err error
+	if !h.run(r.Context(), func() { agent, err = h.devices.AuthenticateAgent(r.Context(), BearerToken(r)) }) {
+		httpapi.WriteError(w, &apperr.Error{Kind: apperr.KindUnavailable, Code: "SHUTTING_DOWN",
+			Message: "the server is shutting down; connect again"})
+		return
+	}
+	if err != nil {
+		if ae, ok := apperr.As(err); ok {
+			httpapi.WriteError(w, ae)
+			return
+		}
+		h.logger.ErrorContext(r.Context(), "agent authentication failed", "error", err)
+		httpapi.WriteError(w, &apperr.Error{Kind: apperr.KindInternal, Code: apperr.CodeInternal, Message: "internal error"})
+		return
+	}
+	if agent.Role != agentproto.RoleAgent {
+		httpapi.WriteError(w, apperr.Forbidden("the watchdog reports over HTTP; only the main agent opens the live channel"))
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return
+	}
+	ws.SetReadLimit(h.opts.MaxMessageBytes)
+	ctx, cancel := context.WithCancel(devices.AgentContext(context.WithoutCancel(r.Context()), agent))
+	c := &conn{hub: h, id: store.NewID(), agent: agent, ws: ws, ctx: ctx, cancel: cancel, wakeup: make(chan struct{}, 1)}
+	if r.Header.Get(agentproto.HeaderStreams) != "" {
+		c.streams = streams.NewSession(c.sendFrame, streams.Options{Initiator: true, MaxStreams: h.opts.MaxStreams, Logger: c.log()})
+	}
+	// Recorded before the hub knows the connection, so that once this node reports the agent
+	// connected, other nodes find it too.
+	if h.opts.Nodes != nil {
+		h.run(ctx, func() {
+			if err := h.opts.Nodes.Held(ctx, agent.DeviceID, c.id); err != nil {
+				c.log().Warn("other nodes cannot open streams to this agent until it reconnects", "error", err)
+			}
+		})
+	}
+	h.register(c)
+	defer h.unregister(c)
+	defer cancel()
+	if err := c.send(agentproto.TypeWelcome, "", agentproto.Welcome{DeviceID: agent.DeviceID, Config: h.devices.AgentConfig()}); err != nil {
+		return
+	}
+	c.wake()
+	go c.serveLoop(h.opts.PingInterval)
+	c.readLoop()
+}
+
+// Call asks a device's agent to run a system tool and waits for the answer. The device must
+// already be known to be in the caller's scope.
+func (h *Hub) Call(ctx context.Context, deviceID, method string, args any, timeout time.Duration) (json.RawMessage, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	id, err := h.devices.QueueCall(ctx, deviceID, method, raw, timeout)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{}, 1)
+	h.waiters.Store(id, done)
+	defer h.waiters.Delete(id)
+	h.Work(ctx, deviceID)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	// The poll covers a notification lost between nodes.
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for {
+		select {
+		case <-done:
+		case <-poll.C:
+		case <-deadline.C:
+			_ = h.devices.ExpireCall(context.WithoutCancel(ctx), id)
+			return nil, &apperr.Error{Kind: apperr.KindTimeout, Code: "AGENT_TIMEOUT",
+				Message: "the agent did not answer within " + timeout.String() + "; it may be busy or its connection may have dropped: try again"}
+		case <-ctx.Done():
+			_ = h.devices.ExpireCall(context.WithoutCancel(ctx), id)
+			return nil, ctx.Err()
+		}
+		result, callErr, answered, err := h.devices.CallOutcome(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !answered {
+			continue
+		}
+		if callErr != nil {
+			return nil, callError(callErr)
+		}
+		return result, nil
+	}
+}
+
+// callError turns an agent's refusal into the API's error.
+func callError(e *agentproto.CallError) error {
+	switch e.Code {
+	case agentproto.ErrNotFound:
+		return &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound, Message: e.Message}
+	case agentproto.ErrInvalid, agentproto.ErrUnknownMethod:
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: e.Message}
+	case agentproto.ErrNotSupported:
+		return &apperr.Error{Kind: apperr.KindInvalid, Code: agentproto.ErrNotSupported, Message: e.Message}
+	case agentproto.ErrInsufficientSpace:
+		return &apperr.Error{Kind: apperr.KindConflict, Code: agentproto.ErrInsufficientSpace, Message: e.Message}
+	default:
+		return &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the operation failed on the device: " + e.Message}
+	}
+}

@@ -1,0 +1,40 @@
+package agenthub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"gale/internal/domains/devices"
+	"gale/internal/platform/httpapi"
+	"gale/internal/platform/module"
+	"gale/internal/platform/nodes"
+	"gale/internal/wire/agentproto"
+)
+
+// Module holds this node's live channels to agents: the WebSocket endpoint, delivery of
+// work, calls and streams to agents held by any node, and this node's entry among the nodes.
+var Module = module.Module{Name: "agenthub", Build: func(k *module.Kernel) error {
+	dev := module.Get[*devices.Service](k)
+	address := k.Config.NodeAddress
+	if address == "" {
+		address = nodes.DefaultAddress(k.Config.ListenAddr)
+	}
+	reg := nodes.New(k.DB, nodes.Options{Address: address, Key: nodes.Key(k.Config.NodeSecret, k.Config.JWTSecret), Logger: k.Logger})
+	h := New(dev, k.Bus, k.Logger, k.HTTP.Registry(), Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.Conns, Nodes: reg})
+	dev.SetNotifier(h)
+	h.OnMessage(agentproto.TypeCommandOutput, func(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
+		var o agentproto.CommandOutput
+		if err := json.Unmarshal(payload, &o); err != nil {
+			return err
+		}
+		return dev.RecordOutput(ctx, a, o)
+	})
+	k.HTTP.Handle("GET "+httpapi.Prefix+agentproto.PathWebSocket, h)
+	k.HTTP.Handle("GET "+PathRelay, http.HandlerFunc(h.ServeRelay))
+	k.OnReady(reg.Start)
+	k.OnClose(reg.Stop) // after the hub's connections closed: closers run in reverse
+	k.OnClose(h.Close)
+	k.Provide(h)
+	return nil
+}}

@@ -1,0 +1,21 @@
+package alertchannels
+
+import (
+	"time"
+
+	"gale/internal/platform/module"
+)
+
+// Module serves notification channels and alert policies, sends alert notifications and
+// escalates unacknowledged alerts.
+var Module = module.Module{Name: "notify", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger, k.Box, k.Mail, Options{AllowPrivateTargets: k.Config.WebhookAllowPrivateTargets,
+		PublicURL: k.Config.PublicURL, Clock: k.Clock})
+	s.Register(k.HTTP)
+	k.Consume(s.Consumer())
+	k.Worker("notification-senders", s.Start, s.Stop)
+	k.Every("alerts-escalate", time.Minute, s.Escalate)
+	k.Every("notification-deliveries-purge", time.Hour, s.Purge)
+	k.Provide(s)
+	return nil
+}}

@@ -1,0 +1,325 @@
+package alertchannels
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gale/internal/platform/events"
+	"gale/internal/platform/store"
+)
+
+// ConsumerName is the events consumer that routes alert events to channels.
+const ConsumerName = "notify"
+
+// Escalation step statuses.
+const (
+	escPending   = "pending"
+	escFired     = "fired"
+	escCancelled = "cancelled"
+)
+
+// Consumer is the events consumer: alert.triggered is routed and queued; acknowledged,
+// resolved and dismissed cancel pending escalation steps; resolved is announced to the
+// channels that were notified.
+func (s *Service) Consumer() events.Consumer {
+	return events.Consumer{Name: ConsumerName, Handle: s.handle,
+		Types: []string{"alert.triggered", "alert.acknowledged", "alert.resolved", "alert.dismissed"}}
+}
+
+func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error {
+	var a AlertView
+	if err := json.Unmarshal(e.Data, &a); err != nil || a.ID == "" || a.PartnerID == "" {
+		return nil
+	}
+	n := Notification{EventID: e.ID, EventType: e.Type, Timestamp: e.OccurredAt, Link: s.link(a.ID), Alert: e.Data}
+	if a.DeviceID != nil {
+		var host string
+		if err := tx.QueryRowContext(ctx, `SELECT hostname FROM devices WHERE id = $1`, *a.DeviceID).Scan(&host); err == nil {
+			n.Hostname = host
+		}
+	}
+	switch e.Type {
+	case "alert.triggered":
+		n.Action = ActionTrigger
+		return s.routeTrigger(ctx, tx, a, n)
+	case "alert.resolved":
+		if err := s.cancelEscalations(ctx, tx, a.ID); err != nil {
+			return err
+		}
+		n.Action, n.Step = ActionResolve, -1
+		return s.announceResolved(ctx, tx, a, n)
+	default:
+		return s.cancelEscalations(ctx, tx, a.ID)
+	}
+}
+
+// target is a channel a notification goes to.
+type target struct {
+	id       string
+	throttle *ChannelThrottle
+}
+
+// allChannels selects every enabled channel of the alert's tenant.
+var allChannels = []string{"*"}
+
+// usable returns the enabled channels among ids (allChannels: all enabled channels of the
+// tenant) that may serve an alert of the organization: partner-wide ones and the
+// organization's own.
+func usable(ctx context.Context, tx *sql.Tx, a AlertView, ids []string) ([]target, error) {
+	var args store.Args
+	q := `SELECT id, throttle FROM notification_channels WHERE enabled AND partner_id = ` + args.Add(a.PartnerID) +
+		` AND (org_id IS NULL OR org_id = ` + args.Add(a.OrgID) + `)`
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if !slices.Equal(ids, allChannels) {
+		q += ` AND id IN ` + args.In(ids)
+	}
+	rows, err := tx.QueryContext(ctx, q+` ORDER BY id`, args.Values()...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []target
+	for rows.Next() {
+		var t target
+		var th sql.NullString
+		if err := rows.Scan(&t.id, &th); err != nil {
+			return nil, err
+		}
+		if th.Valid && th.String != "" {
+			t.throttle = &ChannelThrottle{}
+			_ = json.Unmarshal([]byte(th.String), t.throttle)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// routeTrigger picks the channels of a new alert: the rule's channels, else the first
+// matching policy by priority (step 0 now, the later steps scheduled), else every enabled
+// channel of the tenant.
+func (s *Service) routeTrigger(ctx context.Context, tx *sql.Tx, a AlertView, n Notification) error {
+	if a.RuleID != nil {
+		var raw string
+		err := tx.QueryRowContext(ctx, `SELECT channel_ids FROM alert_rules WHERE id = $1`, *a.RuleID).Scan(&raw)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if ids, _ := store.DecodeStrings(raw); len(ids) > 0 {
+			return s.queueAll(ctx, tx, a, n, ids)
+		}
+	}
+	p, ok, err := s.matchPolicy(ctx, tx, a)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return s.queueAll(ctx, tx, a, n, allChannels)
+	}
+	now := store.Now()
+	for i, st := range p.Steps {
+		if st.DelayMinutes == 0 {
+			n.Step = i
+			if err := s.queueAll(ctx, tx, a, n, st.ChannelIDs); err != nil {
+				return err
+			}
+			continue
+		}
+		due := a.TriggeredAt.Add(time.Duration(st.DelayMinutes) * time.Minute)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_escalations (id, alert_id, policy_id, step, channel_ids, due_at, status,
+			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) ON CONFLICT DO NOTHING`, store.NewID(), a.ID, p.ID, i,
+			store.EncodeStrings(st.ChannelIDs), due, escPending, now); err != nil {
+			return fmt.Errorf("schedule escalation: %w", err)
+		}
+	}
+	return nil
+}
+
+func (s *Service) queueAll(ctx context.Context, tx *sql.Tx, a AlertView, n Notification, ids []string) error {
+	targets, err := usable(ctx, tx, a, ids)
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if err := s.queue(ctx, tx, t.id, t.throttle, a.ID, n); err != nil {
+			return err
+		}
+	}
+	if len(targets) > 0 {
+		s.Wake()
+	}
+	return nil
+}
+
+// matchPolicy returns the first enabled policy of the alert's tenant, by priority, whose
+// match and time window select the alert now.
+func (s *Service) matchPolicy(ctx context.Context, tx *sql.Tx, a AlertView) (AlertPolicy, bool, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+policyColumns+` FROM alert_policies p WHERE p.enabled AND p.partner_id = $1
+		AND (p.org_id IS NULL OR p.org_id = $2) ORDER BY p.priority, p.created_at, p.id`, a.PartnerID, a.OrgID)
+	if err != nil {
+		return AlertPolicy{}, false, err
+	}
+	var ps []AlertPolicy
+	for rows.Next() {
+		p, err := scanPolicy(rows)
+		if err != nil {
+			rows.Close()
+			return AlertPolicy{}, false, err
+		}
+		ps = append(ps, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return AlertPolicy{}, false, err
+	}
+	now := s.now()
+	for _, p := range ps {
+		m := p.Match
+		switch {
+		case len(m.Severities) > 0 && !slices.Contains(m.Severities, a.Severity),
+			len(m.OrgIDs) > 0 && !slices.Contains(m.OrgIDs, a.OrgID),
+			len(m.SiteIDs) > 0 && (a.SiteID == nil || !slices.Contains(m.SiteIDs, *a.SiteID)),
+			!inWindow(p.TimeWindow, now):
+			continue
+		}
+		if len(m.GroupIDs) > 0 {
+			if a.DeviceID == nil {
+				continue
+			}
+			var args store.Args
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM device_group_members WHERE device_id = `+args.Add(*a.DeviceID)+
+				` AND group_id IN `+args.In(m.GroupIDs)+` LIMIT 1`, args.Values()...).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return AlertPolicy{}, false, err
+			}
+		}
+		return p, true, nil
+	}
+	return AlertPolicy{}, false, nil
+}
+
+func (s *Service) cancelEscalations(ctx context.Context, tx *sql.Tx, alertID string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1, updated_at = $2 WHERE alert_id = $3 AND status = $4`,
+		escCancelled, store.Now(), alertID, escPending)
+	return err
+}
+
+// announceResolved queues a resolution to every channel a trigger of the alert was queued
+// for (not throttled ones).
+func (s *Service) announceResolved(ctx context.Context, tx *sql.Tx, a AlertView, n Notification) error {
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT channel_id FROM notification_deliveries WHERE alert_id = $1 AND step >= 0
+		AND status <> $2`, a.ID, StatusThrottled)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	// Resolutions are not throttled: the receiver must hear that the alert is over.
+	targets, err := usable(ctx, tx, a, ids)
+	if err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if err := s.queue(ctx, tx, t.id, nil, a.ID, n); err != nil {
+			return err
+		}
+	}
+	s.Wake()
+	return nil
+}
+
+// Escalate fires the escalation steps that are due: each is claimed with a conditional
+// update (one node wins), and its channels are notified if the alert is still active;
+// otherwise the step is cancelled. It is the alerts-escalate job.
+func (s *Service) Escalate(ctx context.Context) error {
+	now := s.now()
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM alert_escalations WHERE status = $1 AND due_at <= $2 ORDER BY due_at LIMIT 500`,
+		escPending, now)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := s.db.Write(ctx, func(tx *sql.Tx) error { return s.fire(ctx, tx, id, now) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) fire(ctx context.Context, tx *sql.Tx, id string, now time.Time) error {
+	var alertID, channels string
+	var step int
+	err := tx.QueryRowContext(ctx, `UPDATE alert_escalations SET status = $1, updated_at = $2 WHERE id = $3 AND status = $4
+		RETURNING alert_id, step, channel_ids`, escFired, now, id, escPending).Scan(&alertID, &step, &channels)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // another node fired it, or it was cancelled
+	}
+	if err != nil {
+		return err
+	}
+	var a AlertView
+	var site, device, rule sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT id, partner_id, org_id, site_id, device_id, rule_id, severity, status, title, message,
+		triggered_at FROM alerts WHERE id = $1`, alertID).Scan(&a.ID, &a.PartnerID, &a.OrgID, &site, &device, &rule, &a.Severity,
+		&a.Status, &a.Title, &a.Message, &a.TriggeredAt)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && a.Status != "active") {
+		_, err = tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1 WHERE id = $2`, escCancelled, id)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	a.SiteID, a.DeviceID, a.RuleID = store.StringPtr(site), store.StringPtr(device), store.StringPtr(rule)
+	a.TriggeredAt = a.TriggeredAt.UTC()
+	// The alert as recorded in its trigger event, so every step says the same thing.
+	var data string
+	if err := tx.QueryRowContext(ctx, `SELECT data FROM events WHERE resource_id = $1 AND type = 'alert.triggered' ORDER BY occurred_at
+		LIMIT 1`, alertID).Scan(&data); err != nil {
+		raw, _ := json.Marshal(a)
+		data = string(raw)
+	}
+	n := Notification{Action: ActionTrigger, EventID: "escalation:" + id, EventType: "alert.escalated", Timestamp: now, Step: step,
+		Link: s.link(a.ID), Alert: json.RawMessage(data)}
+	if a.DeviceID != nil {
+		_ = tx.QueryRowContext(ctx, `SELECT hostname FROM devices WHERE id = $1`, *a.DeviceID).Scan(&n.Hostname)
+	}
+	ids, _ := store.DecodeStrings(channels)
+	return s.queueAll(ctx, tx, a, n, ids)
+}

@@ -1,0 +1,75 @@
+package alerts
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"gale/internal/domains/audit"
+	"gale/internal/platform/access"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/store"
+)
+
+// Raised is an alert raised on a device outside any rule (an automation's create_alert
+// action, a script's mapped exit code); Context is kept as the alert's context.
+type Raised struct {
+	DeviceID string
+	Severity string
+	Title    string
+	Message  string
+	Context  map[string]any
+}
+
+// Raise opens an alert on a device in the caller's scope, placed in the device's
+// organization and site, and records alert.triggered as a rule's alert does.
+func (s *Service) Raise(ctx context.Context, in Raised) (Alert, error) {
+	var x Alert
+	err := s.db.Write(ctx, func(tx *sql.Tx) (err error) {
+		x, _, err = s.raise(ctx, tx, access.ScopeFrom(ctx), in, "", nil)
+		return err
+	})
+	return x, err
+}
+
+// raise opens an alert in tx on a device in scope, recorded as by actor (nil: the caller).
+// With a sourceKey, it opens none while the source has an open alert already (false).
+func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in Raised, sourceKey string, actor *audit.Actor) (Alert, bool, error) {
+	if !store.ValidID(in.DeviceID) {
+		return Alert{}, false, apperr.NotFound("device")
+	}
+	var a store.Args
+	d, err := scanDevice(tx.QueryRowContext(ctx, `SELECT `+evalDeviceColumns+` FROM devices d WHERE d.id = `+a.Add(in.DeviceID)+
+		` AND d.decommissioned_at IS NULL AND `+scope.OrgFilter(&a, "d.org_id", "d.partner_id"), a.Values()...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Alert{}, false, apperr.NotFound("device")
+	}
+	if err != nil {
+		return Alert{}, false, fmt.Errorf("load device %s: %w", in.DeviceID, err)
+	}
+	if sourceKey != "" {
+		// Alerts of a source (a script's result) wait out a maintenance window; an alert an
+		// automation asks for explicitly is raised (automations have their own hold).
+		if held, err := s.held(ctx, tx, d.ID); err != nil || held {
+			return Alert{}, false, err
+		}
+	}
+	id, now := store.NewID(), s.now()
+	res, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, source_id, severity, status,
+		title, message, context, triggered_at, updated_at, source_key) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, $11, $12)
+		ON CONFLICT (source_key) WHERE source_key IS NOT NULL AND status IN ('active', 'acknowledged', 'suppressed') DO NOTHING`,
+		id, d.PartnerID, d.OrgID, store.NullIfEmpty(d.SiteID), d.ID, in.Severity, StatusActive, truncate(in.Title, 500),
+		truncate(in.Message, 4000), encodeJSON(in.Context), now, store.NullIfEmpty(sourceKey))
+	if err != nil {
+		return Alert{}, false, fmt.Errorf("raise alert: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return Alert{}, false, err
+	}
+	x, err := getAlert(ctx, tx, access.SystemScope(), id)
+	if err != nil {
+		return Alert{}, false, err
+	}
+	return x, true, record(ctx, tx, x, transition{event: "alert.triggered", audit: "alert.trigger"}, actor)
+}

@@ -1,0 +1,15 @@
+package apikeys
+
+import (
+	"gale/internal/domains/auth"
+	"gale/internal/platform/module"
+)
+
+// Module serves API keys and lets auth accept them.
+var Module = module.Module{Name: "apikeys", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger)
+	module.Get[*auth.Service](k).SetAPIKeys(s)
+	s.Register(k.HTTP)
+	k.Provide(s)
+	return nil
+}}

@@ -1,0 +1,11 @@
+package authtickets
+
+import "gale/internal/platform/module"
+
+// Module provides the single-use tickets other domains issue and redeem.
+var Module = module.Module{Name: "tickets", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Clock)
+	k.Provide(s)
+	k.Purge("tickets", s.purge)
+	return nil
+}}

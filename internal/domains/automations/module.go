@@ -1,0 +1,23 @@
+package automations
+
+import (
+	"gale/internal/domains/alertchannels"
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/scripts"
+	"gale/internal/platform/module"
+)
+
+// Module serves automations: their routes, the schedules, the event consumer and each node's
+// runner of running runs.
+var Module = module.Module{Name: "automations", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger, k.Box, k.Clock, k.Config.PublicURL, Deps{Devices: module.Get[*devices.Service](k),
+		Scripts: module.Get[*scripts.Service](k), Alerts: module.Get[*alerts.Service](k), Notify: module.Get[*alertchannels.Service](k)})
+	s.Register(k.HTTP)
+	k.Consume(s.Consumer())
+	k.Every("automation-schedules", ScheduleEvery, s.RunSchedules)
+	k.Worker("automation-runner", s.StartRunner, s.StopRunner)
+	k.Purge("automation-webhook-signatures", s.PurgeSignatures)
+	k.Provide(s)
+	return nil
+}}

@@ -1,0 +1,298 @@
+package customfields
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"sort"
+	"time"
+
+	"gale/internal/domains/audit"
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/access"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/store"
+)
+
+// Value is one field applicable to a device with the device's value.
+type Value struct {
+	FieldID   string     `json:"fieldId" format:"uuid"`
+	Key       string     `json:"key"`
+	Name      string     `json:"name"`
+	Type      string     `json:"type"`
+	Options   []string   `json:"options,omitempty"`
+	Required  bool       `json:"required"`
+	Value     any        `json:"value" doc:"The device's value, else the field's default, else null."`
+	IsDefault bool       `json:"isDefault" doc:"true when value is the field's default (the device has no value of its own)."`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty" doc:"When the device's own value was last set."`
+}
+
+// DeviceValues is every custom field applicable to a device, by name.
+type DeviceValues struct {
+	DeviceID string  `json:"deviceId" format:"uuid"`
+	Data     []Value `json:"data"`
+}
+
+// device is what the values routes need of a device.
+type device struct {
+	ID, PartnerID, OrgID, Hostname string
+}
+
+// getDevice loads a device in scope that is not decommissioned (404 otherwise).
+func getDevice(ctx context.Context, q store.Querier, scope access.Scope, id string) (device, error) {
+	var a store.Args
+	conds := []string{"d.id = " + a.Add(id), "d.decommissioned_at IS NULL", scope.OrgFilter(&a, "d.org_id", "d.partner_id"),
+		tenancy.LiveOrg("d.org_id")}
+	var d device
+	err := q.QueryRowContext(ctx, `SELECT d.id, d.partner_id, d.org_id, d.hostname FROM devices d WHERE `+store.Where(conds),
+		a.Values()...).Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.Hostname)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, apperr.NotFound("device")
+	}
+	return d, err
+}
+
+// loadValues lists the fields applicable to d (partner-wide ones and its organization's) with
+// its values.
+func loadValues(ctx context.Context, q store.Querier, d device) ([]Value, error) {
+	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.name, f.type, f.options, f.required, f.default_value, v.value, v.updated_at
+		FROM custom_fields f LEFT JOIN device_custom_values v ON v.field_id = f.id AND v.device_id = $1
+		WHERE f.partner_id = $2 AND (f.org_id IS NULL OR f.org_id = $3) ORDER BY f.name, f.id`, d.ID, d.PartnerID, d.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Value{}
+	for rows.Next() {
+		var v Value
+		var options, def, val sql.NullString
+		var updated sql.NullTime
+		if err := rows.Scan(&v.FieldID, &v.Key, &v.Name, &v.Type, &options, &v.Required, &def, &val, &updated); err != nil {
+			return nil, err
+		}
+		v.Options = decodeOptions(options)
+		if val.Valid {
+			v.Value, v.UpdatedAt = decodeValue(val), store.TimePtr(updated)
+		} else if v.Value = decodeValue(def); v.Value != nil {
+			v.IsDefault = true
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// EffectiveValues returns a device's custom field values by key, defaults included, without a
+// scope check: for rules that evaluate devices (dynamic groups) inside their own transaction.
+// Fields without a value or default are absent; a missing device has none.
+func EffectiveValues(ctx context.Context, q store.Querier, deviceID string) (map[string]any, error) {
+	d, err := getDevice(ctx, q, access.SystemScope(), deviceID)
+	if apperr.IsCode(err, apperr.CodeNotFound) {
+		return map[string]any{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	vals, err := loadValues(ctx, q, d)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(vals))
+	for _, v := range vals {
+		if v.Value != nil {
+			out[v.Key] = v.Value
+		}
+	}
+	return out, nil
+}
+
+// DeviceValues returns the custom fields of a device in scope.
+func (s *Service) DeviceValues(ctx context.Context, deviceID string) (DeviceValues, error) {
+	d, err := getDevice(ctx, s.db, access.ScopeFrom(ctx), deviceID)
+	if err != nil {
+		return DeviceValues{}, err
+	}
+	vals, err := loadValues(ctx, s.db, d)
+	return DeviceValues{DeviceID: d.ID, Data: vals}, err
+}
+
+// SetDeviceValues sets (or, with JSON null, clears) values of a device in scope by field key.
+// Every key is checked before anything is written; all problems come back in one 400 with a
+// detail per key. The change is audited with a diff and the hook runs in the transaction.
+func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values map[string]json.RawMessage) (DeviceValues, error) {
+	if len(values) == 0 {
+		return DeviceValues{}, apperr.Invalid("values", "give at least one field key")
+	}
+	scope := access.ScopeFrom(ctx)
+	var out DeviceValues
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		d, err := getDevice(ctx, tx, scope, deviceID)
+		if err != nil {
+			return err
+		}
+		before, err := loadValues(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		byKey := make(map[string]Value, len(before))
+		for _, v := range before {
+			byKey[v.Key] = v
+		}
+		keys := make([]string, 0, len(values))
+		for k := range values {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var details []apperr.Detail
+		set := map[string]any{}
+		for _, k := range keys {
+			f, ok := byKey[k]
+			switch {
+			case !ok:
+				details = append(details, apperr.Detail{Field: "values." + k, Message: "no custom field with this key applies to the device"})
+			case isNull(values[k]):
+				if f.Required {
+					details = append(details, apperr.Detail{Field: "values." + k, Message: "the field is required and cannot be cleared"})
+				}
+				set[k] = nil
+			default:
+				v, msg := checkValue(f.Type, f.Options, values[k])
+				if msg != "" {
+					details = append(details, apperr.Detail{Field: "values." + k, Message: msg})
+				}
+				set[k] = v
+			}
+		}
+		if len(details) > 0 {
+			return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: "validation failed", Details: details}
+		}
+		now := store.Now()
+		changes := map[string]any{}
+		for _, k := range keys {
+			f := byKey[k]
+			var old any
+			if !f.IsDefault {
+				old = f.Value
+			}
+			if reflect.DeepEqual(old, set[k]) {
+				continue
+			}
+			changes[k] = map[string]any{"from": old, "to": set[k]}
+			if set[k] == nil {
+				_, err = tx.ExecContext(ctx, `DELETE FROM device_custom_values WHERE device_id = $1 AND field_id = $2`, d.ID, f.FieldID)
+			} else {
+				_, err = tx.ExecContext(ctx, `INSERT INTO device_custom_values (device_id, field_id, value, updated_at) VALUES ($1, $2, $3, $4)
+					ON CONFLICT (device_id, field_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+					d.ID, f.FieldID, encode(set[k]), now)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if out.Data, err = loadValues(ctx, tx, d); err != nil {
+			return err
+		}
+		out.DeviceID = d.ID
+		if len(changes) == 0 {
+			return nil
+		}
+		if err := s.changed(ctx, tx, d.ID); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "device.custom_fields.update", ResourceType: "device", ResourceID: d.ID,
+			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"changes": changes}})
+	})
+	return out, err
+}
+
+// OrgEffectiveValues is EffectiveValues for every device of an organization that is not
+// decommissioned, by device ID, in two queries whatever the number of devices: for rules that
+// evaluate a whole organization (dynamic group recomputation). Devices without any value or
+// default are absent.
+func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map[string]map[string]any, error) {
+	type field struct {
+		key string
+		def any
+	}
+	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.default_value FROM custom_fields f
+		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]field{}
+	for rows.Next() {
+		var id, key string
+		var def sql.NullString
+		if err := rows.Scan(&id, &key, &def); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		fields[id] = field{key, decodeValue(def)}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]any{}
+	if len(fields) == 0 {
+		return out, nil
+	}
+	rows, err = q.QueryContext(ctx, `SELECT d.id, v.field_id, v.value FROM devices d LEFT JOIN device_custom_values v ON v.device_id = d.id
+		WHERE d.org_id = $1 AND d.decommissioned_at IS NULL`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var deviceID string
+		var fieldID, val sql.NullString
+		if err := rows.Scan(&deviceID, &fieldID, &val); err != nil {
+			return nil, err
+		}
+		vals, ok := out[deviceID]
+		if !ok {
+			vals = map[string]any{}
+			for _, f := range fields {
+				if f.def != nil {
+					vals[f.key] = f.def
+				}
+			}
+			out[deviceID] = vals
+		}
+		if f, ok := fields[fieldID.String]; ok && fieldID.Valid {
+			if v := decodeValue(val); v != nil {
+				vals[f.key] = v
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for id, vals := range out {
+		if len(vals) == 0 {
+			delete(out, id)
+		}
+	}
+	return out, nil
+}
+
+// ApplicableKeys returns the keys of the custom fields that apply to an organization: its
+// partner's partner-wide fields and its own.
+func ApplicableKeys(ctx context.Context, q store.Querier, orgID string) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT f.key FROM custom_fields f
+		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return nil, err
+		}
+		out[key] = true
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,26 @@
+package discovery
+
+import (
+	"time"
+
+	"gale/internal/domains/devices"
+	"gale/internal/domains/monitors"
+	"gale/internal/domains/snmp"
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/module"
+)
+
+// TickEvery is how often jobs are brought in step with their commands and due scans start.
+const TickEvery = 30 * time.Second
+
+// Module serves network discovery: the network_scan command kind, the routes, the job that
+// follows scans and starts scheduled ones, and the monitoring of assets through the monitors
+// and SNMP services.
+var Module = module.Module{Name: "discovery", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger, k.Clock, k.Box, Deps{Devices: module.Get[*devices.Service](k), Sites: module.Get[*tenancy.Service](k),
+		Monitors: module.Get[*monitors.Service](k), SNMP: module.Get[*snmp.Service](k)})
+	s.Register(k.HTTP)
+	k.Every("discovery-jobs", TickEvery, s.Tick)
+	k.Provide(s)
+	return nil
+}}

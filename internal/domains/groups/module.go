@@ -1,0 +1,21 @@
+package groups
+
+import (
+	"time"
+
+	"gale/internal/domains/customfields"
+	"gale/internal/domains/devices"
+	"gale/internal/platform/module"
+)
+
+// Module serves device groups and keeps dynamic membership current: in the transaction of
+// every device or custom field change, and by a periodic recompute.
+var Module = module.Module{Name: "groups", Build: func(k *module.Kernel) error {
+	s := New(k.DB, k.Logger)
+	s.Register(k.HTTP)
+	module.Get[*devices.Service](k).AddHooks(devices.Hooks{Changed: s.DeviceChanged, LeftOrg: s.DeviceLeftOrg})
+	module.Get[*customfields.Service](k).AddHook(s.DeviceChanged)
+	k.Every("groups-recompute", 5*time.Minute, s.RecomputeAll)
+	k.Provide(s)
+	return nil
+}}

@@ -1,0 +1,37 @@
+package groups
+
+import (
+	"context"
+
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/store"
+)
+
+// Owners returns the owner of each group of a live organization among ids, for domains whose
+// rows name groups (alert rule targets, policy matches).
+func Owners(ctx context.Context, q store.Querier, ids []string) (map[string]tenancy.Owner, error) {
+	return tenancy.Owners(ctx, q, `SELECT id, partner_id, org_id FROM device_groups WHERE `+tenancy.LiveOrg("org_id")+` AND id`, ids)
+}
+
+// Memberships returns the groups each device among ids belongs to, for domains that target
+// devices by group (maintenance windows).
+func Memberships(ctx context.Context, q store.Querier, ids []string) (map[string][]string, error) {
+	out := make(map[string][]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var a store.Args
+	rows, err := q.QueryContext(ctx, `SELECT device_id, group_id FROM device_group_members WHERE device_id IN `+a.In(ids), a.Values()...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var device, group string
+		if err := rows.Scan(&device, &group); err != nil {
+			return nil, err
+		}
+		out[device] = append(out[device], group)
+	}
+	return out, rows.Err()
+}

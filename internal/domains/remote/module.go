@@ -1,0 +1,27 @@
+package remote
+
+import (
+	"time"
+
+	"gale/internal/domains/agenthub"
+	"gale/internal/domains/authtickets"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/systemtools"
+	"gale/internal/platform/module"
+	"gale/internal/wire/agentproto"
+)
+
+// Module serves remote sessions: terminals over agent streams, desktop signalling relayed to
+// agents, file transfers through the system tools' file streams, and the expiry of stale
+// sessions every minute.
+var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
+	c := k.Config
+	s := New(k.DB, k.Clock, k.Logger, module.Get[*devices.Service](k), module.Get[systemtools.Caller](k), module.Get[*authtickets.Service](k),
+		module.Get[*systemtools.Service](k), Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs,
+			TURNSecret: c.RemoteTURNSecret, TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})
+	s.Register(k.HTTP)
+	module.Get[*agenthub.Hub](k).OnMessage(agentproto.TypeDesktopState, s.DesktopState)
+	k.Every("remote-sessions-expire", time.Minute, s.expireAll)
+	k.Provide(s)
+	return nil
+}}

@@ -1,0 +1,36 @@
+// Package search answers the cross-cutting read routes: device tags (GET /tags,
+// GET /tags/devices) and the global search box (GET /search). It owns no tables; every query
+// applies the caller's scope like the domain packages do.
+package search
+
+import (
+	"log/slog"
+
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/access"
+	"gale/internal/platform/httpapi"
+	"gale/internal/platform/store"
+)
+
+// Service answers tag and search queries.
+type Service struct {
+	db     *store.DB
+	logger *slog.Logger
+}
+
+// New returns the search service.
+func New(db *store.DB, logger *slog.Logger) *Service {
+	return &Service{db: db, logger: logger}
+}
+
+// Register adds the /tags and /search routes.
+func (s *Service) Register(api *httpapi.Server) {
+	s.registerTags(api)
+	s.registerSearch(api)
+}
+
+// liveDevice keeps devices (alias d) in scope that are not decommissioned and whose
+// organization is not deleted.
+func liveDevice(scope access.Scope, a *store.Args) string {
+	return "(d.decommissioned_at IS NULL AND " + scope.OrgFilter(a, "d.org_id", "d.partner_id") + " AND " + tenancy.LiveOrg("d.org_id") + ")"
+}

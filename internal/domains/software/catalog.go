@@ -1,0 +1,546 @@
+package software
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+
+	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/access"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/blob"
+	"gale/internal/platform/store"
+	"gale/internal/wire/agentproto"
+)
+
+// Service keeps the catalog, runs deployments and reads inventories.
+type Service struct {
+	db      *store.DB
+	logger  *slog.Logger
+	devices *devices.Service
+	blobs   blob.Store
+
+	// Hold, when set, tells which of a deployment's devices must wait (a maintenance window
+	// that forbids installs now): those get no command until ReleaseWaiting finds them free.
+	// It runs in the deployment's transaction. Nil holds none.
+	Hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
+	// WindowActive, when set, tells whether an occurrence of a maintenance window is active
+	// now: the devices of a deployment scheduled for that window wait until it is. Nil makes
+	// such deployments unavailable (400).
+	WindowActive func(ctx context.Context, windowID string) (bool, error)
+}
+
+// New returns the software service.
+func New(db *store.DB, logger *slog.Logger, dev *devices.Service, blobs blob.Store) *Service {
+	return &Service{db: db, logger: logger, devices: dev, blobs: blobs}
+}
+
+var errPartnerWide = apperr.Forbidden("partner-wide catalog items are managed by callers who reach every organization of the partner")
+
+func nameTaken(name string) error {
+	return apperr.ConflictCode("SOFTWARE_NAME_TAKEN", "a catalog item named "+name+" already exists in this scope")
+}
+
+const catalogColumns = `s.id, s.partner_id, s.org_id, s.name, s.package_name, s.vendor, s.description, s.category, s.supported_os,
+	s.created_by, s.created_at, s.updated_at`
+
+func scanItem(row store.Scanner) (SoftwareCatalogItem, error) {
+	var it SoftwareCatalogItem
+	var org, by sql.NullString
+	var osJSON string
+	err := row.Scan(&it.ID, &it.PartnerID, &org, &it.Name, &it.PackageName, &it.Vendor, &it.Description, &it.Category, &osJSON,
+		&by, &it.CreatedAt, &it.UpdatedAt)
+	if err != nil {
+		return it, err
+	}
+	it.OrgID, it.CreatedBy = store.StringPtr(org), store.StringPtr(by)
+	if err := json.Unmarshal([]byte(osJSON), &it.SupportedOS); err != nil {
+		return it, fmt.Errorf("read supported systems of %s: %w", it.ID, err)
+	}
+	return it, nil
+}
+
+// catalogFilter keeps the live catalog items (alias s) the scope may see: the partner's
+// partner-wide ones and those of organizations in reach.
+func catalogFilter(scope access.Scope, a *store.Args) string {
+	return "s.deleted_at IS NULL AND " + tenancy.SharedRowsFilter(scope, a, "s.org_id", "s.partner_id")
+}
+
+const versionColumns = `v.id, v.catalog_id, v.version, v.download_url, v.blob_key, v.sha256, v.size_bytes, v.file_type, v.silent_args,
+	v.supported_os, v.release_notes, v.created_by, v.created_at`
+
+func scanVersion(row store.Scanner) (SoftwareVersion, error) {
+	var v SoftwareVersion
+	var link, key, by sql.NullString
+	var size sql.NullInt64
+	var osJSON string
+	err := row.Scan(&v.ID, &v.CatalogID, &v.Version, &link, &key, &v.SHA256, &size, &v.FileType, &v.SilentArgs, &osJSON,
+		&v.ReleaseNotes, &by, &v.CreatedAt)
+	if err != nil {
+		return v, err
+	}
+	v.DownloadURL, v.Uploaded, v.CreatedBy = store.StringPtr(link), key.Valid, store.StringPtr(by)
+	if size.Valid {
+		v.SizeBytes = &size.Int64
+	}
+	if err := json.Unmarshal([]byte(osJSON), &v.SupportedOS); err != nil {
+		return v, fmt.Errorf("read supported systems of version %s: %w", v.ID, err)
+	}
+	return v, nil
+}
+
+// withLatest fills in the newest version of each item.
+func withLatest(ctx context.Context, q store.Querier, items []SoftwareCatalogItem) error {
+	if len(items) == 0 {
+		return nil
+	}
+	ids := make([]string, len(items))
+	at := map[string]int{}
+	for i, it := range items {
+		ids[i], at[it.ID] = it.ID, i
+	}
+	var a store.Args
+	rows, err := q.QueryContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id IN `+a.In(ids)+
+		` ORDER BY v.created_at, v.id`, a.Values()...)
+	if err != nil {
+		return fmt.Errorf("read latest versions: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return err
+		}
+		items[at[v.CatalogID]].LatestVersion = &v
+	}
+	return rows.Err()
+}
+
+// CatalogFilter narrows a list of catalog items.
+type CatalogFilter struct {
+	OrgID    string
+	Category string
+	OS       string
+	Search   string
+}
+
+// ListCatalog lists the catalog items in scope by name.
+func (s *Service) ListCatalog(ctx context.Context, f CatalogFilter, page store.Page) ([]SoftwareCatalogItem, string, *int, error) {
+	var a store.Args
+	conds := []string{catalogFilter(access.ScopeFrom(ctx), &a)}
+	if f.OrgID != "" {
+		conds = append(conds, "(s.org_id = "+a.Add(f.OrgID)+" OR (s.org_id IS NULL AND s.partner_id = "+tenancy.PartnerOfOrg(a.Add(f.OrgID))+"))")
+	}
+	if f.Category != "" {
+		conds = append(conds, "lower(s.category) = "+a.Add(strings.ToLower(f.Category)))
+	}
+	if f.OS != "" {
+		conds = append(conds, "CAST(s.supported_os AS TEXT) LIKE "+a.Add(`%"`+f.OS+`"%`))
+	}
+	if f.Search != "" {
+		like := a.Add("%" + strings.ToLower(f.Search) + "%")
+		conds = append(conds, "(lower(s.name) LIKE "+like+" OR lower(s.package_name) LIKE "+like+" OR lower(s.vendor) LIKE "+like+
+			" OR lower(s.description) LIKE "+like+")")
+	}
+	list, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: catalogColumns, From: " FROM software_catalog s", Conds: conds,
+		Args: &a, SortKey: "s.name", SortID: "s.id"}, page, scanItem, func(it SoftwareCatalogItem) (string, string) { return it.Name, it.ID })
+	if err == nil {
+		err = withLatest(ctx, s.db, list)
+	}
+	return list, next, total, err
+}
+
+// GetItem returns a catalog item in scope.
+func (s *Service) GetItem(ctx context.Context, id string) (SoftwareCatalogItem, error) {
+	it, err := getItem(ctx, s.db, access.ScopeFrom(ctx), id)
+	if err != nil {
+		return it, err
+	}
+	list := []SoftwareCatalogItem{it}
+	err = withLatest(ctx, s.db, list)
+	return list[0], err
+}
+
+func getItem(ctx context.Context, q store.Querier, scope access.Scope, id string) (SoftwareCatalogItem, error) {
+	if !store.ValidID(id) {
+		return SoftwareCatalogItem{}, apperr.NotFound("catalog item")
+	}
+	var a store.Args
+	conds := []string{"s.id = " + a.Add(id), catalogFilter(scope, &a)}
+	it, err := scanItem(q.QueryRowContext(ctx, `SELECT `+catalogColumns+` FROM software_catalog s WHERE `+store.Where(conds), a.Values()...))
+	if errors.Is(err, sql.ErrNoRows) {
+		return it, apperr.NotFound("catalog item")
+	}
+	if err != nil {
+		return it, fmt.Errorf("load catalog item %s: %w", id, err)
+	}
+	return it, nil
+}
+
+// manageable loads a catalog item in scope that the caller may change: a partner-wide one
+// only when the caller reaches every organization of the partner.
+func manageable(ctx context.Context, q store.Querier, scope access.Scope, id string) (SoftwareCatalogItem, error) {
+	it, err := getItem(ctx, q, scope, id)
+	if err == nil && it.OrgID == nil && !tenancy.ReachesWholePartner(scope) {
+		return it, errPartnerWide
+	}
+	return it, err
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// cleanOS checks a list of systems and returns it sorted, without repeats.
+func cleanOS(field string, list []string) ([]string, error) {
+	out := []string{}
+	for _, os := range list {
+		if os != OSWindows && os != OSMacOS && os != OSLinux {
+			return nil, apperr.Invalid(field, "systems are windows, macos and linux")
+		}
+		if !slices.Contains(out, os) {
+			out = append(out, os)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func checkLine(field, v string, required bool) (string, error) {
+	v = strings.TrimSpace(v)
+	if required && v == "" {
+		return "", apperr.Invalid(field, field+" is required")
+	}
+	return v, nil
+}
+
+// CreateItem adds a catalog item.
+func (s *Service) CreateItem(ctx context.Context, in SoftwareCatalogInput) (SoftwareCatalogItem, error) {
+	var err error
+	if in.Name, err = checkLine("name", in.Name, true); err != nil {
+		return SoftwareCatalogItem{}, err
+	}
+	if in.PackageName, err = checkLine("packageName", in.PackageName, true); err != nil {
+		return SoftwareCatalogItem{}, err
+	}
+	if len(in.SupportedOS) == 0 {
+		return SoftwareCatalogItem{}, apperr.Invalid("supportedOs", "name at least one system")
+	}
+	if in.SupportedOS, err = cleanOS("supportedOs", in.SupportedOS); err != nil {
+		return SoftwareCatalogItem{}, err
+	}
+	var it SoftwareCatalogItem
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "catalog item", PartnerID: in.PartnerID,
+			PartnerWide: true, PartnerWideRefused: errPartnerWide})
+		if err != nil {
+			return err
+		}
+		id, now := store.NewID(), store.Now()
+		_, err = tx.ExecContext(ctx, `INSERT INTO software_catalog (id, partner_id, org_id, name, package_name, vendor, description, category,
+			supported_os, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
+			id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.PackageName, strings.TrimSpace(in.Vendor), strings.TrimSpace(in.Description),
+			strings.TrimSpace(in.Category), encode(in.SupportedOS), access.ActorName(ctx), now)
+		if store.IsUniqueViolation(err) {
+			return nameTaken(in.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("insert catalog item: %w", err)
+		}
+		if it, err = getItem(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.create", ResourceType: "software_catalog", ResourceID: id,
+			ResourceName: it.Name, PartnerID: at.PartnerID, OrgID: at.OrgID})
+	})
+	return it, err
+}
+
+// UpdateItem changes a catalog item's fields; its scope never changes.
+func (s *Service) UpdateItem(ctx context.Context, id string, in SoftwareCatalogPatch) (SoftwareCatalogItem, error) {
+	var it SoftwareCatalogItem
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		before, err := manageable(ctx, tx, access.ScopeFrom(ctx), id)
+		if err != nil {
+			return err
+		}
+		after := before
+		var changed []string
+		if in.Name != nil {
+			if after.Name, err = checkLine("name", *in.Name, true); err != nil {
+				return err
+			}
+			changed = append(changed, "name")
+		}
+		if in.PackageName != nil {
+			if after.PackageName, err = checkLine("packageName", *in.PackageName, true); err != nil {
+				return err
+			}
+			changed = append(changed, "packageName")
+		}
+		if in.Vendor != nil {
+			after.Vendor, changed = strings.TrimSpace(*in.Vendor), append(changed, "vendor")
+		}
+		if in.Description != nil {
+			after.Description, changed = strings.TrimSpace(*in.Description), append(changed, "description")
+		}
+		if in.Category != nil {
+			after.Category, changed = strings.TrimSpace(*in.Category), append(changed, "category")
+		}
+		if in.SupportedOS != nil {
+			if after.SupportedOS, err = cleanOS("supportedOs", in.SupportedOS); err != nil {
+				return err
+			}
+			if len(after.SupportedOS) == 0 {
+				return apperr.Invalid("supportedOs", "name at least one system")
+			}
+			changed = append(changed, "supportedOs")
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE software_catalog SET name = $1, package_name = $2, vendor = $3, description = $4, category = $5,
+			supported_os = $6, updated_at = $7 WHERE id = $8`, after.Name, after.PackageName, after.Vendor, after.Description, after.Category,
+			encode(after.SupportedOS), store.Now(), id)
+		if store.IsUniqueViolation(err) {
+			return nameTaken(after.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("update catalog item %s: %w", id, err)
+		}
+		if it, err = getItem(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.update", ResourceType: "software_catalog", ResourceID: id,
+			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: deref(it.OrgID), Details: map[string]any{"fields": changed}})
+	})
+	if err != nil {
+		return it, err
+	}
+	list := []SoftwareCatalogItem{it}
+	err = withLatest(ctx, s.db, list)
+	return list[0], err
+}
+
+// DeleteItem removes a catalog item (softly: its deployments stay readable). An item with
+// deployments that have not ended is refused (409 SOFTWARE_DEPLOYING).
+func (s *Service) DeleteItem(ctx context.Context, id string) error {
+	var keys []string
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		it, err := manageable(ctx, tx, access.ScopeFrom(ctx), id)
+		if err != nil {
+			return err
+		}
+		var open int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM software_deployments WHERE catalog_id = $1 AND status IN ($2, $3)`,
+			id, DeploymentPending, DeploymentRunning).Scan(&open); err != nil {
+			return fmt.Errorf("count open deployments: %w", err)
+		}
+		if open > 0 {
+			return apperr.ConflictCode("SOFTWARE_DEPLOYING", fmt.Sprintf("%d deployments of this item have not ended; cancel them or wait", open))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE software_catalog SET deleted_at = $1 WHERE id = $2`, store.Now(), id); err != nil {
+			return fmt.Errorf("delete catalog item %s: %w", id, err)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT blob_key FROM software_versions WHERE catalog_id = $1 AND blob_key IS NOT NULL`, id)
+		if err != nil {
+			return fmt.Errorf("list uploaded files of %s: %w", id, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.delete", ResourceType: "software_catalog", ResourceID: id,
+			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: deref(it.OrgID)})
+	})
+	if err != nil {
+		return err
+	}
+	// No deployment of the item is open, so no agent needs its uploaded files any more.
+	for _, k := range keys {
+		if err := s.blobs.Delete(context.WithoutCancel(ctx), k); err != nil {
+			s.logger.ErrorContext(ctx, "an uploaded file of a deleted catalog item stays in blob storage", "key", k, "error", err)
+		}
+	}
+	return nil
+}
+
+// Versions lists a catalog item's versions, newest first.
+func (s *Service) Versions(ctx context.Context, id string) ([]SoftwareVersion, error) {
+	if _, err := getItem(ctx, s.db, access.ScopeFrom(ctx), id); err != nil {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id = $1
+		ORDER BY v.created_at DESC, v.id DESC`, id)
+	if err != nil {
+		return nil, fmt.Errorf("list versions of %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := []SoftwareVersion{}
+	for rows.Next() {
+		v, err := scanVersion(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// versionSpec is a checked version, of either origin.
+type versionSpec struct {
+	Version, FileType, SilentArgs, Notes string
+	SupportedOS                          []string
+}
+
+// checkVersion checks what a version of the item declares: the file type fits the systems.
+func checkVersion(it SoftwareCatalogItem, version, fileType, silentArgs, notes string, supported []string) (versionSpec, error) {
+	v := versionSpec{SilentArgs: strings.TrimSpace(silentArgs), Notes: strings.TrimSpace(notes)}
+	var err error
+	if v.Version, err = checkLine("version", version, true); err != nil {
+		return v, err
+	}
+	if len(v.Version) > 100 {
+		return v, apperr.Invalid("version", "at most 100 characters")
+	}
+	os, ok := agentproto.FileTypeOS[fileType]
+	if !ok {
+		return v, apperr.Invalid("fileType", "fileType is one of deb, rpm, msi, exe, pkg, dmg")
+	}
+	v.FileType = fileType
+	if v.SupportedOS, err = cleanOS("supportedOs", supported); err != nil {
+		return v, err
+	}
+	if len(v.SupportedOS) == 0 {
+		v.SupportedOS = []string{os}
+	}
+	if len(v.SupportedOS) != 1 || v.SupportedOS[0] != os {
+		return v, apperr.Invalid("fileType", "a "+fileType+" file installs on "+os+" only")
+	}
+	if !slices.Contains(it.SupportedOS, os) {
+		return v, apperr.Invalid("fileType", "the catalog item does not support "+os)
+	}
+	return v, nil
+}
+
+// AddVersion adds a version whose file is at an https address.
+func (s *Service) AddVersion(ctx context.Context, itemID string, in SoftwareVersionInput) (SoftwareVersion, error) {
+	u, err := url.Parse(strings.TrimSpace(in.DownloadURL))
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+		return SoftwareVersion{}, apperr.Invalid("downloadUrl", "downloadUrl must be an https address without credentials")
+	}
+	sum := strings.ToLower(in.SHA256)
+	if !validSHA256(sum) {
+		return SoftwareVersion{}, apperr.Invalid("sha256", "sha256 is the file's SHA-256 as 64 hex digits")
+	}
+	var size *int64
+	if in.SizeBytes > 0 {
+		size = &in.SizeBytes
+	}
+	var out SoftwareVersion
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+		it, err := manageable(ctx, tx, access.ScopeFrom(ctx), itemID)
+		if err != nil {
+			return err
+		}
+		spec, err := checkVersion(it, in.Version, in.FileType, in.SilentArgs, in.ReleaseNotes, in.SupportedOS)
+		if err != nil {
+			return err
+		}
+		out, err = insertVersion(ctx, tx, it, store.NewID(), spec, u.String(), "", sum, size)
+		return err
+	})
+	return out, err
+}
+
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func versionTaken(v string) error {
+	return apperr.ConflictCode("SOFTWARE_VERSION_EXISTS", "the item already has a version "+v)
+}
+
+// insertVersion records a version of an item and audits it.
+func insertVersion(ctx context.Context, tx *sql.Tx, it SoftwareCatalogItem, id string, spec versionSpec, link, blobKey, sum string, size *int64) (SoftwareVersion, error) {
+	_, err := tx.ExecContext(ctx, `INSERT INTO software_versions (id, catalog_id, partner_id, org_id, version, download_url, blob_key,
+		sha256, size_bytes, file_type, silent_args, supported_os, release_notes, created_by, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		id, it.ID, it.PartnerID, it.OrgID, spec.Version, store.NullIfEmpty(link), store.NullIfEmpty(blobKey), sum, size, spec.FileType,
+		spec.SilentArgs, encode(spec.SupportedOS), spec.Notes, access.ActorName(ctx), store.Now())
+	if store.IsUniqueViolation(err) {
+		return SoftwareVersion{}, versionTaken(spec.Version)
+	}
+	if err != nil {
+		return SoftwareVersion{}, fmt.Errorf("insert version: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE software_catalog SET updated_at = $1 WHERE id = $2`, store.Now(), it.ID); err != nil {
+		return SoftwareVersion{}, fmt.Errorf("touch catalog item %s: %w", it.ID, err)
+	}
+	v, err := scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.id = $1`, id))
+	if err != nil {
+		return v, fmt.Errorf("read version %s: %w", id, err)
+	}
+	return v, audit.Record(ctx, tx, audit.Entry{Action: "software.version.create", ResourceType: "software_catalog", ResourceID: it.ID,
+		ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: deref(it.OrgID),
+		Details: map[string]any{"versionId": id, "version": v.Version, "fileType": v.FileType, "uploaded": v.Uploaded, "sha256": v.SHA256}})
+}
+
+// versionRow is a version with its blob key and its catalog item.
+type versionRow struct {
+	SoftwareVersion
+	BlobKey string
+	Item    SoftwareCatalogItem
+}
+
+// getVersion loads a version of a live catalog item in scope.
+func getVersion(ctx context.Context, q store.Querier, scope access.Scope, id string) (versionRow, error) {
+	if !store.ValidID(id) {
+		return versionRow{}, apperr.NotFound("version")
+	}
+	var r versionRow
+	var itemID string
+	var key sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT catalog_id, blob_key FROM software_versions WHERE id = $1`, id).Scan(&itemID, &key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, apperr.NotFound("version")
+	}
+	if err != nil {
+		return r, fmt.Errorf("load version %s: %w", id, err)
+	}
+	if r.Item, err = getItem(ctx, q, scope, itemID); err != nil {
+		if apperr.IsCode(err, apperr.CodeNotFound) {
+			return r, apperr.NotFound("version")
+		}
+		return r, err
+	}
+	r.BlobKey = key.String
+	r.SoftwareVersion, err = scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.id = $1`, id))
+	if err != nil {
+		return r, fmt.Errorf("load version %s: %w", id, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,91 @@
+package software
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
+	"gale/internal/domains/rollouts"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/module"
+	"gale/internal/wire/agentproto"
+)
+
+// Module serves the software catalog, deployments and inventory.
+var Module = module.Module{Name: "software", Build: func(k *module.Kernel) error {
+	dev := module.Get[*devices.Service](k)
+	s := New(k.DB, k.Logger, dev, k.Blobs)
+	// An installer that started is not interrupted: a sent software_install cannot be
+	// cancelled (CancelRefused), nor can an uninstall.
+	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandSoftwareInstall, DefaultTimeout: installTimeout,
+		Validate: validateInstall, OnResult: onInstallResult,
+		PayloadDoc: "{url, sha256, sizeBytes?, fileType: deb|rpm|msi|exe|pkg|dmg, name, version, silentArgs?} (sent by software deployments)."})
+	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandSoftwareUninstall, DefaultTimeout: uninstallTimeout,
+		Validate: validateUninstall, PayloadDoc: "{name, version?}; packages the system needs are refused."})
+	// Installs are changes of the kind a window suppressing patches keeps out.
+	m := module.Get[*maintenance.Service](k)
+	s.Hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+		return m.Held(ctx, tx, maintenance.Patches, ids)
+	}
+	s.WindowActive = m.WindowActive
+	module.Get[*rollouts.Service](k).AddDeployer(Deployer{Software: s})
+	s.Register(k.HTTP)
+	k.Every("software-deployments", time.Minute, func(ctx context.Context) error {
+		if err := s.Reconcile(ctx); err != nil {
+			return err
+		}
+		return s.ReleaseWaiting(ctx)
+	})
+	k.Provide(s)
+	return nil
+}}
+
+func decodeStrict(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// validateInstall checks a software_install payload for a device of the given system.
+func validateInstall(raw json.RawMessage, osType string) (any, error) {
+	var p agentproto.SoftwareInstall
+	if len(raw) == 0 || decodeStrict(raw, &p) != nil {
+		return nil, apperr.Invalid("payload", "software_install needs {url, sha256, sizeBytes?, fileType, name, version, silentArgs?}")
+	}
+	p.SHA256 = strings.ToLower(p.SHA256)
+	switch {
+	case !strings.HasPrefix(p.URL, "https://") && !strings.HasPrefix(p.URL, "http://") && !strings.HasPrefix(p.URL, "/api/v1/agents/"):
+		return nil, apperr.Invalid("payload.url", "url is an http(s) address or a server path under /api/v1/agents/")
+	case !validSHA256(p.SHA256):
+		return nil, apperr.Invalid("payload.sha256", "sha256 is 64 hex digits")
+	case strings.TrimSpace(p.Name) == "" || strings.TrimSpace(p.Version) == "":
+		return nil, apperr.Invalid("payload.name", "name and version are required")
+	case p.SizeBytes < 0:
+		return nil, apperr.Invalid("payload.sizeBytes", "sizeBytes cannot be negative")
+	}
+	os, ok := agentproto.FileTypeOS[p.FileType]
+	if !ok {
+		return nil, apperr.Invalid("payload.fileType", "fileType is one of deb, rpm, msi, exe, pkg, dmg")
+	}
+	if osType != "" && osType != os {
+		return nil, apperr.BadRequest(agentproto.ErrNotSupported, "a "+p.FileType+" file installs on "+os+", not on "+osType)
+	}
+	return p, nil
+}
+
+// validateUninstall checks a software_uninstall payload.
+func validateUninstall(raw json.RawMessage, _ string) (any, error) {
+	var p agentproto.SoftwareUninstall
+	if len(raw) == 0 || decodeStrict(raw, &p) != nil || strings.TrimSpace(p.Name) == "" {
+		return nil, apperr.Invalid("payload", "software_uninstall needs {name, version?}")
+	}
+	if protected(p.Name) {
+		return nil, apperr.ConflictCode("PROTECTED_SOFTWARE", p.Name+" is needed by the system and is not uninstalled")
+	}
+	return p, nil
+}

@@ -1,0 +1,16 @@
+package systemtools
+
+import (
+	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
+	"gale/internal/platform/module"
+)
+
+// Module serves the system tools (processes, services, files, registry, event logs) that run
+// as calls to a device's agent, and provides their file transfers to other domains.
+var Module = module.Module{Name: "systemtools", Build: func(k *module.Kernel) error {
+	s := New(module.Get[*devices.Service](k), module.Get[Caller](k), module.Get[*audit.Log](k))
+	s.Register(k.HTTP)
+	k.Provide(s)
+	return nil
+}}

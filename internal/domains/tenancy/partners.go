@@ -1,0 +1,260 @@
+// Package tenancy owns the tenancy tree above devices: partners (the MSPs), their
+// organizations (customers) and the organizations' sites. Every read and write is confined to
+// the caller's access.Scope; anything outside it is "not found".
+package tenancy
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gale/internal/domains/audit"
+	"gale/internal/platform/access"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/store"
+)
+
+// Service implements partners, organizations and sites.
+type Service struct {
+	db     *store.DB
+	logger *slog.Logger
+	// orgRows caches organization rows for lists, and orgPages which rows made each page
+	// (nil: none).
+	orgRows  *store.RowCache[*Organization]
+	orgPages *store.PageCache
+}
+
+// New returns the tenancy service. Organization lists keep up to cacheRows rows cached on
+// this node (0: none) and, when they do, their pages for up to pageTTL (0: none).
+func New(db *store.DB, logger *slog.Logger, cacheRows int, pageTTL time.Duration) *Service {
+	s := &Service{db: db, logger: logger, orgRows: store.NewRowCache(cacheRows, cacheOrg)}
+	if s.orgRows != nil {
+		s.orgPages = store.NewPageCache(pageTTL)
+	}
+	return s
+}
+
+// ForgetPages drops the organization pages this node kept (see store.PageCache).
+func (s *Service) ForgetPages() { s.orgPages.Forget() }
+
+// Partner statuses.
+const (
+	PartnerActive    = "active"
+	PartnerSuspended = "suspended"
+)
+
+// Partner is the API view of a partner.
+type Partner struct {
+	ID                string          `json:"id" format:"uuid"`
+	Name              string          `json:"name"`
+	Slug              string          `json:"slug"`
+	Status            string          `json:"status" enum:"active,suspended"`
+	MaxOrganizations  *int            `json:"maxOrganizations" doc:"Cap on the partner's organizations; null means no cap."`
+	OrganizationCount int             `json:"organizationCount"`
+	BillingEmail      *string         `json:"billingEmail"`
+	Settings          json.RawMessage `json:"settings" doc:"Free-form partner settings (a JSON object)."`
+	CreatedAt         time.Time       `json:"createdAt"`
+	UpdatedAt         time.Time       `json:"updatedAt"`
+}
+
+// PartnerInput holds the writable fields of a partner; nil fields are left as they are.
+type PartnerInput struct {
+	Name             *string         `json:"name,omitempty" minLength:"1" maxLength:"200"`
+	Slug             *string         `json:"slug,omitempty" maxLength:"63" doc:"Lower-case letters, digits and dashes; derived from the name when absent."`
+	Status           *string         `json:"status,omitempty" enum:"active,suspended" doc:"System scope only."`
+	MaxOrganizations *int            `json:"maxOrganizations,omitempty" minimum:"0" maximum:"1000000" doc:"System scope only."`
+	BillingEmail     *string         `json:"billingEmail,omitempty" maxLength:"320" format:"email"`
+	Settings         *map[string]any `json:"settings,omitempty" doc:"Free-form partner settings (timezone, branding, defaults)."`
+}
+
+const partnerColumns = `id, name, slug, status, max_organizations, org_count, billing_email, settings, created_at, updated_at`
+
+func scanPartner(row store.Scanner) (Partner, error) {
+	var p Partner
+	var maxOrgs sql.NullInt64
+	var billing sql.NullString
+	var settings string
+	err := row.Scan(&p.ID, &p.Name, &p.Slug, &p.Status, &maxOrgs, &p.OrganizationCount, &billing, &settings,
+		&p.CreatedAt, &p.UpdatedAt)
+	if err != nil {
+		return p, err
+	}
+	if maxOrgs.Valid {
+		n := int(maxOrgs.Int64)
+		p.MaxOrganizations = &n
+	}
+	if billing.Valid {
+		p.BillingEmail = &billing.String
+	}
+	p.Settings = json.RawMessage(settings)
+	return p, nil
+}
+
+func encodeObject(m map[string]any) string {
+	if m == nil {
+		return "{}"
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+func requireSystem(scope access.Scope) error {
+	if !scope.IsSystem() {
+		return apperr.Forbidden("only system administrators can do this")
+	}
+	return nil
+}
+
+// ListPartners lists partners (system scope only), by name.
+func (s *Service) ListPartners(ctx context.Context, page store.Page) ([]Partner, string, *int, error) {
+	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
+		return nil, "", nil, err
+	}
+	return store.List(ctx, s.db, store.ListQuery{Columns: partnerColumns, From: " FROM partners",
+		Conds: []string{"deleted_at IS NULL"}, Args: &store.Args{}, SortKey: "name", SortID: "id"}, page, scanPartner,
+		func(p Partner) (string, string) { return p.Name, p.ID })
+}
+
+// GetPartner returns a partner in scope.
+func (s *Service) GetPartner(ctx context.Context, id string) (Partner, error) {
+	return s.getPartner(ctx, s.db, access.ScopeFrom(ctx), id)
+}
+
+func (s *Service) getPartner(ctx context.Context, q store.Querier, scope access.Scope, id string) (Partner, error) {
+	if !scope.CanSeePartner(id) {
+		return Partner{}, apperr.NotFound("partner")
+	}
+	p, err := scanPartner(q.QueryRowContext(ctx, `SELECT `+partnerColumns+` FROM partners WHERE id = $1 AND deleted_at IS NULL`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return p, apperr.NotFound("partner")
+	}
+	return p, err
+}
+
+// MyPartner returns the caller's own partner.
+func (s *Service) MyPartner(ctx context.Context) (Partner, error) {
+	scope := access.ScopeFrom(ctx)
+	if scope.Level != access.LevelPartner {
+		return Partner{}, apperr.NotFound("partner (the caller is not a partner user)")
+	}
+	return s.GetPartner(ctx, scope.PartnerID)
+}
+
+// CreatePartner creates a partner (system scope only).
+func (s *Service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, error) {
+	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
+		return Partner{}, err
+	}
+	if in.Name == nil {
+		return Partner{}, apperr.Invalid("name", "name is required")
+	}
+	var p Partner
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		slug, err := chooseSlug(ctx, tx, "partners", *in.Name, in.Slug)
+		if err != nil {
+			return err
+		}
+		id, now := store.NewID(), store.Now()
+		status := PartnerActive
+		if in.Status != nil {
+			status = *in.Status
+		}
+		settings := map[string]any{}
+		if in.Settings != nil {
+			settings = *in.Settings
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO partners (id, name, slug, status, max_organizations, billing_email, settings,
+			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`,
+			id, *in.Name, slug, status, in.MaxOrganizations, in.BillingEmail, encodeObject(settings), now)
+		if err != nil {
+			return slugConflict(err)
+		}
+		if p, err = s.getPartner(ctx, tx, access.SystemScope(), id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "partner.create", ResourceType: "partner", ResourceID: id,
+			ResourceName: p.Name, PartnerID: id, Details: audit.Snapshot(p)})
+	})
+	return p, err
+}
+
+// UpdatePartner changes a partner. Status and maxOrganizations are for system callers; a
+// partner caller may change its own name, billing email and settings.
+func (s *Service) UpdatePartner(ctx context.Context, id string, in PartnerInput) (Partner, error) {
+	scope := access.ScopeFrom(ctx)
+	if !scope.IsSystem() && (in.Status != nil || in.MaxOrganizations != nil || in.Slug != nil) {
+		if _, err := s.GetPartner(ctx, id); err != nil {
+			return Partner{}, err
+		}
+		return Partner{}, apperr.Forbidden("status, slug and maxOrganizations are set by system administrators")
+	}
+	var p Partner
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		before, err := s.getPartner(ctx, tx, scope, id)
+		if err != nil {
+			return err
+		}
+		ch := store.NewChanges(store.Now())
+		if in.Name != nil {
+			ch.Set("name", *in.Name)
+		}
+		if in.Slug != nil {
+			if err := validSlug(*in.Slug); err != nil {
+				return err
+			}
+			ch.Set("slug", *in.Slug)
+		}
+		if in.Status != nil {
+			ch.Set("status", *in.Status)
+		}
+		if in.MaxOrganizations != nil {
+			ch.Set("max_organizations", *in.MaxOrganizations)
+		}
+		if in.BillingEmail != nil {
+			ch.Set("billing_email", *in.BillingEmail)
+		}
+		if in.Settings != nil {
+			ch.Set("settings", encodeObject(*in.Settings))
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE partners SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
+			return slugConflict(err)
+		}
+		if p, err = s.getPartner(ctx, tx, scope, id); err != nil {
+			return err
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "partner.update", ResourceType: "partner", ResourceID: id,
+			ResourceName: p.Name, PartnerID: id, Details: audit.Diff(before, p)})
+	})
+	return p, err
+}
+
+// DeletePartner soft-deletes a partner with no remaining organizations (system scope only);
+// its users can no longer sign in.
+func (s *Service) DeletePartner(ctx context.Context, id string) error {
+	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
+		return err
+	}
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		p, err := s.getPartner(ctx, tx, access.SystemScope(), id)
+		if err != nil {
+			return err
+		}
+		if p.OrganizationCount > 0 {
+			return apperr.Conflict(fmt.Sprintf("the partner still has %d organizations; delete them first", p.OrganizationCount))
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE partners SET deleted_at = $1, updated_at = $1 WHERE id = $2 AND deleted_at IS NULL
+			AND org_count = 0`, store.Now(), id)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return apperr.Conflict("the partner changed meanwhile; retry")
+		}
+		return audit.Record(ctx, tx, audit.Entry{Action: "partner.delete", ResourceType: "partner", ResourceID: id,
+			ResourceName: p.Name, PartnerID: id})
+	})
+}

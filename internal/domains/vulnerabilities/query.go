@@ -1,0 +1,555 @@
+package vulnerabilities
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gale/internal/domains/patches"
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/access"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/store"
+)
+
+// offsetOf reads a list's cursor (an offset) or legacy page.
+func offsetOf(page store.Page) (int, error) {
+	if page.Number > 0 {
+		return page.Offset(), nil
+	}
+	if page.Cursor == "" {
+		return 0, nil
+	}
+	var off int
+	if err := store.DecodeCursor(page.Cursor, &off); err != nil || off < 0 {
+		return 0, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
+	}
+	return off, nil
+}
+
+func nextCursor(page store.Page, off, got int) string {
+	if page.Number > 0 || got <= page.Limit {
+		return ""
+	}
+	return store.EncodeCursor(off + page.Limit)
+}
+
+// ListFilter narrows the grouped lists.
+type ListFilter struct {
+	OrgID    string
+	Severity string
+	// Status of the findings counted; default open.
+	Status string
+}
+
+func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
+	conds := findingFilter(scope, a)
+	status := f.Status
+	if status == "" {
+		status = StatusOpen
+	}
+	conds = append(conds, "f.status = "+a.Add(status))
+	if f.OrgID != "" {
+		conds = append(conds, "f.org_id = "+a.Add(f.OrgID))
+	}
+	if f.Severity != "" {
+		conds = append(conds, "f.severity = "+a.Add(f.Severity))
+	}
+	return conds
+}
+
+// List is the by-CVE view: one row per CVE with open findings in scope, worst first
+// (severity, known exploited, CVSS, CVE ID).
+func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]VulnCVE, string, *int, error) {
+	off, err := offsetOf(page)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var a store.Args
+	where := store.Where(f.conds(access.ScopeFrom(ctx), &a))
+	inner := `SELECT f.cve_id, MAX(f.severity_rank) AS sr, MAX(CASE WHEN f.known_exploited THEN 1 ELSE 0 END) AS ke, COUNT(DISTINCT f.device_id) AS devs,
+		COUNT(*) AS n, SUM(CASE WHEN f.patch_id IS NOT NULL THEN 1 ELSE 0 END) AS ready, MIN(f.first_seen) AS fs
+		FROM vuln_findings f WHERE ` + where + ` GROUP BY f.cve_id`
+	var total *int
+	if page.Number > 0 {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+inner+`) g`, a.Values()...).Scan(&n); err != nil {
+			return nil, "", nil, fmt.Errorf("count CVEs: %w", err)
+		}
+		total = &n
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
+		g.devs, g.n, g.ready, g.fs FROM (`+inner+`) g LEFT JOIN vuln_cves c ON c.cve_id = g.cve_id
+		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values()...)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("list CVEs: %w", err)
+	}
+	out := []VulnCVE{}
+	for rows.Next() {
+		var v VulnCVE
+		var cvss, epss sql.NullFloat64
+		var ke int
+		var fs store.NullTime
+		if err := rows.Scan(&v.CVEID, &v.Severity, &cvss, &ke, &epss, &v.Summary, &v.AffectedDevices, &v.OpenFindings, &v.PatchReady, &fs); err != nil {
+			rows.Close()
+			return nil, "", nil, err
+		}
+		v.KnownExploited = ke == 1
+		if cvss.Valid {
+			v.CVSSScore = &cvss.Float64
+		}
+		if epss.Valid {
+			v.EPSSScore = &epss.Float64
+		}
+		v.FirstSeen = fs.Time
+		out = append(out, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, "", nil, err
+	}
+	next := nextCursor(page, off, len(out))
+	if len(out) > page.Limit {
+		out = out[:page.Limit]
+	}
+	// The packages of each CVE on the page.
+	if len(out) > 0 {
+		ids := make([]string, len(out))
+		for i, v := range out {
+			ids[i] = v.CVEID
+		}
+		var b store.Args
+		conds := append(f.conds(access.ScopeFrom(ctx), &b), "f.cve_id IN "+b.In(ids))
+		pr, err := s.db.QueryContext(ctx, `SELECT DISTINCT f.cve_id, f.package FROM vuln_findings f WHERE `+store.Where(conds)+
+			` ORDER BY f.cve_id, f.package`, b.Values()...)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("list the packages of CVEs: %w", err)
+		}
+		pk := map[string][]string{}
+		for pr.Next() {
+			var c, p string
+			if err := pr.Scan(&c, &p); err != nil {
+				pr.Close()
+				return nil, "", nil, err
+			}
+			pk[c] = append(pk[c], p)
+		}
+		pr.Close()
+		for i := range out {
+			out[i].Packages = nonNil(pk[out[i].CVEID])
+		}
+	}
+	return out, next, total, nil
+}
+
+func nonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}
+
+const groupSelect = `SELECT f.group_key, COUNT(DISTINCT f.device_id), COUNT(*), SUM(CASE WHEN f.severity_rank = 4 THEN 1 ELSE 0 END),
+	SUM(CASE WHEN f.known_exploited THEN 1 ELSE 0 END), COUNT(DISTINCT CASE WHEN f.patch_id IS NOT NULL THEN f.device_id END),
+	SUM(f.severity_rank * f.severity_rank + CASE WHEN f.known_exploited THEN 25 ELSE 0 END) AS risk`
+
+func scanGroup(r store.Scanner) (VulnSoftwareGroup, error) {
+	var g VulnSoftwareGroup
+	err := r.Scan(&g.GroupKey, &g.Devices, &g.Findings, &g.Critical, &g.KnownExploited, &g.PatchReady, &g.RiskScore)
+	g.Name = groupName(g.GroupKey)
+	return g, err
+}
+
+// Software is the by-software view: open findings grouped by remediation unit, riskiest
+// first. It reads the counts kept per organization and group (vuln_group_stats); a severity
+// filter counts the findings themselves.
+func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) ([]VulnSoftwareGroup, string, *int, error) {
+	if f.Severity != "" {
+		return s.softwareFromFindings(ctx, f, page)
+	}
+	off, err := offsetOf(page)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	status := f.Status
+	if status == "" {
+		status = StatusOpen
+	}
+	var a store.Args
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "g.org_id", "g.partner_id"), tenancy.LiveOrg("g.org_id"), "g.status = " + a.Add(status)}
+	if f.OrgID != "" {
+		conds = append(conds, "g.org_id = "+a.Add(f.OrgID))
+	}
+	where := store.Where(conds)
+	var total *int
+	if page.Number > 0 {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT g.group_key) FROM vuln_group_stats g WHERE `+where, a.Values()...).Scan(&n); err != nil {
+			return nil, "", nil, fmt.Errorf("count groups: %w", err)
+		}
+		total = &n
+	}
+	out, err := store.QueryAll(ctx, s.db, `SELECT g.group_key, SUM(g.devices), SUM(g.findings), SUM(g.critical), SUM(g.known_exploited),
+		SUM(g.patch_ready), SUM(g.risk) AS risk FROM vuln_group_stats g WHERE `+where+` GROUP BY g.group_key ORDER BY risk DESC, g.group_key
+		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(), scanGroup)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("list groups: %w", err)
+	}
+	next := nextCursor(page, off, len(out))
+	if len(out) > page.Limit {
+		out = out[:page.Limit]
+	}
+	if len(out) == 0 {
+		return out, next, total, nil
+	}
+	keys := make([]string, len(out))
+	for i, g := range out {
+		keys[i] = g.GroupKey
+	}
+	var b store.Args
+	conds = []string{access.ScopeFrom(ctx).OrgFilter(&b, "g.org_id", "g.partner_id"), tenancy.LiveOrg("g.org_id"), "g.status = " + b.Add(status),
+		"g.group_key IN " + b.In(keys)}
+	if f.OrgID != "" {
+		conds = append(conds, "g.org_id = "+b.Add(f.OrgID))
+	}
+	fr, err := s.db.QueryContext(ctx, `SELECT DISTINCT g.group_key, g.fixed_version FROM vuln_group_stats g WHERE `+store.Where(conds), b.Values()...)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("read fixed versions: %w", err)
+	}
+	defer fr.Close()
+	best := map[string]string{}
+	for fr.Next() {
+		var k, v string
+		if err := fr.Scan(&k, &v); err != nil {
+			return nil, "", nil, err
+		}
+		if have, ok := best[k]; v != "" && (!ok || higher(have, v)) {
+			best[k] = v
+		}
+	}
+	for i := range out {
+		out[i].FixedVersion = best[out[i].GroupKey]
+	}
+	return out, next, total, fr.Err()
+}
+
+// softwareFromFindings groups the findings themselves (a severity filter).
+func (s *Service) softwareFromFindings(ctx context.Context, f ListFilter, page store.Page) ([]VulnSoftwareGroup, string, *int, error) {
+	off, err := offsetOf(page)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	var a store.Args
+	where := store.Where(f.conds(access.ScopeFrom(ctx), &a))
+	var total *int
+	if page.Number > 0 {
+		var n int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT f.group_key) FROM vuln_findings f WHERE `+where, a.Values()...).Scan(&n); err != nil {
+			return nil, "", nil, fmt.Errorf("count groups: %w", err)
+		}
+		total = &n
+	}
+	out, err := store.QueryAll(ctx, s.db, groupSelect+` FROM vuln_findings f WHERE `+where+` GROUP BY f.group_key ORDER BY risk DESC, f.group_key
+		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(), scanGroup)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("list groups: %w", err)
+	}
+	next := nextCursor(page, off, len(out))
+	if len(out) > page.Limit {
+		out = out[:page.Limit]
+	}
+	if err := s.fixedVersions(ctx, f, out); err != nil {
+		return nil, "", nil, err
+	}
+	return out, next, total, nil
+}
+
+// fixedVersions fills in each group's highest needed fixed version.
+func (s *Service) fixedVersions(ctx context.Context, f ListFilter, groups []VulnSoftwareGroup) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	keys := make([]string, len(groups))
+	for i, g := range groups {
+		keys[i] = g.GroupKey
+	}
+	var a store.Args
+	conds := append(f.conds(access.ScopeFrom(ctx), &a), "f.group_key IN "+a.In(keys))
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT f.group_key, f.fixed_version FROM vuln_findings f WHERE `+store.Where(conds), a.Values()...)
+	if err != nil {
+		return fmt.Errorf("read fixed versions: %w", err)
+	}
+	defer rows.Close()
+	best := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		if v == "" {
+			continue
+		}
+		if have, ok := best[k]; !ok || higher(have, v) {
+			best[k] = v
+		}
+	}
+	for i := range groups {
+		groups[i].FixedVersion = best[groups[i].GroupKey]
+	}
+	return rows.Err()
+}
+
+// SoftwareGroup returns one group with its devices (at most 500) and their findings; a
+// group without findings in scope is 404.
+func (s *Service) SoftwareGroup(ctx context.Context, key string, f ListFilter) (VulnSoftwareDetail, error) {
+	var a store.Args
+	conds := append(f.conds(access.ScopeFrom(ctx), &a), "f.group_key = "+a.Add(key))
+	g, err := scanGroup(s.db.QueryRowContext(ctx, groupSelect+` FROM vuln_findings f WHERE `+store.Where(conds)+` GROUP BY f.group_key`, a.Values()...))
+	if err == sql.ErrNoRows {
+		return VulnSoftwareDetail{}, apperr.NotFound("vulnerability group")
+	}
+	if err != nil {
+		return VulnSoftwareDetail{}, fmt.Errorf("load group %s: %w", key, err)
+	}
+	one := []VulnSoftwareGroup{g}
+	if err := s.fixedVersions(ctx, f, one); err != nil {
+		return VulnSoftwareDetail{}, err
+	}
+	var b store.Args
+	conds = append(f.conds(access.ScopeFrom(ctx), &b), "f.group_key = "+b.Add(key))
+	rows, err := s.db.QueryContext(ctx, `SELECT `+findingColumns+findingFrom+` WHERE `+store.Where(conds)+
+		` AND f.device_id IN (SELECT DISTINCT f.device_id FROM vuln_findings f WHERE `+store.Where(conds)+` ORDER BY f.device_id LIMIT 500)
+		ORDER BY f.device_id, f.severity_rank DESC, f.cve_id`, b.Values()...)
+	if err != nil {
+		return VulnSoftwareDetail{}, fmt.Errorf("list the findings of group %s: %w", key, err)
+	}
+	defer rows.Close()
+	out := VulnSoftwareDetail{Group: one[0], Devices: []VulnGroupDevice{}}
+	for rows.Next() {
+		x, err := scanFinding(rows)
+		if err != nil {
+			return out, err
+		}
+		n := len(out.Devices)
+		if n == 0 || out.Devices[n-1].DeviceID != x.DeviceID {
+			out.Devices = append(out.Devices, VulnGroupDevice{DeviceID: x.DeviceID, OrgID: x.OrgID, InstalledVersion: x.InstalledVersion})
+			n++
+		}
+		d := &out.Devices[n-1]
+		d.PatchReady = d.PatchReady || x.PatchReady
+		d.Findings = append(d.Findings, x)
+	}
+	return out, rows.Err()
+}
+
+// Stats counts the findings in scope.
+func (s *Service) Stats(ctx context.Context, orgID string) (VulnStats, error) {
+	var a store.Args
+	conds := findingFilter(access.ScopeFrom(ctx), &a)
+	if orgID != "" {
+		conds = append(conds, "f.org_id = "+a.Add(orgID))
+	}
+	soon := s.now().Add(expiringWithin)
+	var st VulnStats
+	err := s.db.QueryRowContext(ctx, `SELECT
+		COALESCE(SUM(CASE WHEN f.status = 'open' AND f.severity_rank = 4 THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN f.status = 'open' AND f.known_exploited THEN 1 ELSE 0 END), 0),
+		COUNT(DISTINCT CASE WHEN f.status = 'open' AND f.known_exploited THEN f.device_id END),
+		COALESCE(SUM(CASE WHEN f.status = 'open' AND f.patch_id IS NOT NULL THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN f.status = 'accepted' AND f.accepted_until IS NOT NULL AND f.accepted_until <= `+a.Add(soon)+` THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN f.status = 'open' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN f.status = 'accepted' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN f.status = 'mitigated' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN f.status = 'patched' THEN 1 ELSE 0 END), 0),
+		COUNT(DISTINCT CASE WHEN f.status = 'open' THEN f.device_id END)
+		FROM vuln_findings f WHERE `+store.Where(conds), a.Values()...).Scan(&st.CriticalOpen, &st.KnownExploitedExposure,
+		&st.KnownExploitedDevices, &st.PatchReady, &st.AcceptedExpiringSoon, &st.Open, &st.Accepted, &st.Mitigated, &st.Patched, &st.AffectedDevices)
+	if err != nil {
+		return st, fmt.Errorf("count findings: %w", err)
+	}
+	return st, nil
+}
+
+// CVEDevices lists the findings of a CVE in scope (one per device and package), by device;
+// status filters them (default: every status but patched). A CVE without findings in scope
+// is 404.
+func (s *Service) CVEDevices(ctx context.Context, cve, status string, page store.Page) ([]VulnFinding, string, *int, error) {
+	cve = strings.ToUpper(strings.TrimSpace(cve))
+	var a store.Args
+	conds := append(findingFilter(access.ScopeFrom(ctx), &a), "f.cve_id = "+a.Add(cve))
+	if status != "" {
+		conds = append(conds, "f.status = "+a.Add(status))
+	} else {
+		conds = append(conds, "f.status <> "+a.Add(StatusPatched))
+	}
+	var exists int
+	var b store.Args
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM vuln_findings f WHERE `+
+		store.Where(append(findingFilter(access.ScopeFrom(ctx), &b), "f.cve_id = "+b.Add(cve)))+` LIMIT 1) x`, b.Values()...).Scan(&exists); err != nil {
+		return nil, "", nil, fmt.Errorf("look for CVE %s: %w", cve, err)
+	}
+	if exists == 0 {
+		return nil, "", nil, apperr.NotFound("CVE")
+	}
+	return store.List(ctx, s.db, store.ListQuery{Columns: findingColumns, From: findingFrom, Conds: conds, Args: &a, SortKey: "f.id", SortID: "f.id"},
+		page, scanFinding, func(f VulnFinding) (string, string) { return f.ID, f.ID })
+}
+
+// Remediate schedules, through the patching domain, the pending patches that fix the
+// findings selected, on each affected device: one install job.
+func (s *Service) Remediate(ctx context.Context, in VulnRemediate) (VulnRemediation, error) {
+	n := len(in.FindingIDs) + len(in.CVEIDs) + len(in.GroupKeys)
+	if n == 0 || n > MaxSelectors {
+		return VulnRemediation{}, apperr.Invalid("findingIds", "name 1 to 200 findings, CVEs or groups in all")
+	}
+	if len(in.DeviceIDs) > patches.MaxInstallDevices {
+		return VulnRemediation{}, apperr.Invalid("deviceIds", "at most 500 devices")
+	}
+	scope := access.ScopeFrom(ctx)
+	var a store.Args
+	conds := append(findingFilter(scope, &a), "f.status IN ("+a.Add(StatusOpen)+", "+a.Add(StatusAccepted)+", "+a.Add(StatusMitigated)+")")
+	var sel []string
+	if len(in.FindingIDs) > 0 {
+		sel = append(sel, "f.id IN "+a.In(validIDs(in.FindingIDs)))
+	}
+	if len(in.CVEIDs) > 0 {
+		sel = append(sel, "f.cve_id IN "+a.In(in.CVEIDs))
+	}
+	if len(in.GroupKeys) > 0 {
+		sel = append(sel, "f.group_key IN "+a.In(in.GroupKeys))
+	}
+	conds = append(conds, "("+strings.Join(sel, " OR ")+")")
+	if len(in.DeviceIDs) > 0 {
+		conds = append(conds, "f.device_id IN "+a.In(validIDs(in.DeviceIDs)))
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT f.device_id, f.org_id, f.package, f.fixed_version FROM vuln_findings f WHERE `+store.Where(conds)+
+		` ORDER BY f.device_id LIMIT 20000`, a.Values()...)
+	if err != nil {
+		return VulnRemediation{}, fmt.Errorf("read the findings to remediate: %w", err)
+	}
+	type need struct{ org, fixed string }
+	needs := map[[2]string]need{}
+	var devs []string
+	for rows.Next() {
+		var d, org, pkg, fixed string
+		if err := rows.Scan(&d, &org, &pkg, &fixed); err != nil {
+			rows.Close()
+			return VulnRemediation{}, err
+		}
+		k := [2]string{d, pkg}
+		if have, ok := needs[k]; ok && (fixed == "" || !higher(have.fixed, fixed)) {
+			continue
+		}
+		if len(devs) == 0 || devs[len(devs)-1] != d {
+			devs = append(devs, d)
+		}
+		needs[k] = need{org, fixed}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return VulnRemediation{}, err
+	}
+	if len(needs) == 0 {
+		return VulnRemediation{}, apperr.NotFound("finding")
+	}
+	devs = slices.Compact(devs)
+	if len(devs) > patches.MaxInstallDevices {
+		return VulnRemediation{}, apperr.Invalid("deviceIds", "the selection affects more than 500 devices: name deviceIds")
+	}
+	pkgs := map[string]bool{}
+	for k := range needs {
+		pkgs[k[1]] = true
+	}
+	names := make([]string, 0, len(pkgs))
+	for p := range pkgs {
+		names = append(names, p)
+	}
+	pend, err := patches.PendingFor(ctx, s.db, devs, names)
+	if err != nil {
+		return VulnRemediation{}, err
+	}
+	// For each (device, package) the highest pending version, if it fixes the finding.
+	best := map[[2]string]patches.PendingPatch{}
+	for _, p := range pend {
+		k := [2]string{p.DeviceID, p.Package}
+		if _, ok := needs[k]; !ok {
+			continue
+		}
+		if have, ok := best[k]; !ok || higher(have.Version, p.Version) {
+			best[k] = p
+		}
+	}
+	patchSet := map[string]string{} // patch → an organization it is for
+	withWork := map[string]bool{}
+	out := VulnRemediation{Skipped: []VulnRemediateSkip{}, PatchIDs: []string{}}
+	for k, nd := range needs {
+		p, ok := best[k]
+		if !ok || nd.fixed == "" || higher(p.Version, nd.fixed) {
+			continue
+		}
+		patchSet[p.PatchID] = nd.org
+		withWork[k[0]] = true
+	}
+	for _, d := range devs {
+		if !withWork[d] {
+			out.Skipped = append(out.Skipped, VulnRemediateSkip{DeviceID: d, Reason: "no pending patch reaches the fixed version"})
+		}
+	}
+	if len(patchSet) == 0 {
+		return VulnRemediation{}, apperr.ConflictCode(CodeNoPatch, "no pending patch fixes the findings selected: scan the devices for patches first")
+	}
+	ids := make([]string, 0, len(patchSet))
+	for id := range patchSet {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	approve := map[string][]string{}
+	if in.Approve {
+		seen := map[[2]string]bool{}
+		for _, p := range pend {
+			if k := [2]string{p.PatchID, p.OrgID}; patchSet[p.PatchID] != "" && withWork[p.DeviceID] && !seen[k] {
+				seen[k] = true
+				approve[p.PatchID] = append(approve[p.PatchID], p.OrgID)
+			}
+		}
+	}
+	work := make([]string, 0, len(withWork))
+	for _, d := range devs {
+		if withWork[d] {
+			work = append(work, d)
+		}
+	}
+	job, err := s.patches.ApproveAndInstall(ctx, work, ids, approve, "approved to remediate vulnerabilities", patches.InstallOptions{})
+	if err != nil {
+		return VulnRemediation{}, err
+	}
+	job.Commands = nil
+	out.Job, out.PatchIDs = job, ids
+	return out, nil
+}
+
+func validIDs(ids []string) []string {
+	out := []string{}
+	for _, id := range ids {
+		if store.ValidID(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// OpenTickets validates a ticket request; the helpdesk tickets domain does not exist yet, so
+// it then answers 501 TICKETS_UNAVAILABLE (see the route).
+func (s *Service) OpenTickets(ctx context.Context, in VulnTicketRequest) error {
+	if len(in.FindingIDs) == 0 || len(in.FindingIDs) > MaxBulk {
+		return apperr.Invalid("findingIds", "name 1 to 200 findings")
+	}
+	for _, id := range in.FindingIDs {
+		if _, err := s.Get(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}

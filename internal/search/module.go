@@ -1,9 +1,0 @@
-package search
-
-import "gale/internal/module"
-
-// Module serves /search and /tags.
-var Module = module.Module{Name: "search", Build: func(k *module.Kernel) error {
-	New(k.DB, k.Logger).Register(k.HTTP)
-	return nil
-}}
