@@ -24,11 +24,11 @@ var Module = module.Module{Name: "policies", Build: func(k *module.Kernel) error
 	k.Every("policy-evaluations", ScheduleEvery, s.RunSchedule)
 	k.Worker("policy-follow-ups", s.StartWorker, s.StopWorker)
 	k.Provide(s)
-	k.Provide(partnerexport.Export[Policy]{Name: "configuration-policies", Scope: access.ConfigurationRead,
+	k.Declare(partnerexport.Export[Policy]{Name: "configuration-policies", Scope: access.ConfigurationRead,
 		Summary: "Export configuration policies", Fetch: s.ExportPolicies,
 		Description: "Partner-wide policies and those of the partner's organizations, with their rules and targets.",
 		Key:         func(p Policy) (time.Time, []string) { return p.UpdatedAt, []string{p.ID} }})
-	k.Provide(partnerexport.Export[PolicyAssignment]{Name: "configuration-assignments", Scope: access.ConfigurationRead,
+	k.Declare(partnerexport.Export[PolicyAssignment]{Name: "configuration-assignments", Scope: access.ConfigurationRead,
 		Summary: "Export policy assignments", Fetch: s.ExportAssignments,
 		Description: "One row per policy and target; targetId null: every organization in the policy's scope. A changed target list replaces the policy's rows.",
 		Key: func(x PolicyAssignment) (time.Time, []string) {

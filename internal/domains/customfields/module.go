@@ -12,11 +12,11 @@ var Module = module.Module{Name: "customfields", Build: func(k *module.Kernel) e
 	s := New(k.DB, k.Logger)
 	s.Register(k.HTTP)
 	k.Provide(s)
-	k.Provide(partnerexport.Export[Field]{Name: "custom-fields", Scope: access.CustomFieldsRead,
+	k.Declare(partnerexport.Export[Field]{Name: "custom-fields", Scope: access.CustomFieldsRead,
 		Summary: "Export custom field definitions", Fetch: s.ExportFields,
 		Description: "Partner-wide definitions and those of the partner's organizations.",
 		Key:         func(f Field) (time.Time, []string) { return f.UpdatedAt, []string{f.ID} }})
-	k.Provide(partnerexport.Export[ExportedValue]{Name: "custom-field-values", Scope: access.CustomFieldsRead,
+	k.Declare(partnerexport.Export[ExportedValue]{Name: "custom-field-values", Scope: access.CustomFieldsRead,
 		Summary: "Export custom field values", Fetch: s.ExportValues,
 		Description: "Values set on devices (a field's default is on its definition). A cleared value leaves the export.",
 		Key: func(v ExportedValue) (time.Time, []string) {

@@ -30,16 +30,16 @@ var Module = module.Module{Name: "devices", Build: func(k *module.Kernel) error 
 		return nil
 	})
 	k.Provide(s)
-	k.Provide(partnerexport.Export[Device]{Name: "devices", Scope: access.DevicesRead, Summary: "Export devices",
+	k.Declare(partnerexport.Export[Device]{Name: "devices", Scope: access.DevicesRead, Summary: "Export devices",
 		Description: "Devices of the partner's organizations, decommissioned ones included (with their status). A heartbeat " +
 			"changes a device (lastSeen), so with updatedSince every device that was online since then is exported.",
 		Fetch: s.ExportDevices,
 		Key:   func(d Device) (time.Time, []string) { return d.UpdatedAt, []string{d.ID} }})
-	k.Provide(partnerexport.Export[InventoryRow]{Name: "device-inventory", Scope: access.InventoryRead,
+	k.Declare(partnerexport.Export[InventoryRow]{Name: "device-inventory", Scope: access.InventoryRead,
 		Summary: "Export device inventory", Description: "Each device's last reported inventory; updatedSince compares receivedAt.",
 		Fetch: s.ExportInventory,
 		Key:   func(r InventoryRow) (time.Time, []string) { return r.ReceivedAt, []string{r.DeviceID} }})
-	k.Provide(partnerexport.Export[SoftwareRow]{Name: "device-software", Scope: access.InventoryRead, ByID: true,
+	k.Declare(partnerexport.Export[SoftwareRow]{Name: "device-software", Scope: access.InventoryRead, ByID: true,
 		Summary: "Export installed software",
 		Description: "Installed packages of every device. A package keeps its row ID from one inventory to the next. With " +
 			"updatedSince the export holds the complete lists of the devices whose inventory arrived since then (replace " +

@@ -19,7 +19,9 @@ var Module = module.Module{Name: "partnerapi", Build: func(k *module.Kernel) err
 			CursorSecret: cfg.JWTSecret})
 	s.Register(k.HTTP)
 	k.Purge("idempotencyRecords", s.Purge)
-	k.OnReady(func(context.Context) error { return s.registerExports(k.HTTP, module.All[partnerexport.Declared](k)) })
+	k.OnReady(func(context.Context) error {
+		return s.registerExports(k.HTTP, module.Declared[partnerexport.Declared](k))
+	})
 	k.Provide(s)
 	return nil
 }}

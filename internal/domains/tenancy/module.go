@@ -13,11 +13,11 @@ var Module = module.Module{Name: "tenancy", Build: func(k *module.Kernel) error 
 	s.Register(k.HTTP)
 	k.Cache(s.ForgetPages)
 	k.Provide(s)
-	k.Provide(partnerexport.Export[*Organization]{Name: "organizations", Scope: access.OrganizationsRead,
+	k.Declare(partnerexport.Export[*Organization]{Name: "organizations", Scope: access.OrganizationsRead,
 		Summary: "Export organizations", Description: "The partner's organizations (not deleted ones).",
 		Fetch: s.ExportOrganizations,
 		Key:   func(o *Organization) (time.Time, []string) { return o.UpdatedAt, []string{o.ID} }})
-	k.Provide(partnerexport.Export[Site]{Name: "sites", Scope: access.SitesRead, Summary: "Export sites",
+	k.Declare(partnerexport.Export[Site]{Name: "sites", Scope: access.SitesRead, Summary: "Export sites",
 		Description: "Sites of the partner's organizations; each row carries orgId, siteId and name.",
 		Fetch:       s.ExportSites,
 		Key:         func(st Site) (time.Time, []string) { return st.UpdatedAt, []string{st.ID} }})

@@ -1,9 +1,16 @@
 // Package module is the contract between the server and its domains. Each domain package
 // exports one Module; app keeps the list and builds them in order on a Kernel, which carries
 // what every domain may use (configuration, storage, the HTTP server, the bus, events) and
-// collects what each one contributes: services for later modules, periodic jobs, purges,
-// background workers, caches to forget, and work to do once all are built or at shutdown.
-// Adding a domain is one package and one entry in app's list.
+// collects what each one contributes: services for later modules, declarations for earlier
+// ones, periodic jobs, purges, background workers, caches to forget, and work to do once all
+// are built or at shutdown. Adding a domain is one package and one entry in app's list.
+//
+// Modules depend on each other in one direction, the order of the list. A module takes what
+// it needs from earlier modules with Get, by their service's concrete type, and passes it to
+// its own constructor. What it gives an earlier module (a command kind to devices, a deployer
+// to rollouts, an export to the partner API) it declares with Declare, as a value of a type
+// the earlier module defines; that module reads every such declaration with Declared once all
+// modules are built. Nothing is set on another module's service after it was constructed.
 package module
 
 import (
@@ -58,13 +65,15 @@ type Kernel struct {
 	// answers with an error (a reused refresh token ends its session and answers 401).
 	AccessChanged func(ctx context.Context)
 
-	services []any
-	periodic []jobs.Periodic
-	purges   []Purge
-	workers  []Worker
-	forget   []func()
-	ready    []func(ctx context.Context) error
-	closers  []func()
+	services     []any
+	declarations []any
+	built        bool
+	periodic     []jobs.Periodic
+	purges       []Purge
+	workers      []Worker
+	forget       []func()
+	ready        []func(ctx context.Context) error
+	closers      []func()
 }
 
 // Purge deletes what has outlived its use (expired tokens, old records) and says how much it
@@ -89,10 +98,12 @@ func (k *Kernel) Build(mods []Module) (err error) {
 			return fmt.Errorf("module %s: %w", m.Name, err)
 		}
 	}
+	k.built = true
 	return nil
 }
 
-// buildOne turns a panic of Get (a module listed before what it needs) into an error.
+// buildOne turns a panic of Get or Declared (a module listed before what it needs, or
+// reading declarations before every module made them) into an error.
 func (k *Kernel) buildOne(m Module) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -106,15 +117,19 @@ func (k *Kernel) buildOne(m Module) (err error) {
 	return m.Build(k)
 }
 
-// Provide makes v (a domain's service) available to the modules built after this one.
+// Provide makes v, a domain's service, available to the modules built after this one.
 func (k *Kernel) Provide(v any) { k.services = append(k.services, v) }
 
 type missingService struct{ error }
 
-// Get returns the service of type T an earlier module provided: the one value of that type,
-// or, for an interface type, the one value that implements it. None, or more than one, is a
-// wiring mistake: Build fails naming the module.
+// Get returns the service of concrete type T (a pointer to a domain's service) that an earlier
+// module provided. None, or more than one, is a wiring mistake: Build fails naming the module.
+// T may not be an interface: a reader of the module sees which module it depends on.
 func Get[T any](k *Kernel) T {
+	typ := reflect.TypeFor[T]()
+	if typ.Kind() == reflect.Interface {
+		panic(missingService{fmt.Errorf("Get[%s]: ask for the providing service's concrete type, not an interface", typ)})
+	}
 	var found []T
 	for _, v := range k.services {
 		if t, ok := v.(T); ok {
@@ -122,17 +137,27 @@ func Get[T any](k *Kernel) T {
 		}
 	}
 	if len(found) != 1 {
-		name := reflect.TypeFor[T]().String()
-		panic(missingService{fmt.Errorf("needs one %s from an earlier module, found %d: check the order of the module list", name, len(found))})
+		panic(missingService{fmt.Errorf("needs one %s from an earlier module, found %d: check the order of the module list", typ, len(found))})
 	}
 	return found[0]
 }
 
-// All returns every provided value of type T (or implementing it), in the order provided:
-// for declarations several modules make, such as partner-API exports.
-func All[T any](k *Kernel) []T {
+// Declare gives v to the module that reads declarations of its type with Declared, whether
+// that module is built before or after this one: a command kind or a result handler for
+// devices, hooks for devices or custom fields, a deployer for rollouts, an export for the
+// partner API. The type of v (defined by the receiving package) names its receiver.
+func (k *Kernel) Declare(v any) { k.declarations = append(k.declarations, v) }
+
+// Declared returns every declared value of type T (or, for an interface T, every one that
+// implements it), in module order. Only the receiving module calls it, from OnReady or later:
+// before every module is built the list would miss those still to come, so Declared then
+// fails the build.
+func Declared[T any](k *Kernel) []T {
+	if !k.built {
+		panic(missingService{fmt.Errorf("Declared[%s] read before every module was built: read declarations in OnReady", reflect.TypeFor[T]())})
+	}
 	var out []T
-	for _, v := range k.services {
+	for _, v := range k.declarations {
 		if t, ok := v.(T); ok {
 			out = append(out, t)
 		}
