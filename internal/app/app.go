@@ -64,23 +64,24 @@ import (
 	"gale/internal/platform/store"
 )
 
-// Modules are the server's domains, in build order: a module comes after those whose
-// services it uses.
+// Modules are the server's domains, in build order: a module comes after every domain it
+// imports (test/archtest checks it), so what a module needs is always built before it.
 var Modules = []module.Module{
 	audit.Module,
+	tenancy.Module,
 	identity.Module,
 	auth.Module,
 	apikeys.Module,
-	tenancy.Module,
 	authtickets.Module,
 	agentdist.Module,
 	enrollment.Module,
 	devices.Module,
 	agenthub.Module,
 	systemtools.Module,
-	scripts.Module,
 	customfields.Module,
 	groups.Module,
+	maintenance.Module,
+	scripts.Module,
 	alerts.Module,
 	search.Module,
 	partnerapi.Module,
@@ -93,7 +94,6 @@ var Modules = []module.Module{
 	automations.Module,
 	rollouts.Module,
 	thirdparty.Module,
-	maintenance.Module,
 	patches.Module,
 	software.Module,
 	configpolicies.Module,
@@ -242,8 +242,7 @@ func (a *App) Handler() http.Handler { return a.HTTP.Handler() }
 // and the modules' workers.
 func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	k := a.kernel
-	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup},
-		jobs.Periodic{Name: "events-purge", Every: time.Hour, Run: k.Events.Purge})
+	opts.Periodic = append(opts.Periodic, jobs.Periodic{Name: "cleanup", Every: 10 * time.Minute, Run: a.Cleanup})
 	opts.Periodic = append(opts.Periodic, k.Periodic()...)
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
@@ -276,7 +275,11 @@ func (a *App) Cleanup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("purge rate-limit windows: %w", err)
 	}
-	attrs := []any{"rateLimitWindows", windows}
+	events, err := a.kernel.Events.Purge(ctx)
+	if err != nil {
+		return err
+	}
+	attrs := []any{"rateLimitWindows", windows, "events", events}
 	for _, p := range a.kernel.Purges() {
 		n, err := p.Run(ctx)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -78,7 +79,7 @@ type Hub struct {
 
 	relays atomic.Int64 // node-to-node stream connections open, both directions
 
-	// handlers are the message types other domains handle (OnMessage), beyond the hub's own.
+	// handlers are the message types other domains declared, beyond the hub's own.
 	handlers map[string]MessageHandler
 
 	heartbeatSeconds prometheus.Histogram
@@ -89,18 +90,35 @@ type Hub struct {
 // the hub's database workers, with the sending agent.
 type MessageHandler func(ctx context.Context, agent devices.Agent, payload json.RawMessage) error
 
-// OnMessage makes fn handle agents' messages of type typ: a domain's own reports (check
-// results, scan findings) ride the channel without a change to the hub. Call it while wiring,
-// before serving; a type the hub or another domain handles panics.
-func (h *Hub) OnMessage(typ string, fn MessageHandler) {
+// Message is what a domain declares on the module kernel for a type of message its agents
+// send over the live channel (check results, scan findings, elevation requests): they ride the
+// channel without a change to the hub.
+type Message struct {
+	Type   string
+	Handle MessageHandler
+}
+
+// plug takes in the message types other modules declared, once every module is built. A type
+// the hub or another domain handles is a wiring mistake.
+func (h *Hub) plug(messages []Message) error {
+	for _, m := range messages {
+		if err := h.handle(m.Type, m.Handle); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Hub) handle(typ string, fn MessageHandler) error {
 	switch typ {
 	case agentproto.TypeHeartbeat, agentproto.TypeCommandResult, agentproto.TypeCallResult:
-		panic("agenthub: message type " + typ + " is the hub's own")
+		return fmt.Errorf("message type %s is the hub's own", typ)
 	}
 	if _, ok := h.handlers[typ]; ok {
-		panic("agenthub: message type " + typ + " handled twice")
+		return fmt.Errorf("message type %s handled twice", typ)
 	}
 	h.handlers[typ] = fn
+	return nil
 }
 
 // New returns a hub over the device service and bus, registering its metrics.

@@ -22,17 +22,22 @@ var Module = module.Module{Name: "agenthub", Build: func(k *module.Kernel) error
 	}
 	reg := nodes.New(k.DB, nodes.Options{Address: address, Key: nodes.Key(k.Config.NodeSecret, k.Config.JWTSecret), Logger: k.Logger})
 	h := New(dev, k.Bus, k.Logger, k.HTTP.Registry(), Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.Conns, Nodes: reg})
-	dev.SetNotifier(h)
-	h.OnMessage(agentproto.TypeCommandOutput, func(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
+	k.Declare(devices.Notifier(h))
+	k.Declare(Message{Type: agentproto.TypeCommandOutput, Handle: func(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
 		var o agentproto.CommandOutput
 		if err := json.Unmarshal(payload, &o); err != nil {
 			return err
 		}
 		return dev.RecordOutput(ctx, a, o)
-	})
+	}})
 	k.HTTP.Handle("GET "+httpapi.Prefix+agentproto.PathWebSocket, h)
 	k.HTTP.Handle("GET "+PathRelay, http.HandlerFunc(h.ServeRelay))
-	k.OnReady(reg.Start)
+	k.OnReady(func(ctx context.Context) error {
+		if err := h.plug(module.Declared[Message](k)); err != nil {
+			return err
+		}
+		return reg.Start(ctx)
+	})
 	k.OnClose(reg.Stop) // after the hub's connections closed: closers run in reverse
 	k.OnClose(h.Close)
 	k.Provide(h)

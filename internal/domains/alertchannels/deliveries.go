@@ -246,15 +246,11 @@ func (s *Service) link(alertID string) string {
 const Retention = 30 * 24 * time.Hour
 
 // Purge deletes finished deliveries older than Retention and escalation steps of alerts that
-// ended that long ago (the notification-deliveries-purge job).
-func (s *Service) Purge(ctx context.Context) error {
+// ended that long ago; the periodic cleanup calls it.
+func (s *Service) Purge(ctx context.Context) (int64, error) {
 	cutoff := store.Now().Add(-Retention)
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM notification_deliveries WHERE status IN ($1, $2, $3) AND updated_at < $4`,
-			StatusSucceeded, StatusDead, StatusThrottled, cutoff); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM alert_escalations WHERE status <> $1 AND updated_at < $2`, escPending, cutoff)
-		return err
-	})
+	return s.db.Purge(ctx, "notification deliveries",
+		store.Deletion{SQL: `DELETE FROM notification_deliveries WHERE status IN ($1, $2, $3) AND updated_at < $4`,
+			Args: []any{StatusSucceeded, StatusDead, StatusThrottled, cutoff}},
+		store.Deletion{SQL: `DELETE FROM alert_escalations WHERE status <> $1 AND updated_at < $2`, Args: []any{escPending, cutoff}})
 }

@@ -15,7 +15,7 @@ var Module = module.Module{Name: "notify", Build: func(k *module.Kernel) error {
 	k.Consume(s.Consumer())
 	k.Worker("notification-senders", s.Start, s.Stop)
 	k.Every("alerts-escalate", time.Minute, s.Escalate)
-	k.Every("notification-deliveries-purge", time.Hour, s.Purge)
+	k.Purge("notification-deliveries", s.Purge)
 	k.Provide(s)
 	return nil
 }}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/maintenance"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/events"
@@ -43,6 +44,8 @@ type Service struct {
 	db     *store.DB
 	logger *slog.Logger
 	opts   Options
+	// wakeEvents, when set, is called after a transaction that recorded alert events commits.
+	wakeEvents func()
 	// rules caches decoded rule sets for evaluation, by partner and organization; windows
 	// remembers, by device, the history its last evaluation needed.
 	rules   memo[ruleSet]
@@ -55,12 +58,6 @@ type Service struct {
 	hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
 }
 
-// SetHold installs the maintenance windows' hold: no alert of a rule, or of a script's
-// result, opens on a held device. Call it while wiring.
-func (s *Service) SetHold(h func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)) {
-	s.hold = h
-}
-
 // held reports whether a maintenance window in effect keeps alerts from the device.
 func (s *Service) held(ctx context.Context, tx *sql.Tx, deviceID string) (bool, error) {
 	if s.hold == nil {
@@ -70,26 +67,40 @@ func (s *Service) held(ctx context.Context, tx *sql.Tx, deviceID string) (bool, 
 	return h[deviceID], err
 }
 
+// Deps is what the alerts service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Wake, when set, is called after a transaction that recorded alert events commits (the
+	// event dispatcher's Wake), so consumers hear of them at once rather than at their next poll.
+	Wake func()
+	// Maintenance keeps alerts from devices in a window that suppresses them: no alert of a
+	// rule, or of a script's result, opens on a held device. Nil holds none.
+	Maintenance *maintenance.Service
+}
+
 // Options are the alert settings of the server configuration.
 type Options struct {
 	// MetricsRetention is how long the devices keep their heartbeat metrics history
 	// (DEVICE_METRICS_RETENTION_HOURS): a threshold window cannot be longer. Zero means no limit.
 	MetricsRetention time.Duration
-	// Wake, when set, is called after a transaction that recorded alert events commits (the
-	// event dispatcher's Wake), so consumers hear of them at once rather than at their next poll.
-	Wake func()
 }
 
 func (s *Service) wake() {
-	if s.opts.Wake != nil {
-		s.opts.Wake()
+	if s.wakeEvents != nil {
+		s.wakeEvents()
 	}
 }
 
 // New returns the alerts service.
-func New(db *store.DB, logger *slog.Logger, opts Options) *Service {
-	s := &Service{db: db, logger: logger, opts: opts, now: store.Now, rules: memo[ruleSet]{bound: 10000},
+func New(d Deps, opts Options) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, opts: opts, wakeEvents: d.Wake, now: store.Now, rules: memo[ruleSet]{bound: 10000},
 		windows: memo[windows]{bound: 100000}}
+	if m := d.Maintenance; m != nil {
+		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+			return m.Held(ctx, tx, maintenance.Alerts, ids)
+		}
+	}
 	s.prepareFacts()
 	return s
 }

@@ -8,7 +8,7 @@ import (
 // Module serves API keys and lets auth accept them.
 var Module = module.Module{Name: "apikeys", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger)
-	module.Get[*auth.Service](k).SetAPIKeys(s)
+	k.Declare(auth.APIKeyVerifier(s))
 	s.Register(k.HTTP)
 	k.Provide(s)
 	return nil

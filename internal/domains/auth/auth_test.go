@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"gale/internal/app"
-	"gale/internal/domains/auth"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/auth"
 
 	"github.com/pquerna/otp/totp"
 

@@ -16,17 +16,21 @@ import (
 var Module = module.Module{Name: "auth", Build: func(k *module.Kernel) error {
 	cfg := k.Config
 	argon := Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}
-	s := New(k.DB, Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
-		RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
-		LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL, PrincipalTTL: cfg.AuthCacheTTL,
-		AccessChanged: k.AccessChanged},
-		k.Box, k.Limiter, module.Get[*audit.Log](k), k.Mail, k.Logger)
-	s.SetUsers(module.Get[*identity.Service](k))
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Box: k.Box, Limiter: k.Limiter, Audit: module.Get[*audit.Log](k), Mail: k.Mail,
+		Users: module.Get[*identity.Service](k), AccessChanged: k.AccessChanged},
+		Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
+			RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
+			LoginFloor: cfg.LoginResponseFloor, PublicURL: cfg.PublicURL, PrincipalTTL: cfg.AuthCacheTTL})
 	s.Register(k.HTTP)
 	k.HTTP.SetAuthenticator(s)
 	k.Cache(s.ForgetPrincipals)
-	k.Purge("refreshTokens", func(ctx context.Context) (int64, error) { return PurgeExpired(ctx, k.DB) })
-	k.OnReady(func(ctx context.Context) error { return bootstrapAdmin(ctx, k, argon) })
+	k.Purge("refreshTokens", s.Purge)
+	k.OnReady(func(ctx context.Context) error {
+		if err := s.plug(module.Declared[APIKeyVerifier](k)); err != nil {
+			return err
+		}
+		return bootstrapAdmin(ctx, k, argon)
+	})
 	k.Provide(s)
 	return nil
 }}

@@ -38,9 +38,6 @@ type Options struct {
 	// PrincipalTTL is how long an access token's principal is cached (AUTH_CACHE_MS); 0
 	// reads it from the database on every request.
 	PrincipalTTL time.Duration
-	// AccessChanged, when set, tells every node to forget cached principals after a change
-	// the service commits on a path that answers with an error (a reused refresh token).
-	AccessChanged func(ctx context.Context)
 }
 
 // Limits on sign-in and MFA attempts.
@@ -57,43 +54,62 @@ var (
 
 // Service implements sign-in, sessions and request authentication.
 type Service struct {
-	db      *store.DB
-	opts    Options
-	box     *secrets.Box
-	limiter *ratelimit.Limiter
-	audit   *audit.Log
-	mailer  mail.Sender
-	logger  *slog.Logger
+	db            *store.DB
+	opts          Options
+	box           *secrets.Box
+	limiter       *ratelimit.Limiter
+	audit         *audit.Log
+	mailer        mail.Sender
+	logger        *slog.Logger
+	users         *identity.Service
+	accessChanged func(ctx context.Context)
 	// dummyHash is verified when an email is unknown, so both paths cost one argon2id run.
-	dummyHash  string
+	dummyHash string
+	// apiKeys is the verifier a module declared (package apikeys); nil: API keys are refused.
 	apiKeys    APIKeyVerifier
-	users      UserGate
 	verified   verifiedTokens
 	principals principalCache
 }
 
-// UserGate finds a user the caller may manage (package identity implements it).
-type UserGate interface {
-	ManageableUser(ctx context.Context, id string) (identity.User, error)
-}
-
-// APIKeyVerifier resolves an X-API-Key to a principal (package apikeys implements it).
+// APIKeyVerifier resolves an X-API-Key to a principal. The API keys module declares one on the
+// module kernel (it is built after this one: it loads principals through this service).
 type APIKeyVerifier interface {
 	Verify(ctx context.Context, rawKey string) (*access.Principal, error)
 }
 
-// New returns the auth service. mailer may be nil when SMTP is not configured.
-func New(db *store.DB, opts Options, box *secrets.Box, limiter *ratelimit.Limiter, log *audit.Log,
-	mailer mail.Sender, logger *slog.Logger) *Service {
-	return &Service{db: db, opts: opts, box: box, limiter: limiter, audit: log, mailer: mailer, logger: logger,
-		dummyHash: HashPassword("not-a-real-password", opts.Argon2), principals: newPrincipalCache(opts.PrincipalTTL)}
+// Deps is what the auth service is built from.
+type Deps struct {
+	DB      *store.DB
+	Logger  *slog.Logger
+	Box     *secrets.Box
+	Limiter *ratelimit.Limiter
+	Audit   *audit.Log
+	// Mail sends password resets; nil when SMTP is not configured.
+	Mail mail.Sender
+	// Users finds the users an administrator may reset the password of.
+	Users *identity.Service
+	// AccessChanged, when set, tells every node to forget cached principals after a change
+	// the service commits on a path that answers with an error (a reused refresh token).
+	AccessChanged func(ctx context.Context)
 }
 
-// SetAPIKeys installs the API key verifier (it depends on this package's principal loading).
-func (s *Service) SetAPIKeys(v APIKeyVerifier) { s.apiKeys = v }
+// New returns the auth service.
+func New(d Deps, opts Options) *Service {
+	return &Service{db: d.DB, opts: opts, box: d.Box, limiter: d.Limiter, audit: d.Audit, mailer: d.Mail, logger: d.Logger,
+		users: d.Users, accessChanged: d.AccessChanged, dummyHash: HashPassword("not-a-real-password", opts.Argon2),
+		principals: newPrincipalCache(opts.PrincipalTTL)}
+}
 
-// SetUsers installs the check administrators' password resets go through.
-func (s *Service) SetUsers(g UserGate) { s.users = g }
+// plug takes in the API key verifier a module declared, once every module is built.
+func (s *Service) plug(verifiers []APIKeyVerifier) error {
+	if len(verifiers) > 1 {
+		return fmt.Errorf("%d API key verifiers declared; there is one", len(verifiers))
+	}
+	if len(verifiers) == 1 {
+		s.apiKeys = verifiers[0]
+	}
+	return nil
+}
 
 // Session is the answer of a completed sign-in.
 type Session struct {
@@ -356,8 +372,8 @@ func (s *Service) revokeFamily(ctx context.Context, family, userID, reason strin
 		store.Now(), family); err != nil {
 		return err
 	}
-	if s.opts.AccessChanged != nil {
-		s.opts.AccessChanged(ctx)
+	if s.accessChanged != nil {
+		s.accessChanged(ctx)
 	}
 	s.audit.Security(ctx, audit.Entry{Action: "auth.session_revoked", ResourceType: "user", ResourceID: userID,
 		Actor: &audit.Actor{Type: access.ActorUser, ID: userID}, Details: map[string]any{"reason": reason}})
@@ -386,21 +402,12 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 	return err
 }
 
-// PurgeExpired deletes refresh tokens past their family's lifetime and used or expired
-// one-time tokens; the periodic cleanup job calls it.
-func PurgeExpired(ctx context.Context, db *store.DB) (int64, error) {
+// Purge deletes refresh tokens past their family's lifetime and used or expired one-time
+// tokens; the periodic cleanup job calls it.
+func (s *Service) Purge(ctx context.Context) (int64, error) {
 	now := store.Now()
-	var total int64
-	for _, q := range []string{
-		`DELETE FROM refresh_tokens WHERE family_expires_at < $1 OR (revoked_at IS NOT NULL AND expires_at < $1)`,
-		`DELETE FROM user_tokens WHERE expires_at < $1`,
-	} {
-		res, err := db.ExecContext(ctx, q, now)
-		if err != nil {
-			return total, err
-		}
-		n, _ := res.RowsAffected()
-		total += n
-	}
-	return total, nil
+	return s.db.Purge(ctx, "expired tokens",
+		store.Deletion{SQL: `DELETE FROM refresh_tokens WHERE family_expires_at < $1 OR (revoked_at IS NOT NULL AND expires_at < $1)`,
+			Args: []any{now}},
+		store.Deletion{SQL: `DELETE FROM user_tokens WHERE expires_at < $1`, Args: []any{now}})
 }

@@ -4,6 +4,7 @@ import (
 	"gale/internal/domains/alertchannels"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/scripts"
 	"gale/internal/platform/module"
 )
@@ -11,8 +12,9 @@ import (
 // Module serves automations: their routes, the schedules, the event consumer and each node's
 // runner of running runs.
 var Module = module.Module{Name: "automations", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger, k.Box, k.Clock, k.Config.PublicURL, Deps{Devices: module.Get[*devices.Service](k),
-		Scripts: module.Get[*scripts.Service](k), Alerts: module.Get[*alerts.Service](k), Notify: module.Get[*alertchannels.Service](k)})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Box: k.Box, Clock: k.Clock, Devices: module.Get[*devices.Service](k),
+		Scripts: module.Get[*scripts.Service](k), Alerts: module.Get[*alerts.Service](k), Notify: module.Get[*alertchannels.Service](k),
+		Maintenance: module.Get[*maintenance.Service](k)}, Options{PublicURL: k.Config.PublicURL})
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
 	k.Every("automation-schedules", ScheduleEvery, s.RunSchedules)

@@ -15,6 +15,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
@@ -25,8 +26,8 @@ import (
 	"gale/internal/platform/store"
 )
 
-// MaintenanceWindows is what the maintenance domain provides to hold automations back from
-// devices in a maintenance window. Without one (the default) every device is allowed.
+// MaintenanceWindows is what holds automations back from devices in a maintenance window
+// (the maintenance domain's service; tests stand in for it).
 type MaintenanceWindows interface {
 	// HeldFromAutomations reports, for each device, whether a window in effect now holds
 	// automations back from it.
@@ -49,24 +50,38 @@ type Service struct {
 	runner *jobs.Loop
 }
 
-// Deps are the services automations act through.
+// Deps is what the automations service is built from.
 type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Box    *secrets.Box
+	// Clock is the time schedules run on; nil: the system clock.
+	Clock   clock.Clock
 	Devices *devices.Service
 	Scripts *scripts.Service
 	Alerts  *alerts.Service
 	Notify  *alertchannels.Service
+	// Maintenance holds automations back from devices in a window that suppresses them; nil:
+	// every device is allowed.
+	Maintenance *maintenance.Service
+}
+
+// Options are the automation settings of the server configuration.
+type Options struct {
+	// PublicURL makes the addresses of webhook triggers.
+	PublicURL string
 }
 
 // New returns the automations service.
-func New(db *store.DB, logger *slog.Logger, box *secrets.Box, clk clock.Clock, publicURL string, deps Deps) *Service {
-	s := &Service{db: db, logger: logger, box: box, clock: clock.Or(clk), publicURL: publicURL, devices: deps.Devices,
-		scripts: deps.Scripts, alerts: deps.Alerts, notify: deps.Notify}
-	s.runner = jobs.NewLoop("advance automation runs", runnerEvery, logger, s.AdvanceAll)
+func New(d Deps, opts Options) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, box: d.Box, clock: clock.Or(d.Clock), publicURL: opts.PublicURL, devices: d.Devices,
+		scripts: d.Scripts, alerts: d.Alerts, notify: d.Notify}
+	if d.Maintenance != nil {
+		s.maintenance = d.Maintenance
+	}
+	s.runner = jobs.NewLoop("advance automation runs", runnerEvery, d.Logger, s.AdvanceAll)
 	return s
 }
-
-// SetMaintenance installs the maintenance windows automations honour. Call it while wiring.
-func (s *Service) SetMaintenance(m MaintenanceWindows) { s.maintenance = m }
 
 const automationColumns = `a.id, a.partner_id, a.org_id, a.name, a.description, a.enabled, a.trigger_type, a.trigger_config,
 	a.webhook_secret_hint, a.conditions, a.actions, a.targets, a.on_failure, a.notify_channel_ids, a.created_by, a.created_at,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
 	// Time zones of schedules must resolve on hosts without a zoneinfo database (containers).
 	_ "time/tzdata"
 

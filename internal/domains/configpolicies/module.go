@@ -18,8 +18,8 @@ import (
 var Module = module.Module{Name: "policies", Build: func(k *module.Kernel) error {
 	dev := module.Get[*devices.Service](k)
 	s := New(k.DB, k.Logger, k.Clock, dev, module.Get[*scripts.Service](k), module.Get[*alerts.Service](k))
-	dev.RegisterCommandKind(s.commandKind())
-	dev.AddResultHook(agentproto.CommandRunScript, s.onRemediationResult)
+	k.Declare(s.commandKind())
+	k.Declare(devices.ResultHook{Kind: agentproto.CommandRunScript, Run: s.onRemediationResult})
 	s.Register(k.HTTP)
 	k.Every("policy-evaluations", ScheduleEvery, s.RunSchedule)
 	k.Worker("policy-follow-ups", s.StartWorker, s.StopWorker)

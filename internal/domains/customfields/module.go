@@ -1,16 +1,22 @@
 package customfields
 
 import (
+	"context"
+	"time"
+
 	"gale/internal/platform/access"
 	"gale/internal/platform/module"
 	"gale/internal/platform/partnerexport"
-	"time"
 )
 
 // Module serves custom field definitions and device values.
 var Module = module.Module{Name: "customfields", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger)
+	s := New(Deps{DB: k.DB, Logger: k.Logger})
 	s.Register(k.HTTP)
+	k.OnReady(func(context.Context) error {
+		s.plug(module.Declared[Hook](k))
+		return nil
+	})
 	k.Provide(s)
 	k.Declare(partnerexport.Export[Field]{Name: "custom-fields", Scope: access.CustomFieldsRead,
 		Summary: "Export custom field definitions", Fetch: s.ExportFields,

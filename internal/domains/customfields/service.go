@@ -17,8 +17,10 @@ import (
 	"gale/internal/platform/store"
 )
 
-// Hook runs inside the transaction that changed a device's custom field values, so that
-// derived state (dynamic group membership) commits or rolls back with the change.
+// Hook runs inside the transaction that changed a device's custom field values (a PATCH of its
+// values, or a deleted field that had a value on it), so that derived state (dynamic group
+// membership) commits or rolls back with the change. A domain declares its Hook on the module
+// kernel.
 type Hook func(ctx context.Context, tx *sql.Tx, deviceID string) error
 
 // Service manages custom field definitions and device values.
@@ -29,15 +31,19 @@ type Service struct {
 	hooks []Hook
 }
 
-// New returns the custom fields service.
-func New(db *store.DB, logger *slog.Logger) *Service {
-	return &Service{db: db, logger: logger}
+// Deps is what the custom fields service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
 }
 
-// AddHook adds h to run, in the same transaction, for every device whose values changed (a
-// PATCH of its values, or a deleted field that had a value on it). Call it while wiring,
-// before serving.
-func (s *Service) AddHook(h Hook) { s.hooks = append(s.hooks, h) }
+// New returns the custom fields service.
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger}
+}
+
+// plug takes in the hooks modules declared, once every module is built.
+func (s *Service) plug(hooks []Hook) { s.hooks = append(s.hooks, hooks...) }
 
 func (s *Service) changed(ctx context.Context, tx *sql.Tx, deviceID string) error {
 	for _, h := range s.hooks {

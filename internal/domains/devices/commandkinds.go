@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,8 +16,8 @@ import (
 	"gale/internal/wire/agentproto"
 )
 
-// CommandKind is a kind of device command. The domain that owns a kind registers it with
-// RegisterCommandKind; devices keeps what all commands share (storage, delivery, states,
+// CommandKind is a kind of device command. The domain that owns a kind declares it on the
+// module kernel (k.Declare); devices keeps what all commands share (storage, delivery, states,
 // bulk sends) and asks the kind about the rest.
 type CommandKind struct {
 	// Name is the command's type on the API and on the wire, e.g. "run_script".
@@ -48,20 +49,21 @@ type CommandKind struct {
 // maxCommandTimeout is the API's limit on timeoutSeconds.
 const maxCommandTimeout = 3600
 
-// RegisterCommandKind adds a kind of command. Call it while wiring, before serving; a kind
-// registered twice or without a name or timeout is a wiring mistake and panics.
-func (s *Service) RegisterCommandKind(k CommandKind) {
+// addCommandKind adds a kind of command. A kind added twice or without a name or timeout is a
+// wiring mistake.
+func (s *Service) addCommandKind(k CommandKind) error {
 	if k.Name == "" || k.DefaultTimeout <= 0 || k.DefaultTimeout > maxCommandTimeout || k.MaxTimeout < 0 || k.MaxTimeout > maxCommandTimeout {
-		panic("devices: command kind " + k.Name + " needs a name and timeouts from 1 to 3600 seconds")
+		return fmt.Errorf("command kind %q needs a name and timeouts from 1 to 3600 seconds", k.Name)
 	}
 	if _, ok := s.kinds[k.Name]; ok {
-		panic("devices: command kind " + k.Name + " registered twice")
+		return fmt.Errorf("command kind %s declared twice", k.Name)
 	}
 	if k.MaxTimeout == 0 {
 		k.MaxTimeout = maxCommandTimeout
 	}
 	s.kinds[k.Name] = k
 	s.anyOnResult = s.anyOnResult || k.OnResult != nil
+	return nil
 }
 
 // CommandKindNames lists the registered kinds in name order.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -340,15 +341,21 @@ func (s *Service) Dispatch(ctx context.Context, cmds []DeviceCommand) {
 	}
 }
 
-// AddResultHook makes fn run, like the kind's own OnResult and after it, in the transaction
-// that records the agent's result of a command of that kind: a domain that starts such
-// commands (script executions) keeps its records of them in step. Call it while wiring; an
-// unknown kind panics.
-func (s *Service) AddResultHook(kind string, fn func(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error) {
-	k, ok := s.kinds[kind]
+// ResultHook is declared by a domain that starts commands of a kind another domain owns and
+// keeps records of its own about them (script executions, deployments, remediations): Run runs
+// in the transaction that records the agent's result of a command of Kind, after the kind's own
+// OnResult and the hooks declared before it.
+type ResultHook struct {
+	Kind string
+	Run  func(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error
+}
+
+func (s *Service) addResultHook(h ResultHook) error {
+	k, ok := s.kinds[h.Kind]
 	if !ok {
-		panic("devices: result hook for unknown command kind " + kind)
+		return fmt.Errorf("result hook for unknown command kind %s", h.Kind)
 	}
+	fn := h.Run
 	if prev := k.OnResult; prev != nil {
 		k.OnResult = func(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error {
 			if err := prev(ctx, tx, deviceID, r); err != nil {
@@ -359,8 +366,9 @@ func (s *Service) AddResultHook(kind string, fn func(ctx context.Context, tx *sq
 	} else {
 		k.OnResult = fn
 	}
-	s.kinds[kind] = k
+	s.kinds[h.Kind] = k
 	s.anyOnResult = true
+	return nil
 }
 
 // CommandColumns are the columns of a device command (alias c), for a domain listing work it

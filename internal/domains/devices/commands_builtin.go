@@ -9,18 +9,21 @@ import (
 	"gale/internal/wire/agentproto"
 )
 
-// The command kinds every agent has had from the start, registered like any other domain's:
-// an inventory refresh, a script, a reboot and a shutdown.
-func (s *Service) registerBuiltInCommandKinds() {
-	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRefreshInventory, DefaultTimeout: 300})
-	s.RegisterCommandKind(CommandKind{Name: agentproto.CommandRunScript, DefaultTimeout: 300, Validate: validateRunScript, CancelSent: CancelStops,
-		PayloadDoc: "{language: bash|sh|python|powershell|cmd, script, args?, env?, maxOutputBytes?}."})
+// builtInCommandKinds are the command kinds every agent has had from the start, handled like
+// any other domain's: an inventory refresh, a script, a reboot and a shutdown.
+func builtInCommandKinds() []CommandKind {
+	kinds := []CommandKind{
+		{Name: agentproto.CommandRefreshInventory, DefaultTimeout: 300},
+		{Name: agentproto.CommandRunScript, DefaultTimeout: 300, Validate: validateRunScript, CancelSent: CancelStops,
+			PayloadDoc: "{language: bash|sh|python|powershell|cmd, script, args?, env?, maxOutputBytes?}."},
+	}
 	// A reboot is completed once the machine is back and its agent reports, so its timeout
 	// counts the delay and then the time to go down and come back.
 	for _, name := range []string{agentproto.CommandReboot, agentproto.CommandShutdown} {
-		s.RegisterCommandKind(CommandKind{Name: name, DefaultTimeout: powerAllowance, Validate: validatePowerDelay, CancelSent: CancelConfirmed,
+		kinds = append(kinds, CommandKind{Name: name, DefaultTimeout: powerAllowance, Validate: validatePowerDelay, CancelSent: CancelConfirmed,
 			Wait: func(payload any) int { return payload.(agentproto.PowerDelay).DelaySeconds }, PayloadDoc: "{delaySeconds?}."})
 	}
+	return kinds
 }
 
 // powerAllowance is the default time, in seconds, a reboot may take from its due time until

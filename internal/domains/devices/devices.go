@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -177,7 +178,9 @@ func (sc scanner) cacheRow(d *Device) (*Device, time.Time) {
 	return d, d.watchdogSeen.Add(sc.watchdogQuiet)
 }
 
-// Hooks let other domains react to device changes inside the changing transaction.
+// Hooks let other domains react to device changes inside the changing transaction. A domain
+// declares its hooks on the module kernel (k.Declare); nil fields add nothing, and hooks of each
+// kind run in module order.
 type Hooks struct {
 	// Changed runs after a device's attributes, status or tags changed (dynamic groups).
 	Changed func(ctx context.Context, tx *sql.Tx, deviceID string) error
@@ -190,7 +193,9 @@ type Hooks struct {
 	CommandFinished func(ctx context.Context, tx *sql.Tx, deviceID string) error
 }
 
-// Notifier tells the agent channel that a device has work waiting or must stop.
+// Notifier tells the agent channel that a device has work waiting or must stop. The agent
+// channel declares itself on the module kernel; without one (a service built alone, in a test)
+// nothing is told.
 type Notifier interface {
 	// Work says the device has pending commands or calls.
 	Work(ctx context.Context, deviceID string)
@@ -267,13 +272,42 @@ func New(db *store.DB, logger *slog.Logger, keys KeyClaimer, limiter *ratelimit.
 	sc := scanner{watchdogQuiet: opts.OfflineAfter}
 	s := &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{}, sc: sc,
 		kinds: map[string]CommandKind{}, listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
-	s.registerBuiltInCommandKinds()
+	for _, k := range builtInCommandKinds() {
+		if err := s.addCommandKind(k); err != nil {
+			panic(err)
+		}
+	}
 	return s
 }
 
-// AddHooks adds the hooks of another domain (its nil fields add nothing); hooks of each kind
-// run in the order they were added. Call it while wiring, before serving.
-func (s *Service) AddHooks(h Hooks) {
+// plug takes in what other modules declared for devices, once every module is built: their
+// command kinds, then the handlers of their results, their hooks on device changes, and the
+// agent channel.
+func (s *Service) plug(kinds []CommandKind, results []ResultHook, hooks []Hooks, channels []Notifier) error {
+	for _, k := range kinds {
+		if err := s.addCommandKind(k); err != nil {
+			return err
+		}
+	}
+	for _, r := range results {
+		if err := s.addResultHook(r); err != nil {
+			return err
+		}
+	}
+	for _, h := range hooks {
+		s.addHooks(h)
+	}
+	switch len(channels) {
+	case 0:
+	case 1:
+		s.notifier = channels[0]
+	default:
+		return fmt.Errorf("%d agent channels declared; there is one", len(channels))
+	}
+	return nil
+}
+
+func (s *Service) addHooks(h Hooks) {
 	if h.Changed != nil {
 		s.hooks.changed = append(s.hooks.changed, h.Changed)
 	}
@@ -288,7 +322,7 @@ func (s *Service) AddHooks(h Hooks) {
 	}
 }
 
-// hookLists are the hooks added with AddHooks.
+// hookLists are the hooks other domains declared.
 type hookLists struct {
 	changed, heartbeat, commandFinished []func(ctx context.Context, tx *sql.Tx, deviceID string) error
 	leftOrg                             []func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
@@ -303,9 +337,6 @@ func runHooks(ctx context.Context, tx *sql.Tx, deviceID string, hooks []func(con
 	}
 	return nil
 }
-
-// SetNotifier connects the agent channel.
-func (s *Service) SetNotifier(n Notifier) { s.notifier = n }
 
 func (s *Service) changed(ctx context.Context, tx *sql.Tx, deviceID string) error {
 	return runHooks(ctx, tx, deviceID, s.hooks.changed)

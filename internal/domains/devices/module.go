@@ -26,6 +26,10 @@ var Module = module.Module{Name: "devices", Build: func(k *module.Kernel) error 
 	s.Register(k.HTTP)
 	k.Every("device-sweep", 30*time.Second, s.Sweep)
 	k.OnReady(func(context.Context) error {
+		if err := s.plug(module.Declared[CommandKind](k), module.Declared[ResultHook](k), module.Declared[Hooks](k),
+			module.Declared[Notifier](k)); err != nil {
+			return err
+		}
 		s.DocumentCommandKinds(k.HTTP.API.OpenAPI())
 		return nil
 	})

@@ -19,6 +19,7 @@ const TickEvery = 30 * time.Second
 var Module = module.Module{Name: "discovery", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger, k.Clock, k.Box, Deps{Devices: module.Get[*devices.Service](k), Sites: module.Get[*tenancy.Service](k),
 		Monitors: module.Get[*monitors.Service](k), SNMP: module.Get[*snmp.Service](k)})
+	k.Declare(s.commandKind())
 	s.Register(k.HTTP)
 	k.Every("discovery-jobs", TickEvery, s.Tick)
 	k.Provide(s)

@@ -47,15 +47,17 @@ type Deps struct {
 	SNMP     SNMPDevices
 }
 
-// New returns the discovery service and registers the network_scan command kind.
+// New returns the discovery service.
 func New(db *store.DB, logger *slog.Logger, clk clock.Clock, box *secrets.Box, d Deps) *Service {
-	s := &Service{db: db, logger: logger, clock: clock.Or(clk), box: box, devices: d.Devices, sites: d.Sites, monitors: d.Monitors, snmp: d.SNMP}
-	dev := d.Devices
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandNetworkScan, DefaultTimeout: scanTimeout, MaxTimeout: scanTimeout,
+	return &Service{db: db, logger: logger, clock: clock.Or(clk), box: box, devices: d.Devices, sites: d.Sites, monitors: d.Monitors, snmp: d.SNMP}
+}
+
+// commandKind is the network_scan command kind, whose results discovery's jobs record.
+func (s *Service) commandKind() devices.CommandKind {
+	return devices.CommandKind{Name: agentproto.CommandNetworkScan, DefaultTimeout: scanTimeout, MaxTimeout: scanTimeout,
 		Validate: validateScan, OnResult: s.onScanResult, CancelSent: devices.CancelStops,
 		PayloadDoc: "{subnets, excludes, methods, ports, snmp?, timeoutMs, concurrency}: scan networks; started by discovery scans " +
-			"(POST /discovery/scan), whose jobs record the result."})
-	return s
+			"(POST /discovery/scan), whose jobs record the result."}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }

@@ -13,8 +13,8 @@ import (
 var Module = module.Module{Name: "groups", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger)
 	s.Register(k.HTTP)
-	module.Get[*devices.Service](k).AddHooks(devices.Hooks{Changed: s.DeviceChanged, LeftOrg: s.DeviceLeftOrg})
-	module.Get[*customfields.Service](k).AddHook(s.DeviceChanged)
+	k.Declare(devices.Hooks{Changed: s.DeviceChanged, LeftOrg: s.DeviceLeftOrg})
+	k.Declare(customfields.Hook(s.DeviceChanged))
 	k.Every("groups-recompute", 5*time.Minute, s.RecomputeAll)
 	k.Provide(s)
 	return nil

@@ -249,17 +249,9 @@ func (s *Service) Tick(ctx context.Context) error {
 // Purge deletes the completed and cancelled occurrences that ended more than a year ago
 // (their windows never write them again: occurrences are written only ahead of now).
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	var n int64
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM maintenance_occurrences WHERE status IN ($1, $2) AND ends_at < $3`, Completed,
-			Cancelled, s.now().Add(-Retention))
-		if err != nil {
-			return fmt.Errorf("purge maintenance occurrences: %w", err)
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return n, err
+	return s.db.Purge(ctx, "maintenance occurrences", store.Deletion{
+		SQL:  `DELETE FROM maintenance_occurrences WHERE status IN ($1, $2) AND ends_at < $3`,
+		Args: []any{Completed, Cancelled, s.now().Add(-Retention)}})
 }
 
 func transitioned(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]MaintenanceOccurrence, error) {

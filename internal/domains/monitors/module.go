@@ -1,6 +1,7 @@
 package monitors
 
 import (
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
 	"gale/internal/platform/module"
@@ -11,9 +12,9 @@ import (
 // stores, the scheduler that sends due checks every 2 seconds and the purge of old results.
 var Module = module.Module{Name: "monitors", Build: func(k *module.Kernel) error {
 	dev := module.Get[*devices.Service](k)
-	s := New(k.DB, dev, module.Get[*alerts.Service](k), module.Get[Caller](k), Options{Logger: k.Logger, Clock: k.Clock,
+	s := New(k.DB, dev, module.Get[*alerts.Service](k), module.Get[*agenthub.Hub](k), Options{Logger: k.Logger, Clock: k.Clock,
 		Wake: k.Events.Wake, Retention: k.Config.MonitorResultsRetention})
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandMonitorChecks, Validate: validateChecks, DefaultTimeout: 300,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandMonitorChecks, Validate: validateChecks, DefaultTimeout: 300,
 		MaxTimeout: 3600, OnResult: s.onChecks,
 		PayloadDoc: "Sent by the monitor scheduler: {checks: [{monitorId, type, target, config, timeoutSeconds}]}, at most 500."})
 	s.Register(k.HTTP)

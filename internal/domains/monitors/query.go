@@ -162,11 +162,8 @@ func (s *Service) Results(ctx context.Context, id string, f ResultFilter, page s
 
 // Purge deletes the results older than the retention.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM monitor_results WHERE checked_at < $1`, s.now().Add(-s.retention))
-	if err != nil {
-		return 0, fmt.Errorf("purge monitor results: %w", err)
-	}
-	return res.RowsAffected()
+	return s.db.Purge(ctx, "monitor results",
+		store.Deletion{SQL: `DELETE FROM monitor_results WHERE checked_at < $1`, Args: []any{s.now().Add(-s.retention)}})
 }
 
 // MonitorDashboard counts the monitors in scope.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"gale/internal/platform/config"
 	"gale/internal/platform/module"
@@ -56,7 +55,7 @@ var Module = module.Module{Name: "notifications", Build: func(k *module.Kernel) 
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
 	k.Worker("push-senders", s.Start, s.Stop)
-	k.Every("notifications-purge", time.Hour, s.Purge)
+	k.Purge("notifications", s.Purge)
 	k.Provide(s)
 	return nil
 }}

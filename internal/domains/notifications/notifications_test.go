@@ -315,7 +315,7 @@ func TestPurge(t *testing.T) {
 	x.Must(200, x.admin, "POST", api+"/alerts/"+id2+"/acknowledge", nil)
 	x.dispatch()
 	x.exec(`UPDATE notifications SET created_at = $1 WHERE resource_id = $2`, store.Now().Add(-91*24*time.Hour), id)
-	if err := app.Service[*notifications.Service](x.App).Purge(context.Background()); err != nil {
+	if _, err := app.Service[*notifications.Service](x.App).Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if l := x.list(x.ten.Partner, ""); len(l.Data) != 1 || l.Data[0].ResourceID != id2 {

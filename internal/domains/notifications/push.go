@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/store"
 )
 
 // Push platforms.
@@ -242,12 +243,9 @@ const (
 
 // Purge deletes push messages finished more than PushRetention ago and notifications older
 // than NotificationRetention (read or not), with their push messages.
-func (s *Service) Purge(ctx context.Context) error {
+func (s *Service) Purge(ctx context.Context) (int64, error) {
 	now := s.now()
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM push_messages WHERE status <> 'pending' AND created_at < $1`,
-		now.Add(-PushRetention)); err != nil {
-		return err
-	}
-	_, err := s.db.ExecContext(ctx, `DELETE FROM notifications WHERE created_at < $1`, now.Add(-NotificationRetention))
-	return err
+	return s.db.Purge(ctx, "notifications",
+		store.Deletion{SQL: `DELETE FROM push_messages WHERE status <> 'pending' AND created_at < $1`, Args: []any{now.Add(-PushRetention)}},
+		store.Deletion{SQL: `DELETE FROM notifications WHERE created_at < $1`, Args: []any{now.Add(-NotificationRetention)}})
 }

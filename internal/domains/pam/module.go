@@ -13,10 +13,10 @@ import (
 var Module = module.Module{Name: "pam", Build: func(k *module.Kernel) error {
 	dev := module.Get[*devices.Service](k)
 	s := New(k.DB, dev, Options{Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake})
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandElevationDecision, Validate: validateDecision, DefaultTimeout: 60,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandElevationDecision, Validate: validateDecision, DefaultTimeout: 60,
 		MaxTimeout: 600, OS: []string{agentproto.OSLinux},
 		PayloadDoc: "Sent by privileged access management: {localId, requestId, decision, reason, expiresAt, grant, user, path}."})
-	module.Get[*agenthub.Hub](k).OnMessage(agentproto.TypeElevationRequest, s.HandleReport)
+	k.Declare(agenthub.Message{Type: agentproto.TypeElevationRequest, Handle: s.HandleReport})
 	s.Register(k.HTTP)
 	k.Every("pam-expire", ExpireEvery, s.Expire)
 	k.Provide(s)

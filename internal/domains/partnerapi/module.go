@@ -2,6 +2,7 @@ package partnerapi
 
 import (
 	"context"
+
 	"gale/internal/domains/audit"
 	"gale/internal/domains/enrollment"
 	"gale/internal/domains/tenancy"

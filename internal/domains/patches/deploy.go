@@ -10,7 +10,6 @@ import (
 	"gale/internal/domains/rollouts"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
-	"gale/internal/wire/agentproto"
 )
 
 // DeployPayload is a rollout's payload of patches: the approved patches among patchIds that a
@@ -25,9 +24,6 @@ type Deployer struct{ Patches *Service }
 
 // Type implements rollouts.Deployer.
 func (Deployer) Type() string { return "patch" }
-
-// CommandKind implements rollouts.Deployer.
-func (Deployer) CommandKind() string { return agentproto.CommandPatchInstall }
 
 // Permission implements rollouts.Deployer.
 func (Deployer) Permission() access.Perm { return access.PatchesExecute }

@@ -203,7 +203,7 @@ type deviceWork struct {
 // InstallIn records, in the caller's transaction, an install job putting the approved
 // pending (or failed) patches among patchIDs on each device named (1 to 500 each): one
 // patch_install command per device, with the newest approved version of each package.
-// Devices with nothing to install are skipped; devices Hold keeps get their rows waiting and
+// Devices with nothing to install are skipped; devices a maintenance window holds get their rows waiting and
 // no command (ReleaseWaiting queues them later). Once the transaction has committed, the
 // caller hands job.Commands to devices' Dispatch.
 func (s *Service) InstallIn(ctx context.Context, tx *sql.Tx, deviceIDs, patchIDs []string, opts InstallOptions) (PatchJob, error) {
@@ -375,8 +375,8 @@ func (s *Service) startPackageJob(ctx context.Context, tx *sql.Tx, kind, partner
 	}
 	slices.Sort(ids)
 	held := map[string]bool{}
-	if s.Hold != nil && !opts.IgnoreHold && len(ids) > 0 {
-		if held, err = s.Hold(ctx, tx, ids); err != nil {
+	if !opts.IgnoreHold {
+		if held, err = s.held(ctx, tx, ids); err != nil {
 			return PatchJobStart{}, fmt.Errorf("ask which devices are held: %w", err)
 		}
 	}
@@ -511,8 +511,8 @@ func (s *Service) Rollback(ctx context.Context, patchID string, in PatchRollback
 	return out, nil
 }
 
-// ReleaseWaiting queues the waiting work of install and rollback jobs whose devices Hold no
-// longer keeps, up to 500 devices a call.
+// ReleaseWaiting queues the waiting work of install and rollback jobs whose devices no
+// maintenance window keeps any more, up to 500 devices a call.
 func (s *Service) ReleaseWaiting(ctx context.Context) error {
 	type waiting struct {
 		jobID, deviceID, partnerID, orgID, kind string
@@ -550,12 +550,9 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 		for i, w := range list {
 			ids[i] = w.deviceID
 		}
-		held := map[string]bool{}
-		if s.Hold != nil {
-			var err error
-			if held, err = s.Hold(ctx, tx, unique(ids)); err != nil {
-				return fmt.Errorf("ask which devices are held: %w", err)
-			}
+		held, err := s.held(ctx, tx, unique(ids))
+		if err != nil {
+			return fmt.Errorf("ask which devices are held: %w", err)
 		}
 		now := store.Now()
 		touched := map[string]bool{}

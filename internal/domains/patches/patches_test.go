@@ -420,7 +420,7 @@ func TestInstallRecordsOutcomesAndRollbackGoesBack(t *testing.T) {
 	// db is held: its work waits, with no command.
 	var holdMu sync.Mutex
 	held := map[string]bool{db: true}
-	f.s.Hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+	f.s.SetHold(func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 		holdMu.Lock()
 		defer holdMu.Unlock()
 		out := map[string]bool{}
@@ -428,7 +428,7 @@ func TestInstallRecordsOutcomesAndRollbackGoesBack(t *testing.T) {
 			out[id] = held[id]
 		}
 		return out, nil
-	}
+	})
 	ctx := partnerCtx(f.a)
 	job, err := f.s.Install(ctx, []string{web, db, f.device(f.a, "idle", "linux")}, []string{ids["openssl"], ids["curl"], ids["vim"]},
 		patches.InstallOptions{})

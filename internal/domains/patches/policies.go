@@ -161,10 +161,10 @@ type Policies struct {
 	maintenance *maintenance.Service
 }
 
-// NewPolicies returns the patch policies of s, on clk, with the maintenance windows that
-// window-based policies run in.
-func NewPolicies(s *Service, clk clock.Clock, m *maintenance.Service) *Policies {
-	return &Policies{patches: s, db: s.db, logger: s.logger, clock: clock.Or(clk), devices: s.devices, maintenance: m}
+// NewPolicies returns the patch policies of s, which run on its clock and honour its
+// maintenance windows.
+func NewPolicies(s *Service) *Policies {
+	return &Policies{patches: s, db: s.db, logger: s.logger, clock: s.clock, devices: s.devices, maintenance: s.maintenance}
 }
 
 func (p *Policies) now() time.Time { return p.clock.Now().UTC().Truncate(time.Microsecond) }

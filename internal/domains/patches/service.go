@@ -9,11 +9,13 @@ import (
 	"strings"
 
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/tenancy"
 	"gale/internal/domains/thirdparty"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/blob"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/jobs"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
@@ -21,31 +23,67 @@ import (
 
 // Service keeps patches, approvals, jobs and reports.
 type Service struct {
-	db      *store.DB
-	logger  *slog.Logger
-	devices *devices.Service
-	blobs   blob.Store
-	// Hold, when set, says which devices may not have packages changed now (a maintenance
-	// window's rule): install and rollback work for them waits (JobDeviceWaiting) until
-	// ReleaseWaiting finds them free. Nil holds nothing.
-	Hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
-	// Catalog is the third-party catalog that third-party patches come from; nil: none.
-	Catalog *thirdparty.Service
+	db          *store.DB
+	logger      *slog.Logger
+	clock       clock.Clock
+	devices     *devices.Service
+	blobs       blob.Store
+	maintenance *maintenance.Service
+	// hold says which devices a maintenance window keeps from package changes now; nil: none.
+	hold    func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
+	catalog *thirdparty.Service
 	// reports is this node's builder of queued reports, woken when one is queued here.
 	reports *jobs.Loop
 }
 
-// New returns the patches service and registers its command kinds with dev.
-func New(db *store.DB, logger *slog.Logger, dev *devices.Service, blobs blob.Store) *Service {
-	s := &Service{db: db, logger: logger, devices: dev, blobs: blobs}
-	s.reports = jobs.NewLoop("patch report", reportPoll, logger, s.buildReports)
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandPatchScan, DefaultTimeout: 900, Validate: validateScan,
-		OS: []string{agentproto.OSLinux}, OnResult: s.onScanResult, CancelSent: devices.CancelStops,
-		PayloadDoc: "{refresh?}: list the updates the package manager offers; the result is recorded by the patches domain."})
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandPatchInstall, DefaultTimeout: 1800, Validate: validateInstall,
-		OS: []string{agentproto.OSLinux}, OnResult: s.onInstallResult,
-		PayloadDoc: "{packages: [{name, version}] (1 to 500), rollback?}: install exactly these versions."})
+// Deps is what the patches service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time patch policies run on; nil: the system clock.
+	Clock   clock.Clock
+	Devices *devices.Service
+	Blobs   blob.Store
+	// Maintenance says which devices may not have packages changed now (a window suppressing
+	// patches): install and rollback work for them waits (JobDeviceWaiting) until
+	// ReleaseWaiting finds them free. Nil holds nothing.
+	Maintenance *maintenance.Service
+	// Catalog is the third-party catalog that third-party patches come from; nil: none.
+	Catalog *thirdparty.Service
+}
+
+// New returns the patches service.
+func New(d Deps) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, blobs: d.Blobs,
+		maintenance: d.Maintenance, catalog: d.Catalog}
+	if m := d.Maintenance; m != nil {
+		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+			return m.Held(ctx, tx, maintenance.Patches, ids)
+		}
+	}
+	s.reports = jobs.NewLoop("patch report", reportPoll, d.Logger, s.buildReports)
 	return s
+}
+
+// held says which of the devices a maintenance window keeps from package changes now.
+func (s *Service) held(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+	if s.hold == nil || len(ids) == 0 {
+		return map[string]bool{}, nil
+	}
+	return s.hold(ctx, tx, ids)
+}
+
+// commandKinds are the patch_scan and patch_install command kinds, whose results the patches
+// domain records.
+func (s *Service) commandKinds() []devices.CommandKind {
+	return []devices.CommandKind{
+		{Name: agentproto.CommandPatchScan, DefaultTimeout: 900, Validate: validateScan,
+			OS: []string{agentproto.OSLinux}, OnResult: s.onScanResult, CancelSent: devices.CancelStops,
+			PayloadDoc: "{refresh?}: list the updates the package manager offers; the result is recorded by the patches domain."},
+		{Name: agentproto.CommandPatchInstall, DefaultTimeout: 1800, Validate: validateInstall,
+			OS: []string{agentproto.OSLinux}, OnResult: s.onInstallResult,
+			PayloadDoc: "{packages: [{name, version}] (1 to 500), rollback?}: install exactly these versions."},
+	}
 }
 
 func validateScan(raw json.RawMessage, _ string) (any, error) {

@@ -120,7 +120,7 @@ func (ix catalogIndex) offers(installs []devices.NamedInstall) map[string][]offe
 // (their inventory) against the catalog, on the server, in one transaction. The job's
 // devices are done when it returns.
 func (s *Service) scanThirdParty(ctx context.Context, ids []string) (PatchJobStart, error) {
-	if s.Catalog == nil {
+	if s.catalog == nil {
 		return PatchJobStart{}, apperr.BadRequest("SCAN_SOURCE_UNSUPPORTED", "this server has no third-party catalog")
 	}
 	var out PatchJobStart
@@ -133,7 +133,7 @@ func (s *Service) scanThirdParty(ctx context.Context, ids []string) (PatchJobSta
 		if err != nil {
 			return err
 		}
-		entries, err := s.Catalog.Entries(ctx, tx)
+		entries, err := s.catalog.Entries(ctx, tx)
 		if err != nil {
 			return err
 		}
@@ -303,10 +303,10 @@ func (s *Service) thirdPartyInstallers(ctx context.Context, tx *sql.Tx, items []
 	if len(items) == 0 {
 		return nil, nil, nil
 	}
-	if s.Catalog == nil {
+	if s.catalog == nil {
 		return nil, nil, errors.New("third-party patches need the third-party catalog")
 	}
-	entries, err := s.Catalog.Entries(ctx, tx)
+	entries, err := s.catalog.Entries(ctx, tx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -16,11 +16,11 @@ import (
 // sessions every minute.
 var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
 	c := k.Config
-	s := New(k.DB, k.Clock, k.Logger, module.Get[*devices.Service](k), module.Get[systemtools.Caller](k), module.Get[*authtickets.Service](k),
+	s := New(k.DB, k.Clock, k.Logger, module.Get[*devices.Service](k), module.Get[*agenthub.Hub](k), module.Get[*authtickets.Service](k),
 		module.Get[*systemtools.Service](k), Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs,
 			TURNSecret: c.RemoteTURNSecret, TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})
 	s.Register(k.HTTP)
-	module.Get[*agenthub.Hub](k).OnMessage(agentproto.TypeDesktopState, s.DesktopState)
+	k.Declare(agenthub.Message{Type: agentproto.TypeDesktopState, Handle: s.DesktopState})
 	k.Every("remote-sessions-expire", time.Minute, s.expireAll)
 	k.Provide(s)
 	return nil

@@ -12,16 +12,13 @@ import (
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
-	"gale/internal/wire/agentproto"
 )
 
-// Deployer delivers one type of payload; each payload type plugs one in (AddDeployer).
+// Deployer delivers one type of payload. The module of a payload type declares its Deployer on
+// the module kernel, with the Service's ResultHook for the command kind it sends.
 type Deployer interface {
 	// Type is the payload's type: "script", "software", "patch".
 	Type() string
-	// CommandKind is the devices command kind its commands are: their results end the
-	// deployment's devices.
-	CommandKind() string
 	// Permission is what starting it needs besides configuration:write.
 	Permission() access.Perm
 	// Validate checks and normalizes a payload in the caller's scope (400s).
@@ -56,9 +53,6 @@ type ScriptDeployer struct{ Scripts *scripts.Service }
 
 // Type implements Deployer.
 func (ScriptDeployer) Type() string { return "script" }
-
-// CommandKind implements Deployer.
-func (ScriptDeployer) CommandKind() string { return agentproto.CommandRunScript }
 
 // Permission implements Deployer.
 func (ScriptDeployer) Permission() access.Perm { return access.ScriptsExecute }

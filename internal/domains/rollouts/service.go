@@ -14,6 +14,7 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -33,33 +34,55 @@ type Service struct {
 	clock     clock.Clock
 	devices   *devices.Service
 	deployers map[string]Deployer
-	hooked    map[string]bool
-	hold      atomic.Pointer[HoldFunc]
+	// hold is read on each round of the runner; tests replace it on a running server.
+	hold atomic.Pointer[HoldFunc]
 }
 
-// New returns the deployments service.
-func New(db *store.DB, logger *slog.Logger, clk clock.Clock, dev *devices.Service) *Service {
-	return &Service{db: db, logger: logger, clock: clock.Or(clk), devices: dev, deployers: map[string]Deployer{}, hooked: map[string]bool{}}
+// Deps is what the deployments service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time deployments run on; nil: the system clock.
+	Clock   clock.Clock
+	Devices *devices.Service
+	// Maintenance holds the devices of deployments that respect maintenance windows while a
+	// window suppresses their payload (a script's as scripts, software's and patches' as
+	// patches); nil: nothing is held.
+	Maintenance *maintenance.Service
 }
 
-// AddDeployer plugs in a payload type, and records its commands' results on the deployments'
-// devices. Call it while wiring.
-func (s *Service) AddDeployer(d Deployer) {
-	s.deployers[d.Type()] = d
-	if !s.hooked[d.CommandKind()] {
-		s.hooked[d.CommandKind()] = true
-		s.devices.AddResultHook(d.CommandKind(), s.recordResult)
+// New returns the deployments service. Its payload types come from the Deployers that modules
+// declare (the script deployer is its own): see plug.
+func New(d Deps) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, deployers: map[string]Deployer{}}
+	if m := d.Maintenance; m != nil {
+		hold := HoldFunc(func(ctx context.Context, tx *sql.Tx, payloadType string, ids []string) (map[string]bool, error) {
+			what := maintenance.Patches
+			if payloadType == "script" {
+				what = maintenance.Scripts
+			}
+			return m.Held(ctx, tx, what, ids)
+		})
+		s.hold.Store(&hold)
 	}
+	return s
 }
 
-// SetHold installs what tells which devices a maintenance window holds (nil: none). It may be
-// called at any time; the runner reads it on each round.
-func (s *Service) SetHold(h HoldFunc) {
-	if h == nil {
-		s.hold.Store(nil)
-		return
+// plug takes in the deployers modules declared, once every module is built.
+func (s *Service) plug(deployers []Deployer) error {
+	for _, d := range deployers {
+		if _, ok := s.deployers[d.Type()]; ok {
+			return fmt.Errorf("deployer of %s payloads declared twice", d.Type())
+		}
+		s.deployers[d.Type()] = d
 	}
-	s.hold.Store(&h)
+	return nil
+}
+
+// ResultHook is what a module that declares a Deployer declares with it, for the command kind
+// its deployments send: the agents' results of those commands end the deployment's devices.
+func (s *Service) ResultHook(commandKind string) devices.ResultHook {
+	return devices.ResultHook{Kind: commandKind, Run: s.recordResult}
 }
 
 func (s *Service) held(ctx context.Context, tx *sql.Tx, payloadType string, ids []string) (map[string]bool, error) {

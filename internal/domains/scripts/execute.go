@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -284,10 +285,10 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 // (skipped, MAINTENANCE_WINDOW); when every device is held the execution is refused (409).
 // Only devices in the caller's scope count as held: others go on to be refused as unknown.
 func (s *Service) notHeld(ctx context.Context, tx *sql.Tx, ids []string) ([]string, []devices.BulkItem, error) {
-	if s.hold == nil {
+	if s.maintenance == nil {
 		return ids, nil, nil
 	}
-	held, err := s.hold(ctx, tx, ids)
+	held, err := s.maintenance.Held(ctx, tx, maintenance.Scripts, ids)
 	if err != nil {
 		return nil, nil, err
 	}

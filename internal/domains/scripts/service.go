@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -19,23 +20,25 @@ import (
 
 // Service keeps scripts and runs them.
 type Service struct {
-	db      *store.DB
-	logger  *slog.Logger
-	devices *devices.Service
-	hold    HoldFunc
+	db          *store.DB
+	logger      *slog.Logger
+	devices     *devices.Service
+	maintenance *maintenance.Service
 }
 
-// HoldFunc reports, for each device, whether a maintenance window in effect now holds scripts
-// back from it; q is the caller's transaction.
-type HoldFunc func(ctx context.Context, q *sql.Tx, deviceIDs []string) (map[string]bool, error)
-
-// SetHold installs the maintenance windows' hold on executions. Call it while wiring; without
-// one no device is held.
-func (s *Service) SetHold(h HoldFunc) { s.hold = h }
+// Deps is what the scripts service is built from.
+type Deps struct {
+	DB      *store.DB
+	Logger  *slog.Logger
+	Devices *devices.Service
+	// Maintenance holds executions back from devices in a window that suppresses scripts;
+	// nil holds none.
+	Maintenance *maintenance.Service
+}
 
 // New returns the scripts service.
-func New(db *store.DB, logger *slog.Logger, dev *devices.Service) *Service {
-	return &Service{db: db, logger: logger, devices: dev}
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger, devices: d.Devices, maintenance: d.Maintenance}
 }
 
 var errPartnerWide = apperr.Forbidden("partner-wide scripts are managed by callers who reach every organization of the partner")

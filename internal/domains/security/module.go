@@ -25,13 +25,13 @@ var Module = module.Module{Name: "security", Build: func(k *module.Kernel) error
 	dev := module.Get[*devices.Service](k)
 	s := New(k.DB, dev, Options{Logger: k.Logger, Clock: k.Clock, StatusInterval: k.Config.SecurityStatusInterval, Wake: k.Events.Wake})
 	linux := []string{agentproto.OSLinux}
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandSecurityStatus, DefaultTimeout: 120, MaxTimeout: 600, OS: linux,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandSecurityStatus, DefaultTimeout: 120, MaxTimeout: 600, OS: linux,
 		OnResult: s.onStatus, PayloadDoc: "No payload: the agent reports the firewall, encryption, password policy, administrators, listening ports, antivirus and automatic updates."})
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandSecurityScan, Validate: validateScan, DefaultTimeout: scanTimeout,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandSecurityScan, Validate: validateScan, DefaultTimeout: scanTimeout,
 		MaxTimeout: scanTimeout, OS: linux, OnResult: s.onScan, PayloadDoc: "{scanType: quick|full|custom, paths?: [absolute paths]} (custom: 1 to 100 paths)."})
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandThreatAction, Validate: validateThreatAction, DefaultTimeout: 120,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandThreatAction, Validate: validateThreatAction, DefaultTimeout: 120,
 		MaxTimeout: 600, OS: linux, OnResult: s.onThreatAction, PayloadDoc: "{action: quarantine|restore|remove, filePath, sha256}."})
-	dev.AddHooks(devices.Hooks{Changed: s.deviceChanged, LeftOrg: s.deviceLeftOrg})
+	k.Declare(devices.Hooks{Changed: s.deviceChanged, LeftOrg: s.deviceLeftOrg})
 	s.Register(k.HTTP)
 	k.Every("security-status-refresh", RefreshEvery, s.RefreshStatuses)
 	k.Every("security-snapshot", SnapshotEvery, s.Snapshot)

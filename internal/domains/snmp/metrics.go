@@ -526,21 +526,8 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (SNMPDashboard, e
 // Purge deletes metric samples and hourly aggregates older than the retention and poll records older than a day.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
 	now := s.now()
-	var total int64
-	for _, q := range []struct {
-		sql string
-		arg any
-	}{
-		{`DELETE FROM snmp_metrics WHERE collected_at < $1`, now.Add(-s.retention).Unix()},
-		{`DELETE FROM snmp_rollups WHERE hour < $1`, now.Add(-s.retention).Unix()},
-		{`DELETE FROM snmp_polls WHERE polled_at < $1`, now.Add(-24 * time.Hour)},
-	} {
-		res, err := s.db.ExecContext(ctx, q.sql, q.arg)
-		if err != nil {
-			return total, fmt.Errorf("purge SNMP metrics: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-	}
-	return total, nil
+	return s.db.Purge(ctx, "SNMP metrics",
+		store.Deletion{SQL: `DELETE FROM snmp_metrics WHERE collected_at < $1`, Args: []any{now.Add(-s.retention).Unix()}},
+		store.Deletion{SQL: `DELETE FROM snmp_rollups WHERE hour < $1`, Args: []any{now.Add(-s.retention).Unix()}},
+		store.Deletion{SQL: `DELETE FROM snmp_polls WHERE polled_at < $1`, Args: []any{now.Add(-24 * time.Hour)}})
 }

@@ -1,6 +1,7 @@
 package snmp
 
 import (
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
 	"gale/internal/platform/module"
@@ -10,7 +11,7 @@ import (
 // the agents, and the purge of old metric samples (SNMP_METRICS_RETENTION_DAYS).
 var Module = module.Module{Name: "snmp", Build: func(k *module.Kernel) error {
 	s := New(k.DB, k.Logger, k.Box, k.Clock, k.Config.SNMPMetricsRetention, Deps{Devices: module.Get[*devices.Service](k),
-		Alerts: module.Get[*alerts.Service](k), Agents: module.Get[Caller](k)})
+		Alerts: module.Get[*alerts.Service](k), Agents: module.Get[*agenthub.Hub](k)})
 	s.Register(k.HTTP)
 	k.Every("snmp-poll-dispatch", DispatchEvery, s.Dispatch)
 	k.Purge("snmp-metrics", s.Purge)

@@ -13,6 +13,7 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/maintenance"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -27,20 +28,45 @@ type Service struct {
 	logger  *slog.Logger
 	devices *devices.Service
 	blobs   blob.Store
+	// hold says which devices a maintenance window keeps from installs now; nil: none.
+	hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
+	// windowActive tells whether an occurrence of a maintenance window is active now; nil
+	// makes deployments scheduled for a window unavailable.
+	windowActive func(ctx context.Context, windowID string) (bool, error)
+}
 
-	// Hold, when set, tells which of a deployment's devices must wait (a maintenance window
-	// that forbids installs now): those get no command until ReleaseWaiting finds them free.
-	// It runs in the deployment's transaction. Nil holds none.
-	Hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
-	// WindowActive, when set, tells whether an occurrence of a maintenance window is active
-	// now: the devices of a deployment scheduled for that window wait until it is. Nil makes
-	// such deployments unavailable (400).
-	WindowActive func(ctx context.Context, windowID string) (bool, error)
+// Deps is what the software service is built from.
+type Deps struct {
+	DB      *store.DB
+	Logger  *slog.Logger
+	Devices *devices.Service
+	Blobs   blob.Store
+	// Maintenance tells which of a deployment's devices must wait (a window suppressing
+	// patches, of which installs are one kind of change: those devices get no command until
+	// ReleaseWaiting finds them free) and whether a window a deployment is scheduled for is
+	// active. Nil holds none and makes deployments scheduled for a window unavailable (400).
+	Maintenance *maintenance.Service
 }
 
 // New returns the software service.
-func New(db *store.DB, logger *slog.Logger, dev *devices.Service, blobs blob.Store) *Service {
-	return &Service{db: db, logger: logger, devices: dev, blobs: blobs}
+func New(d Deps) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, devices: d.Devices, blobs: d.Blobs}
+	if m := d.Maintenance; m != nil {
+		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+			return m.Held(ctx, tx, maintenance.Patches, ids)
+		}
+		s.windowActive = m.WindowActive
+	}
+	return s
+}
+
+// held says which of the devices a maintenance window keeps from installs now; it runs in
+// the deployment's transaction.
+func (s *Service) held(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+	if s.hold == nil || len(ids) == 0 {
+		return map[string]bool{}, nil
+	}
+	return s.hold(ctx, tx, ids)
 }
 
 var errPartnerWide = apperr.Forbidden("partner-wide catalog items are managed by callers who reach every organization of the partner")

@@ -12,7 +12,6 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
-	"gale/internal/wire/agentproto"
 )
 
 // DeployPayload is a rollout's payload of software: a version of the catalog.
@@ -27,9 +26,6 @@ type Deployer struct{ Software *Service }
 
 // Type implements rollouts.Deployer.
 func (Deployer) Type() string { return "software" }
-
-// CommandKind implements rollouts.Deployer.
-func (Deployer) CommandKind() string { return agentproto.CommandSoftwareInstall }
 
 // Permission implements rollouts.Deployer.
 func (Deployer) Permission() access.Perm { return access.SoftwareExecute }

@@ -284,7 +284,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 		if !store.ValidID(sched.WindowID) {
 			return SoftwareDeployment{}, apperr.Invalid("schedule.windowId", "mode maintenance_window needs the window's ID")
 		}
-		if s.WindowActive == nil {
+		if s.windowActive == nil {
 			return SoftwareDeployment{}, apperr.BadRequest("MAINTENANCE_WINDOWS_UNAVAILABLE",
 				"deployments scheduled for a maintenance window are not available on this server")
 		}
@@ -315,7 +315,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 	}
 	open := true
 	if sched.Mode == ScheduleMaintenanceWindow {
-		if open, err = s.WindowActive(ctx, sched.WindowID); err != nil {
+		if open, err = s.windowActive(ctx, sched.WindowID); err != nil {
 			return SoftwareDeployment{}, err
 		}
 	}
@@ -342,8 +342,8 @@ type newDeployment struct {
 	name     string
 	targets  SoftwareDeploymentTargets
 	schedule SoftwareDeploymentSchedule
-	// open is false while the deployment waits for its maintenance window; hold asks Hold
-	// which devices a window keeps (a rollout decided that already).
+	// open is false while the deployment waits for its maintenance window; hold asks which
+	// devices a window keeps (false: a rollout decided that already).
 	open, hold bool
 }
 
@@ -382,9 +382,9 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 		fits = append(fits, d.ID)
 	}
 	held := map[string]bool{}
-	if n.open && n.hold && s.Hold != nil && len(fits) > 0 {
+	if n.open && n.hold {
 		var err error
-		if held, err = s.Hold(ctx, tx, fits); err != nil {
+		if held, err = s.held(ctx, tx, fits); err != nil {
 			return "", nil, nil, fmt.Errorf("check held devices: %w", err)
 		}
 	}
@@ -731,8 +731,8 @@ func (s *Service) Reconcile(ctx context.Context) error {
 }
 
 // ReleaseWaiting gives their commands to the waiting devices of open deployments that are
-// no longer held: the deployment's maintenance window (if it names one) is active and Hold
-// no longer holds them. It runs periodically; whoever changes a hold may call it too.
+// no longer held: the deployment's maintenance window (if it names one) is active and no
+// window holds them. It runs periodically; whoever changes a hold may call it too.
 func (s *Service) ReleaseWaiting(ctx context.Context) error {
 	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT d.id, d.partner_id, d.org_id, d.version_id, d.schedule_mode, d.window_id
 		FROM software_deployments d JOIN software_deployment_devices r ON r.deployment_id = d.id
@@ -760,10 +760,10 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 	}
 	for _, w := range list {
 		if w.mode == ScheduleMaintenanceWindow {
-			if s.WindowActive == nil {
+			if s.windowActive == nil {
 				continue
 			}
-			active, err := s.WindowActive(ctx, w.window.String)
+			active, err := s.windowActive(ctx, w.window.String)
 			if err != nil {
 				return fmt.Errorf("check the window of deployment %s: %w", w.id, err)
 			}
@@ -778,7 +778,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 	return nil
 }
 
-// release sends the commands of one deployment's waiting devices that Hold lets go.
+// release sends the commands of one deployment's waiting devices that no window holds.
 func (s *Service) release(ctx context.Context, id, versionID string, at tenancy.Placement) error {
 	octx := narrowed(ctx, at.PartnerID, at.OrgID)
 	var cmds []devices.DeviceCommand
@@ -796,11 +796,9 @@ func (s *Service) release(ctx context.Context, id, versionID string, at tenancy.
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		held := map[string]bool{}
-		if s.Hold != nil {
-			if held, err = s.Hold(ctx, tx, ids); err != nil {
-				return fmt.Errorf("check held devices: %w", err)
-			}
+		held, err := s.held(ctx, tx, ids)
+		if err != nil {
+			return fmt.Errorf("check held devices: %w", err)
 		}
 		free := slices.DeleteFunc(ids, func(id string) bool { return held[id] })
 		if len(free) == 0 {

@@ -3,7 +3,6 @@ package software
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"strings"
 	"time"
@@ -18,22 +17,16 @@ import (
 
 // Module serves the software catalog, deployments and inventory.
 var Module = module.Module{Name: "software", Build: func(k *module.Kernel) error {
-	dev := module.Get[*devices.Service](k)
-	s := New(k.DB, k.Logger, dev, k.Blobs)
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
+		Maintenance: module.Get[*maintenance.Service](k)})
 	// An installer that started is not interrupted: a sent software_install cannot be
 	// cancelled (CancelRefused), nor can an uninstall.
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandSoftwareInstall, DefaultTimeout: installTimeout,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandSoftwareInstall, DefaultTimeout: installTimeout,
 		Validate: validateInstall, OnResult: onInstallResult,
 		PayloadDoc: "{url, sha256, sizeBytes?, fileType: deb|rpm|msi|exe|pkg|dmg, name, version, silentArgs?} (sent by software deployments)."})
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandSoftwareUninstall, DefaultTimeout: uninstallTimeout,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandSoftwareUninstall, DefaultTimeout: uninstallTimeout,
 		Validate: validateUninstall, PayloadDoc: "{name, version?}; packages the system needs are refused."})
-	// Installs are changes of the kind a window suppressing patches keeps out.
-	m := module.Get[*maintenance.Service](k)
-	s.Hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
-		return m.Held(ctx, tx, maintenance.Patches, ids)
-	}
-	s.WindowActive = m.WindowActive
-	module.Get[*rollouts.Service](k).AddDeployer(Deployer{Software: s})
+	k.Declare(Deployer{Software: s}, module.Get[*rollouts.Service](k).ResultHook(agentproto.CommandSoftwareInstall))
 	s.Register(k.HTTP)
 	k.Every("software-deployments", time.Minute, func(ctx context.Context) error {
 		if err := s.Reconcile(ctx); err != nil {

@@ -354,7 +354,7 @@ func TestHeldDevicesWaitUntilReleased(t *testing.T) {
 	v := f.version(c, f.item(c, "Tool", nil).ID, "2.0", "deb")
 	held := map[string]bool{l2: true}
 	var mu sync.Mutex
-	f.sw.Hold = func(_ context.Context, _ *sql.Tx, ids []string) (map[string]bool, error) {
+	f.sw.SetHold(func(_ context.Context, _ *sql.Tx, ids []string) (map[string]bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		out := map[string]bool{}
@@ -362,7 +362,7 @@ func TestHeldDevicesWaitUntilReleased(t *testing.T) {
 			out[id] = held[id]
 		}
 		return out, nil
-	}
+	})
 	x := f.deploy(c, map[string]any{"versionId": v.ID, "orgId": f.a.OrgID, "targets": map[string]any{"type": "devices", "ids": []string{l1, l2}}})
 	res := f.results(c, x.ID)
 	if res[l1].Status != software.DeviceQueued || res[l2].Status != software.DeviceWaiting || res[l2].CommandID != nil {
@@ -390,14 +390,14 @@ func TestHeldDevicesWaitUntilReleased(t *testing.T) {
 	}
 
 	// A maintenance_window deployment waits for its window, then goes.
-	f.sw.Hold = nil
+	f.sw.SetHold(nil)
 	window := "0194b9f5-0000-7000-8000-000000000001"
 	active := false
-	f.sw.WindowActive = func(_ context.Context, id string) (bool, error) {
+	f.sw.SetWindowActive(func(_ context.Context, id string) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return active && id == window, nil
-	}
+	})
 	y := f.deploy(c, map[string]any{"versionId": v.ID, "orgId": f.a.OrgID, "targets": map[string]any{"type": "devices", "ids": []string{l1}},
 		"schedule": map[string]any{"mode": "maintenance_window", "windowId": window}})
 	if y.Status != software.DeploymentPending || y.Counts["waiting"] != 1 {

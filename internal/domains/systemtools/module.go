@@ -1,6 +1,7 @@
 package systemtools
 
 import (
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
 	"gale/internal/platform/module"
@@ -9,7 +10,7 @@ import (
 // Module serves the system tools (processes, services, files, registry, event logs) that run
 // as calls to a device's agent, and provides their file transfers to other domains.
 var Module = module.Module{Name: "systemtools", Build: func(k *module.Kernel) error {
-	s := New(module.Get[*devices.Service](k), module.Get[Caller](k), module.Get[*audit.Log](k))
+	s := New(module.Get[*devices.Service](k), module.Get[*agenthub.Hub](k), module.Get[*audit.Log](k))
 	s.Register(k.HTTP)
 	k.Provide(s)
 	return nil

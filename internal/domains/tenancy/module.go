@@ -1,10 +1,11 @@
 package tenancy
 
 import (
+	"time"
+
 	"gale/internal/platform/access"
 	"gale/internal/platform/module"
 	"gale/internal/platform/partnerexport"
-	"time"
 )
 
 // Module serves partners, organizations and sites.

@@ -18,11 +18,11 @@ import (
 var Module = module.Module{Name: "vulnerabilities", Build: func(k *module.Kernel) error {
 	dev := module.Get[*devices.Service](k)
 	s := New(k.DB, k.Logger, k.Clock, dev, module.Get[*patches.Service](k))
-	dev.RegisterCommandKind(devices.CommandKind{Name: agentproto.CommandPackageChangelog, Validate: validateChangelog, DefaultTimeout: fetchTimeout,
+	k.Declare(devices.CommandKind{Name: agentproto.CommandPackageChangelog, Validate: validateChangelog, DefaultTimeout: fetchTimeout,
 		MaxTimeout: 3600, OS: []string{agentproto.OSLinux}, OnResult: s.onChangelog,
 		PayloadDoc: "Sent by the vulnerabilities domain: {packages: [{name, version, sinceVersion?}]} (1 to 50): the CVEs the Debian changelog names."})
-	dev.AddResultHook(agentproto.CommandPatchScan, s.OnPatchScan)
-	dev.AddHooks(devices.Hooks{Changed: s.DeviceChanged, LeftOrg: s.DeviceLeftOrg})
+	k.Declare(devices.ResultHook{Kind: agentproto.CommandPatchScan, Run: s.OnPatchScan})
+	k.Declare(devices.Hooks{Changed: s.DeviceChanged, LeftOrg: s.DeviceLeftOrg})
 	s.Register(k.HTTP)
 	k.Every("vulnerability-changelogs", time.Minute, func(ctx context.Context) error {
 		_, err := s.FetchChangelogs(ctx)

@@ -437,15 +437,10 @@ func (s *Service) Test(ctx context.Context, webhookID string) (Delivery, error) 
 const Retention = 30 * 24 * time.Hour
 
 // Purge deletes finished deliveries older than Retention, with their attempts.
-func (s *Service) Purge(ctx context.Context) error {
-	cutoff := store.Now().Add(-Retention)
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries
-			WHERE status IN ($1, $2) AND updated_at < $3)`, StatusSucceeded, StatusDead, cutoff); err != nil {
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE status IN ($1, $2) AND updated_at < $3`,
-			StatusSucceeded, StatusDead, cutoff)
-		return err
-	})
+func (s *Service) Purge(ctx context.Context) (int64, error) {
+	args := []any{StatusSucceeded, StatusDead, store.Now().Add(-Retention)}
+	return s.db.Purge(ctx, "webhook deliveries",
+		store.Deletion{SQL: `DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries
+			WHERE status IN ($1, $2) AND updated_at < $3)`, Args: args},
+		store.Deletion{SQL: `DELETE FROM webhook_deliveries WHERE status IN ($1, $2) AND updated_at < $3`, Args: args})
 }

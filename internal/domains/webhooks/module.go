@@ -1,8 +1,6 @@
 package webhooks
 
 import (
-	"time"
-
 	"gale/internal/platform/module"
 )
 
@@ -13,7 +11,7 @@ var Module = module.Module{Name: "webhooks", Build: func(k *module.Kernel) error
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
 	k.Worker("webhook-senders", s.Start, s.Stop)
-	k.Every("webhook-deliveries-purge", time.Hour, s.Purge)
+	k.Purge("webhook-deliveries", s.Purge)
 	k.Provide(s)
 	return nil
 }}

@@ -829,7 +829,7 @@ func TestPurgeKeepsRecentAndUnfinishedDeliveries(t *testing.T) {
 		webhooks.StatusRetrying, ds[1].ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := app.Service[*webhooks.Service](w.e.App).Purge(t.Context()); err != nil {
+	if _, err := app.Service[*webhooks.Service](w.e.App).Purge(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	left := map[string]bool{}

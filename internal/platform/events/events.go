@@ -237,7 +237,6 @@ func (d *Dispatcher) consume(ctx context.Context, c Consumer, e Event) error {
 }
 
 // Purge deletes events older than Retention, with their consumption records.
-func (d *Dispatcher) Purge(ctx context.Context) error {
-	_, err := d.db.ExecContext(ctx, `DELETE FROM events WHERE occurred_at < $1`, store.Now().Add(-Retention))
-	return err
+func (d *Dispatcher) Purge(ctx context.Context) (int64, error) {
+	return d.db.Purge(ctx, "events", store.Deletion{SQL: `DELETE FROM events WHERE occurred_at < $1`, Args: []any{store.Now().Add(-Retention)}})
 }

@@ -173,7 +173,7 @@ func TestPurgeDropsOldEvents(t *testing.T) {
 		store.Now().Add(-events.Retention-time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if err := events.NewDispatcher(db, slog.New(slog.DiscardHandler)).Purge(t.Context()); err != nil {
+	if _, err := events.NewDispatcher(db, slog.New(slog.DiscardHandler)).Purge(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	var left []string

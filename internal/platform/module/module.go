@@ -142,11 +142,11 @@ func Get[T any](k *Kernel) T {
 	return found[0]
 }
 
-// Declare gives v to the module that reads declarations of its type with Declared, whether
-// that module is built before or after this one: a command kind or a result handler for
-// devices, hooks for devices or custom fields, a deployer for rollouts, an export for the
-// partner API. The type of v (defined by the receiving package) names its receiver.
-func (k *Kernel) Declare(v any) { k.declarations = append(k.declarations, v) }
+// Declare gives each value to the module that reads declarations of its type with Declared,
+// whether that module is built before or after this one: a command kind or a result handler
+// for devices, hooks for devices or custom fields, a deployer for rollouts, an export for the
+// partner API. The type of a value (defined by the receiving package) names its receiver.
+func (k *Kernel) Declare(vs ...any) { k.declarations = append(k.declarations, vs...) }
 
 // Declared returns every declared value of type T (or, for an interface T, every one that
 // implements it), in module order. Only the receiving module calls it, from OnReady or later:

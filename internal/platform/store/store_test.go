@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +131,33 @@ func TestSQLiteWritesTakeTurns(t *testing.T) {
 	}
 	if err := db.Write(context.Background(), func(*sql.Tx) error { return nil }); err != nil {
 		t.Fatalf("a write after the first ended = %v", err)
+	}
+}
+
+// A purge deletes with every statement, in one transaction, and counts what they deleted
+// together; a failing statement leaves every row in place.
+func TestPurge(t *testing.T) {
+	db := storetest.Open(t)
+	ctx := t.Context()
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO tickets (hash, kind, subject_id, user_id, created_at, expires_at)
+			VALUES ($1, 'k', 's', 'u', $2, $2)`, id, store.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() (n int) {
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM tickets`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := db.Purge(ctx, "tickets", store.Deletion{SQL: `DELETE FROM tickets WHERE hash = $1`, Args: []any{"a"}},
+		store.Deletion{SQL: `DELETE FROM no_such_table`}); err == nil || !strings.Contains(err.Error(), "purge tickets") || count() != 3 {
+		t.Fatalf("a failing purge: %v, %d rows left, want an error naming it and 3 rows", err, count())
+	}
+	n, err := db.Purge(ctx, "tickets", store.Deletion{SQL: `DELETE FROM tickets WHERE hash = $1`, Args: []any{"a"}},
+		store.Deletion{SQL: `DELETE FROM tickets WHERE hash IN ($1, $2)`, Args: []any{"b", "zz"}})
+	if err != nil || n != 2 || count() != 1 {
+		t.Fatalf("Purge = %d, %v with %d rows left, want 2 deleted and 1 left", n, err, count())
 	}
 }
