@@ -574,7 +574,8 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 		t.Fatalf("pushed command = %+v %+v", got, rs)
 	}
 	exit := 0
-	a.send(agentproto.TypeCommandResult, cmd.ID, agentproto.CommandResult{CommandID: cmd.ID, Status: "completed", ExitCode: &exit, Stdout: "hi\n"})
+	agent, resultPath := apptest.Caller{Token: dev.AuthToken}, api+"/agents/"+dev.DeviceID+"/commands/"+cmd.ID+"/result"
+	e.Must(204, agent, "POST", resultPath, agentproto.CommandResult{CommandID: cmd.ID, Status: "completed", ExitCode: &exit, Stdout: "hi\n"})
 	apptest.Eventually(t, 5*time.Second, func() bool {
 		var c struct {
 			Status string  `json:"status"`
@@ -584,7 +585,7 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 		return c.Status == "completed" && c.Stdout != nil && *c.Stdout == "hi\n"
 	})
 	// A late result of a command that already finished changes nothing.
-	a.send(agentproto.TypeCommandResult, cmd.ID, agentproto.CommandResult{CommandID: cmd.ID, Status: "failed", Error: "late"})
+	e.Must(204, agent, "POST", resultPath, agentproto.CommandResult{CommandID: cmd.ID, Status: "failed", Error: "late"})
 
 	// Decommissioning stops the agent and its token.
 	e.Must(204, ten.Org, "DELETE", api+"/devices/"+dev.DeviceID, nil)
