@@ -606,6 +606,42 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 	}
 }
 
+// Results travel one way, over HTTP: a command_result on the live channel is refused like any
+// message type the hub does not take, and the socket stays open.
+func TestLiveChannelDoesNotRecordCommandResults(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
+	dev := enroll(e, key, secret, "web-01")
+	a := connect(t, e, dev.AuthToken)
+	var cmd struct{ ID, Status string }
+	e.Must(201, ten.Org, "POST", api+"/devices/"+dev.DeviceID+"/commands", map[string]any{"type": "run_script",
+		"payload": map[string]any{"language": "bash", "script": "echo hi"}}).JSON(t, &cmd)
+	a.next(agentproto.TypeCommand)
+
+	exit := 0
+	result := agentproto.CommandResult{CommandID: cmd.ID, Status: "completed", ExitCode: &exit, Stdout: "hi\n"}
+	a.send("command_result", cmd.ID, result)
+	// The hub handles one connection's messages in order: once the heartbeat is acknowledged,
+	// the result before it was handled.
+	a.send(agentproto.TypeHeartbeat, "hb-1", agentproto.Heartbeat{AgentVersion: "1.2.3"})
+	if ack := a.next(agentproto.TypeHeartbeatAck); ack.ID != "hb-1" {
+		t.Fatalf("ack = %+v", ack)
+	}
+	path := api + "/devices/" + dev.DeviceID + "/commands/" + cmd.ID
+	var c struct{ Status string }
+	e.Must(200, ten.Org, "GET", path, nil).JSON(t, &c)
+	if c.Status != "sent" {
+		t.Fatalf("a result sent over the live channel left the command %s, want sent", c.Status)
+	}
+
+	e.Must(204, apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/commands/"+cmd.ID+"/result", result)
+	e.Must(200, ten.Org, "GET", path, nil).JSON(t, &c)
+	if c.Status != "completed" {
+		t.Fatalf("the same result over HTTP left the command %s, want completed", c.Status)
+	}
+}
+
 // channelStandIn stands in for the agent channel: it says every device is connected to this
 // node, takes or refuses the commands handed to it, and records what it was told.
 type channelStandIn struct {
