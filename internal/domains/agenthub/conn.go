@@ -219,14 +219,6 @@ func (c *conn) handle(msg agentproto.Message) error {
 			c.wake()
 		}
 		return c.send(agentproto.TypeHeartbeatAck, msg.ID, struct{}{})
-	case agentproto.TypeCommandResult:
-		var r agentproto.CommandResult
-		if err := json.Unmarshal(msg.Payload, &r); err != nil {
-			return err
-		}
-		err := context.Canceled
-		c.hub.run(c.ctx, func() { err = c.hub.devices.RecordResult(c.ctx, c.agent, r) })
-		return err
 	case agentproto.TypeCallResult:
 		var r agentproto.CallResult
 		if err := json.Unmarshal(msg.Payload, &r); err != nil {

@@ -1,7 +1,9 @@
 // Package agenthub holds the live channel to agents: one WebSocket per agent, over which
 // the server pushes commands and system-tool calls the moment they are queued, and the
-// agent sends heartbeats and results. State that matters lives in the database (devices);
-// the hub only carries it, so an agent may reconnect to any node.
+// agent sends heartbeats, the answers to calls and its reports. Command results do not ride
+// the socket: the agent posts them over HTTP (devices), whose answer confirms they were
+// recorded. State that matters lives in the database (devices); the hub only carries it, so
+// an agent may reconnect to any node.
 //
 // The socket's text messages carry that JSON protocol; its binary messages carry the frames
 // of streams (package streams) the server opens to the agent, for agents that speak them.
@@ -111,7 +113,7 @@ func (h *Hub) plug(messages []Message) error {
 
 func (h *Hub) handle(typ string, fn MessageHandler) error {
 	switch typ {
-	case agentproto.TypeHeartbeat, agentproto.TypeCommandResult, agentproto.TypeCallResult:
+	case agentproto.TypeHeartbeat, agentproto.TypeCallResult:
 		return fmt.Errorf("message type %s is the hub's own", typ)
 	}
 	if _, ok := h.handlers[typ]; ok {

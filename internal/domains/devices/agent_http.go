@@ -124,7 +124,9 @@ func (s *Service) registerAgentRoutes(api *httpapi.Server) {
 		})
 
 	httpapi.Register(api, httpapi.Route{ID: "agent-command-result", Agent: true, Method: http.MethodPost, Path: agentproto.PathCommandResult, Tag: tag,
-		Public: true, Status: http.StatusNoContent, MaxBodyBytes: 8 << 20, Summary: "Agent command result (HTTP fallback)"},
+		Public: true, Status: http.StatusNoContent, MaxBodyBytes: 8 << 20, Summary: "Agent command result",
+		Description: "The one way agents report a command's result (the live channel takes none): the answer confirms it was " +
+			"recorded. A result for a command already final (timed out, cancelled) is ignored."},
 		func(ctx context.Context, in *resultInput) (*struct{}, error) {
 			a, ctx, err := s.agent(ctx, in.Authorization, in.AgentID)
 			if err != nil {

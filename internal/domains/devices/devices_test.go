@@ -574,7 +574,8 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 		t.Fatalf("pushed command = %+v %+v", got, rs)
 	}
 	exit := 0
-	a.send(agentproto.TypeCommandResult, cmd.ID, agentproto.CommandResult{CommandID: cmd.ID, Status: "completed", ExitCode: &exit, Stdout: "hi\n"})
+	agent, resultPath := apptest.Caller{Token: dev.AuthToken}, api+"/agents/"+dev.DeviceID+"/commands/"+cmd.ID+"/result"
+	e.Must(204, agent, "POST", resultPath, agentproto.CommandResult{CommandID: cmd.ID, Status: "completed", ExitCode: &exit, Stdout: "hi\n"})
 	apptest.Eventually(t, 5*time.Second, func() bool {
 		var c struct {
 			Status string  `json:"status"`
@@ -584,7 +585,7 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 		return c.Status == "completed" && c.Stdout != nil && *c.Stdout == "hi\n"
 	})
 	// A late result of a command that already finished changes nothing.
-	a.send(agentproto.TypeCommandResult, cmd.ID, agentproto.CommandResult{CommandID: cmd.ID, Status: "failed", Error: "late"})
+	e.Must(204, agent, "POST", resultPath, agentproto.CommandResult{CommandID: cmd.ID, Status: "failed", Error: "late"})
 
 	// Decommissioning stops the agent and its token.
 	e.Must(204, ten.Org, "DELETE", api+"/devices/"+dev.DeviceID, nil)
@@ -602,6 +603,42 @@ func TestLiveChannelPushesCommandsAndRecordsHeartbeats(t *testing.T) {
 	e.Must(200, ten.Org, "GET", api+"/devices/"+dev.DeviceID+"/commands/"+cmd.ID, nil).JSON(t, &c)
 	if c.Status != "completed" {
 		t.Fatalf("the late result changed a finished command to %s", c.Status)
+	}
+}
+
+// Results travel one way, over HTTP: a command_result on the live channel is refused like any
+// message type the hub does not take, and the socket stays open.
+func TestLiveChannelDoesNotRecordCommandResults(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	key, secret := newKey(e, ten.Partner, ten.OrgID, 1)
+	dev := enroll(e, key, secret, "web-01")
+	a := connect(t, e, dev.AuthToken)
+	var cmd struct{ ID, Status string }
+	e.Must(201, ten.Org, "POST", api+"/devices/"+dev.DeviceID+"/commands", map[string]any{"type": "run_script",
+		"payload": map[string]any{"language": "bash", "script": "echo hi"}}).JSON(t, &cmd)
+	a.next(agentproto.TypeCommand)
+
+	exit := 0
+	result := agentproto.CommandResult{CommandID: cmd.ID, Status: "completed", ExitCode: &exit, Stdout: "hi\n"}
+	a.send("command_result", cmd.ID, result)
+	// The hub handles one connection's messages in order: once the heartbeat is acknowledged,
+	// the result before it was handled.
+	a.send(agentproto.TypeHeartbeat, "hb-1", agentproto.Heartbeat{AgentVersion: "1.2.3"})
+	if ack := a.next(agentproto.TypeHeartbeatAck); ack.ID != "hb-1" {
+		t.Fatalf("ack = %+v", ack)
+	}
+	path := api + "/devices/" + dev.DeviceID + "/commands/" + cmd.ID
+	var c struct{ Status string }
+	e.Must(200, ten.Org, "GET", path, nil).JSON(t, &c)
+	if c.Status != "sent" {
+		t.Fatalf("a result sent over the live channel left the command %s, want sent", c.Status)
+	}
+
+	e.Must(204, apptest.Caller{Token: dev.AuthToken}, "POST", api+"/agents/"+dev.DeviceID+"/commands/"+cmd.ID+"/result", result)
+	e.Must(200, ten.Org, "GET", path, nil).JSON(t, &c)
+	if c.Status != "completed" {
+		t.Fatalf("the same result over HTTP left the command %s, want completed", c.Status)
 	}
 }
 

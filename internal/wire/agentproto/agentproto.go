@@ -22,8 +22,8 @@ const (
 	PathHeartbeat = "/agents/{agentId}/heartbeat"
 	// PathInventory takes an Inventory document over HTTP (it can be large).
 	PathInventory = "/agents/{agentId}/inventory"
-	// PathCommandResult takes a CommandResult over HTTP, where agents report results: the
-	// answer confirms the result was recorded (a command_result on the socket is taken too).
+	// PathCommandResult takes a CommandResult over HTTP, the one way agents report results:
+	// the answer confirms the result was recorded, so the agent keeps it until then.
 	PathCommandResult = "/agents/{agentId}/commands/{commandId}/result"
 )
 
@@ -117,9 +117,8 @@ const (
 
 // Message types from the agent to the server.
 const (
-	TypeHeartbeat     = "heartbeat"
-	TypeCommandResult = "command_result"
-	TypeCallResult    = "call_result"
+	TypeHeartbeat  = "heartbeat"
+	TypeCallResult = "call_result"
 	// TypeCommandOutput carries CommandOutput: what a running command printed so far.
 	TypeCommandOutput = "command_output"
 )
