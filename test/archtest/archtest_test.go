@@ -2,6 +2,14 @@
 // check: a domain's tables are queried only by that domain (others call its service or use
 // the SQL fragments it exports), the agent binary carries no server code, and nothing but the
 // binaries and the test harness imports the wiring package.
+//
+// It also guards the server's code (internal/app, internal/platform, internal/domains,
+// cmd/gale) against the patterns the project is removing: hand-written row loops, pagers and
+// reads by ID beside the store's helpers, time.Now beside the injectable clock, calls of
+// another domain's functions that take a database handle, and imports against the layers
+// (a domain imports only domains before it in Modules; platform packages import no domain;
+// wire packages only the standard library). Each guard parses the code with go/parser and
+// compares what it finds with a shrink-only list of what remains, per package.
 package archtest
 
 import (
