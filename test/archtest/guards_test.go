@@ -1,0 +1,230 @@
+package archtest
+
+import (
+	"go/ast"
+	"go/token"
+	"testing"
+)
+
+// The lists below hold, per package, how many of an old pattern it still has. Each entry is a
+// debt: a package may not gain an occurrence, and one that loses some must lower its number,
+// so the lists only shrink.
+
+// rowLoopDebt counts the hand-written loops over a query's rows (for rows.Next()).
+var rowLoopDebt = map[string]int{
+	"internal/domains/agentdist":       2,  // the version list and its binaries
+	"internal/domains/alertchannels":   5,  // channel use checks, policy matching, resolve announcements, escalation
+	"internal/domains/alerts":          8,  // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
+	"internal/domains/audit":           4,  // the log's query, user activity, statistics
+	"internal/domains/automations":     2,  // a run's steps, the event handler
+	"internal/domains/configpolicies":  7,  // device reports, summaries, statistics, row sync, follow-ups, targets
+	"internal/domains/customfields":    5,  // option use, values, effective values, applicable keys
+	"internal/domains/devices":         13, // software, sweeps, calls, queued commands, metrics, software summary, lookups, sites, posture
+	"internal/domains/discovery":       5,  // chunk ingest, follow-up commands, due scans, topology
+	"internal/domains/groups":          11, // visible devices, memberships, snapshots, dynamic groups, recomputation
+	"internal/domains/identity":        4,  // review items, assignable roles, selected organizations
+	"internal/domains/incidents":       1,  // the feed
+	"internal/domains/maintenance":     5,  // held work, occurrence top-up, transitions, events, rewrites
+	"internal/domains/monitors":        4,  // result ingest, dashboard, dispatch, claims
+	"internal/domains/notifications":   1,  // due pushes
+	"internal/domains/pam":             4,  // rule sets, preview, the rule list
+	"internal/domains/patches":         14, // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
+	"internal/domains/remote":          1,  // expiry of stale sessions
+	"internal/domains/rollouts":        3,  // rollout devices, reconciliation, totals
+	"internal/domains/scripts":         6,  // batches, versions, usage, tags, categories
+	"internal/domains/search":          3,  // results, tags
+	"internal/domains/security":        9,  // policies, recommendations, statuses, scheduled scans, versions, dashboard, snapshots, trends
+	"internal/domains/snmp":            14, // latest values, points, OIDs, metrics, dashboard, due polls, devices, thresholds, browse
+	"internal/domains/software":        9,  // versions, counts, deletion, deployments, reconciliation, releases
+	"internal/domains/tenancy":         3,  // sole organization, owners, slugs
+	"internal/domains/thirdparty":      3,  // test completion, entries
+	"internal/domains/vulnerabilities": 13, // changelogs, advisories, CVEs, correlation, groups, lists, fixed versions, remediation
+	"internal/domains/webhooks":        2,  // the event handler, delivery logs
+	"internal/platform/events":         1,  // pending events
+}
+
+func TestNoHandWrittenRowLoops(t *testing.T) {
+	fset, files := serverFiles(t, "internal/platform/store")
+	checkShrinkOnly(t, "rowLoopDebt", rowLoopDebt, occurrences(fset, files, rowLoops), "row loops",
+		"store.QueryAll, store.QueryStrings or store.List")
+}
+
+// pagerDebt counts the functions that page by hand (cursor, limit+1 or offset of their own).
+var pagerDebt = map[string]int{
+	"internal/domains/devices":         1, // the software summary, with a cursor of its own
+	"internal/domains/incidents":       1, // the feed's offset page
+	"internal/domains/pam":             1, // the rule list by priority
+	"internal/domains/search":          1, // the tag list's one-past-the-limit
+	"internal/domains/vulnerabilities": 5, // the offset cursor, its two helpers and the CVE and software lists
+}
+
+func TestNoOwnPagers(t *testing.T) {
+	fset, files := serverFiles(t, "internal/platform/store")
+	checkShrinkOnly(t, "pagerDebt", pagerDebt, occurrences(fset, files, ownPagers), "functions paging by hand",
+		"store.List (store.SeekPage for a keyset export), which make and read the cursors")
+}
+
+// clockDebt counts the uses of time.Now and store.Now.
+var clockDebt = map[string]int{
+	"internal/domains/agentdist":     2,  // registration, promotion
+	"internal/domains/agenthub":      1,  // the connection handler
+	"internal/domains/alertchannels": 15, // channels, policies, deliveries, escalations, purge
+	"internal/domains/alerts":        5,  // the service's clock, rules, templates
+	"internal/domains/apikeys":       1,  // the service's clock
+	"internal/domains/audit":         5,  // entries, export names, routes
+	"internal/domains/auth":          20, // tokens, MFA, invites, password resets, sessions, purge
+	"internal/domains/customfields":  3,  // fields, device values
+	"internal/domains/devices":       21, // enrollment, heartbeats, inventory, results, sweeps, calls, commands, detail, changes, posture
+	"internal/domains/groups":        12, // pins, previews, membership changes, recomputation, groups
+	"internal/domains/identity":      16, // roles, users, invites, access reviews, organization access
+	"internal/domains/notifications": 4,  // provider tokens, the service's clock
+	"internal/domains/patches":       18, // scans, summaries, installs, jobs, approvals, reports, third-party scans
+	"internal/domains/remote":        3,  // the shell and its bridge
+	"internal/domains/scripts":       11, // export, categories, executions, usage, versions, tags
+	"internal/domains/software":      14, // catalog, versions, deployments, results, rollups, reconciliation
+	"internal/domains/systemtools":   1,  // event log headers
+	"internal/domains/tenancy":       9,  // organizations, partners, sites
+	"internal/domains/tunnels":       1,  // opening a tunnel
+	"internal/domains/webhooks":      12, // deliveries, retries, tests, purge, webhooks, secrets
+	"internal/platform/blob":         4,  // stored blobs
+	"internal/platform/events":       5,  // recording, leases, pending events, consumption, purge
+	"internal/platform/httpapi":      1,  // request timing
+	"internal/platform/mail":         1,  // the Date header
+	"internal/platform/nodes":        6,  // signatures, node heartbeats, leases, liveness
+	"internal/platform/senders":      1,  // claims
+}
+
+func TestServerTimeComesFromTheClock(t *testing.T) {
+	fset, files := serverFiles(t, "internal/platform/store", "internal/platform/clock")
+	checkShrinkOnly(t, "clockDebt", clockDebt, occurrences(fset, files, clockReads), "uses of time.Now or store.Now",
+		"the module's clock.Clock (k.Clock), handed to the service")
+}
+
+// byIDDebt counts the functions that read one row by ID by hand (sql.ErrNoRows to
+// apperr.NotFound).
+var byIDDebt = map[string]int{
+	"internal/domains/alertchannels":  2, // channels, policies
+	"internal/domains/alerts":         4, // alerts, rules, templates, the device of a raised alert
+	"internal/domains/apikeys":        1, // keys
+	"internal/domains/audit":          1, // entries
+	"internal/domains/automations":    2, // automations, runs
+	"internal/domains/configpolicies": 1, // policies
+	"internal/domains/customfields":   2, // fields, devices
+	"internal/domains/devices":        3, // devices, commands, installed packages
+	"internal/domains/enrollment":     1, // keys
+	"internal/domains/groups":         2, // groups, the dynamic group to recompute
+	"internal/domains/identity":       4, // users (two), roles, access reviews
+	"internal/domains/maintenance":    4, // windows (three), occurrences
+	"internal/domains/partnerapi":     2, // service principals, their keys
+	"internal/domains/patches":        4, // patches, jobs, policies, reports
+	"internal/domains/remote":         1, // sessions
+	"internal/domains/scripts":        6, // scripts (two), executions, versions, categories, tags
+	"internal/domains/security":       1, // scans
+	"internal/domains/snmp":           1, // thresholds
+	"internal/domains/software":       3, // catalog items, versions, deployments
+	"internal/domains/tenancy":        3, // partners, organizations, sites
+	"internal/domains/thirdparty":     1, // packages
+	"internal/domains/tunnels":        1, // tunnels
+	"internal/domains/webhooks":       2, // webhooks, deliveries
+}
+
+func TestNoHandWrittenByIDReads(t *testing.T) {
+	fset, files := serverFiles(t, "internal/platform/store")
+	checkShrinkOnly(t, "byIDDebt", byIDDebt, occurrences(fset, files, byIDBodies), "hand-written reads by ID",
+		"store.ByID")
+}
+
+// foreignCallDebt counts the calls of another domain's package-level functions that take a
+// database handle.
+var foreignCallDebt = map[string]int{
+	"internal/domains/agentdist":       2,  // audit.Record
+	"internal/domains/alertchannels":   8,  // audit.Record, tenancy.Place
+	"internal/domains/alerts":          10, // audit.Record, tenancy.Place
+	"internal/domains/apikeys":         5,  // audit.Record, auth.PrincipalForUser
+	"internal/domains/auth":            12, // audit.Record, identity's user reads and CreateUser
+	"internal/domains/automations":     5,  // audit.Record, tenancy.Place
+	"internal/domains/configpolicies":  7,  // audit.Record, tenancy.Place
+	"internal/domains/customfields":    5,  // audit.Record, tenancy.Place
+	"internal/domains/devices":         15, // audit.Record, tenancy's sites, owners, Place and OrgInScope
+	"internal/domains/discovery":       13, // audit.Record, devices' lookups, owners and sites, tenancy.Place and OrgInScope
+	"internal/domains/enrollment":      7,  // audit.Record, tenancy's sites, sole organization, key lifetime and Place
+	"internal/domains/groups":          13, // audit.Record, customfields' values and keys, tenancy's owners, sites and Place
+	"internal/domains/identity":        17, // audit.Record, tenancy.OrgInScope and IsLivePartner
+	"internal/domains/incidents":       11, // audit.Record, devices' owners and lookup, tenancy.Place and OrgInScope
+	"internal/domains/maintenance":     12, // audit.Record, devices' and groups' owners, sites and memberships, tenancy.Place
+	"internal/domains/mobile":          2,  // tenancy.Names
+	"internal/domains/monitors":        8,  // audit.Record, devices.Owners, tenancy.SiteOwners and Place
+	"internal/domains/notifications":   1,  // identity.UsersSeeingOrg
+	"internal/domains/pam":             14, // audit.Record, devices.Sites, tenancy.Place, OrgInScope and SiteOwners
+	"internal/domains/partnerapi":      5,  // audit.Record
+	"internal/domains/patches":         20, // audit.Record, devices' and groups' owners and members, tenancy's owners, names and Place
+	"internal/domains/remote":          4,  // audit.Record, auth.PrincipalForUser, tenancy.Place
+	"internal/domains/rollouts":        9,  // audit.Record, tenancy.Place
+	"internal/domains/scripts":         16, // audit.Record, devices.Owners, tenancy.Place
+	"internal/domains/security":        10, // audit.Record, devices.Owners and OnlineAmong, tenancy.Place and OrgInScope
+	"internal/domains/snmp":            15, // audit.Record, devices.Owners and Sites, tenancy.Place and SiteOwners
+	"internal/domains/software":        9,  // audit.Record, tenancy.Place
+	"internal/domains/tenancy":         10, // audit.Record
+	"internal/domains/thirdparty":      4,  // audit.Record
+	"internal/domains/tunnels":         4,  // audit.Record, auth.PrincipalForUser, tenancy.Place
+	"internal/domains/vulnerabilities": 12, // audit.Record, devices' software, inventory and owners, patches' pending installs
+	"internal/domains/webhooks":        6,  // audit.Record, tenancy.Place
+}
+
+func TestDomainsReachOtherDomainsThroughTheirServices(t *testing.T) {
+	fset, files := serverFiles(t)
+	byPkg := map[string][]*ast.File{}
+	for _, f := range files {
+		byPkg[f.pkg] = append(byPkg[f.pkg], f.ast)
+	}
+	handles := map[string]map[string]bool{}
+	for pkg, pkgFiles := range byPkg {
+		if domainOf(pkg) != "" {
+			handles["gale/"+pkg] = dbHandleFuncs(pkgFiles)
+		}
+	}
+	var domains []goFile
+	for _, f := range files {
+		if domainOf(f.pkg) != "" {
+			domains = append(domains, f)
+		}
+	}
+	found := occurrences(fset, domains, func(f *ast.File) []token.Pos { return foreignDBCalls(f, handles) })
+	checkShrinkOnly(t, "foreignCallDebt", foreignCallDebt, found, "calls of other domains' functions taking a database handle",
+		"a method of the other domain's *Service")
+}
+
+// importDebt counts the imports against the direction of the layers.
+var importDebt = map[string]int{
+	"internal/domains/auth":     1, // tenancy, built after auth
+	"internal/domains/identity": 2, // tenancy (two files), built after identity
+	"internal/wire/pkgversion":  2, // the Debian and RPM version libraries
+}
+
+func TestImportsFollowTheLayers(t *testing.T) {
+	fset, all := sourceFiles(t)
+	place := map[string]int{}
+	for _, f := range all {
+		if f.pkg == "internal/app" {
+			for i, path := range moduleOrder(f.ast) {
+				place[path] = i
+			}
+		}
+	}
+	found, unlisted := map[string][]string{}, map[string]bool{}
+	for _, f := range all {
+		if !within(f.pkg, []string{domainsDir, "internal/platform", "internal/wire"}) {
+			continue
+		}
+		if _, listed := place[domainOf(f.pkg)]; domainOf(f.pkg) != "" && !listed && !unlisted[f.pkg] {
+			unlisted[f.pkg] = true
+			t.Errorf("%s is not in Modules (internal/app/app.go); add it after the modules it uses", f.pkg)
+		}
+		for _, pos := range importsAgainstTheGrain(f.pkg, f.ast, place) {
+			found[f.pkg] = append(found[f.pkg], fset.Position(pos).String())
+		}
+	}
+	checkShrinkOnly(t, "importDebt", importDebt, found, "imports against the layers",
+		"only imports along the layers (a domain: domains before it in Modules; internal/platform: no domain nor "+
+			"internal/app; internal/wire: the standard library and wire packages)")
+}
