@@ -280,8 +280,11 @@ func dbHandleFuncs(files []*ast.File) map[string]bool {
 	return out
 }
 
-// foreignDBCalls finds calls of another package's functions that take a database handle;
-// handles maps an import path to the names of those functions.
+// foreignDBCalls finds calls of another domain's functions that take a database handle and
+// are given the caller's database rather than its transaction; handles maps an import path to
+// the names of those functions. A domain's package-level functions that take a handle are its
+// API for work inside the caller's transaction (audit.Record, tenancy.Place, devices.Owners);
+// called with the database itself they reach into its tables around its service.
 func foreignDBCalls(f *ast.File, handles map[string]map[string]bool) []token.Pos {
 	imps := imports(f)
 	var out []token.Pos
@@ -298,13 +301,25 @@ func foreignDBCalls(f *ast.File, handles map[string]map[string]bool) []token.Pos
 			fun = g.X
 		}
 		if sel, ok := fun.(*ast.SelectorExpr); ok {
-			if x, ok := sel.X.(*ast.Ident); ok && handles[imps[x.Name]][sel.Sel.Name] {
+			if x, ok := sel.X.(*ast.Ident); ok && handles[imps[x.Name]][sel.Sel.Name] && slices.ContainsFunc(call.Args, isDatabase) {
 				out = append(out, call.Pos())
 			}
 		}
 		return true
 	})
 	return out
+}
+
+// isDatabase reports whether an argument names the caller's database (db, s.db, k.DB) rather
+// than a transaction.
+func isDatabase(arg ast.Expr) bool {
+	switch a := arg.(type) {
+	case *ast.Ident:
+		return a.Name == "db"
+	case *ast.SelectorExpr:
+		return a.Sel.Name == "db" || a.Sel.Name == "DB"
+	}
+	return false
 }
 
 // moduleOrder returns the import paths of the modules that the Modules list of app.go (f)
@@ -353,7 +368,8 @@ func domainOf(pkg string) string {
 // importsAgainstTheGrain finds the imports of a file of package directory pkg that go
 // against the direction of the layers: a domain imports only domains built before it (order
 // maps a domain's import path to its place in Modules); a platform package imports no domain
-// and not the wiring; a wire package imports only the standard library and wire packages.
+// and not the wiring; a wire package imports, besides the standard library, only wire packages
+// and libraries the agent may carry (agentLibraries).
 func importsAgainstTheGrain(pkg string, f *ast.File, order map[string]int) []token.Pos {
 	var out []token.Pos
 	for _, spec := range f.Imports {
@@ -377,7 +393,8 @@ func importsAgainstTheGrain(pkg string, f *ast.File, order map[string]int) []tok
 			bad = within(path, []string{"gale/" + domainsDir, "gale/internal/app"})
 		case within(pkg, []string{"internal/wire"}):
 			first, _, _ := strings.Cut(path, "/")
-			bad = strings.Contains(first, ".") || first == "gale" && !within(path, []string{"gale/internal/wire"})
+			bad = strings.Contains(first, ".") && !within(path, agentLibraries) ||
+				first == "gale" && !within(path, []string{"gale/internal/wire"})
 		}
 		if bad {
 			out = append(out, spec.Pos())

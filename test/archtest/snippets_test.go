@@ -230,18 +230,21 @@ func LiveFilter(alias string) string { return alias + ".decommissioned_at IS NUL
 
 import "gale/internal/domains/devices"
 
-func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, ids []string) error {
-	if _, err := devices.Owners(ctx, tx, ids); err != nil {
+func (s *Service) evaluate(ctx context.Context, ids []string) error {
+	if _, err := devices.Owners(ctx, s.db, ids); err != nil {
 		return err
 	}
-	return devices.Claim(ctx, tx, ids[0])
+	return devices.Claim(ctx, db, ids[0])
 }
 `, 2, `package alerts
 
 import "gale/internal/domains/devices"
 
 func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, ids []string) (string, error) {
-	if _, err := s.devices.Owners(ctx, tx, ids); err != nil {
+	if _, err := s.devices.Owners(ctx, s.db, ids); err != nil {
+		return "", err
+	}
+	if _, err := devices.Owners(ctx, tx, ids); err != nil {
 		return "", err
 	}
 	var d devices.Device
@@ -307,7 +310,7 @@ import (
 		{"internal/wire/agentproto", `package agentproto
 
 import (
-	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"gale/internal/platform/store"
 )
