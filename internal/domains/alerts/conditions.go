@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
-	"gale/internal/platform/store"
 )
 
 // Condition types.
@@ -25,7 +25,6 @@ const (
 	maxDepth          = 3
 	maxConditions     = 20
 	maxDurationMin    = 1440
-	maxTargetIDs      = 500
 	maxCommandTypes   = 20
 	defaultCmdWindow  = 60
 	defaultCooldown   = 5
@@ -57,10 +56,18 @@ type Condition struct {
 // IsGroup reports whether c combines other conditions.
 func (c Condition) IsGroup() bool { return c.Logic != "" || c.Conditions != nil }
 
-// Targets names the devices a rule watches.
-type Targets struct {
+// RuleTargets names the devices a rule watches.
+type RuleTargets struct {
 	Type string   `json:"type" enum:"all,org,site,group,device"`
 	IDs  []string `json:"ids" doc:"Organization, site, group or device IDs; empty for all."`
+}
+
+// devicesTargets maps a rule's targets onto devices' vocabulary: all is the rule's
+// organization (every organization of its partner for a partner-wide rule), org names some.
+func (t RuleTargets) devicesTargets() devices.Targets {
+	kinds := map[string]string{"all": devices.TargetOrganization, "org": devices.TargetOrganization, "site": devices.TargetSites,
+		"group": devices.TargetGroups, "device": devices.TargetDevices}
+	return devices.Targets{Type: kinds[t.Type], IDs: t.IDs}
 }
 
 // problems collects validation details.
@@ -184,34 +191,23 @@ func checkCondition(c *Condition, path string, depth, maxWindow int, p *problems
 	}
 }
 
-// checkTargets validates the shape of a targets document (existence is checked against the
-// database by the service).
-func checkTargets(t *Targets, p *problems) {
-	if !slices.Contains(targetTypes, t.Type) {
-		p.add("targets.type", "use one of %s", strings.Join(targetTypes, ", "))
-		return
-	}
+// checkTargets checks the shape of a rule's targets (checkTargetsExist checks what they name
+// once the rule's owner is known): all names no IDs and org some; the rest as devices checks
+// any targets.
+func checkTargets(t *RuleTargets, p *problems) {
 	if t.IDs == nil {
 		t.IDs = []string{}
 	}
-	if t.Type == "all" {
-		if len(t.IDs) > 0 {
-			p.add("targets.ids", "targets of type all take no ids")
-		}
-		return
-	}
-	if len(t.IDs) == 0 || len(t.IDs) > maxTargetIDs {
-		p.add("targets.ids", "targets of type %s need 1 to %d ids", t.Type, maxTargetIDs)
-		return
-	}
-	seen := map[string]bool{}
-	for i, id := range t.IDs {
-		if !store.ValidID(id) {
-			p.add(fmt.Sprintf("targets.ids[%d]", i), "not a valid ID")
-		} else if seen[id] {
-			p.add(fmt.Sprintf("targets.ids[%d]", i), "listed twice")
-		}
-		seen[id] = true
+	switch {
+	case !slices.Contains(targetTypes, t.Type):
+		p.add("targets.type", "type is one of %s", strings.Join(targetTypes, ", "))
+	case t.Type == "all" && len(t.IDs) > 0:
+		p.add("targets.ids", "type all names no IDs")
+	case t.Type == "org" && len(t.IDs) == 0:
+		p.add("targets.ids", "name 1 to %d organizations", devices.MaxTargetIDs)
+	default:
+		dt := t.devicesTargets()
+		*p = append(*p, dt.CheckShape("")...)
 	}
 }
 

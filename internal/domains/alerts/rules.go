@@ -29,7 +29,7 @@ type Rule struct {
 	Description     string          `json:"description"`
 	Severity        string          `json:"severity" enum:"critical,high,medium,low,info"`
 	Enabled         bool            `json:"enabled"`
-	Targets         Targets         `json:"targets"`
+	Targets         RuleTargets     `json:"targets"`
 	Conditions      json.RawMessage `json:"conditions" doc:"A condition or {logic: and|or, conditions: [...]}, nestable 3 levels deep."`
 	TitleTemplate   string          `json:"titleTemplate"`
 	MessageTemplate string          `json:"messageTemplate"`
@@ -51,7 +51,7 @@ type NewRule struct {
 	Description     string          `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Severity        string          `json:"severity,omitempty" doc:"critical, high, medium, low or info."`
 	Enabled         *bool           `json:"enabled,omitempty" doc:"Default true."`
-	Targets         *Targets        `json:"targets,omitempty" doc:"Default {type: all}."`
+	Targets         *RuleTargets    `json:"targets,omitempty" doc:"Default {type: all}."`
 	Conditions      json.RawMessage `json:"conditions,omitempty" doc:"threshold {type, metric: cpuPercent|ramPercent|diskPercent, operator: gt|gte|lt|lte|eq|neq, value, durationMinutes 0..1440}; offline {type, durationMinutes}; agent_silent {type, durationMinutes}; command_failed {type, commandTypes?, durationMinutes (window, default 60)}; or {logic: and|or, conditions}."`
 	TitleTemplate   string          `json:"titleTemplate,omitempty" maxLength:"1000" doc:"Placeholders {{hostname}}, {{value}}, {{threshold}}, {{metric}}. Default: the rule's name on {{hostname}}."`
 	MessageTemplate string          `json:"messageTemplate,omitempty" maxLength:"1000" multiline:"true"`
@@ -66,7 +66,7 @@ type RuleUpdate struct {
 	Description     *string         `json:"description,omitempty" maxLength:"2000" multiline:"true"`
 	Severity        *string         `json:"severity,omitempty"`
 	Enabled         *bool           `json:"enabled,omitempty"`
-	Targets         *Targets        `json:"targets,omitempty"`
+	Targets         *RuleTargets    `json:"targets,omitempty"`
 	Conditions      json.RawMessage `json:"conditions,omitempty"`
 	TitleTemplate   *string         `json:"titleTemplate,omitempty" maxLength:"1000"`
 	MessageTemplate *string         `json:"messageTemplate,omitempty" maxLength:"1000" multiline:"true"`
@@ -149,27 +149,11 @@ func manageableRule(ctx context.Context, q store.Querier, scope access.Scope, id
 }
 
 // checkTargetsExist refuses target IDs that are not organizations, sites, groups or devices
-// of the rule's partner (and organization, for an organization's rule).
-func checkTargetsExist(ctx context.Context, q store.Querier, t Targets, partnerID, orgID string) error {
-	if t.Type == "all" || len(t.IDs) == 0 {
-		return nil
-	}
-	owners, err := targetOwners[t.Type](ctx, q, t.IDs)
-	if err != nil {
-		return err
-	}
-	var p problems
-	for i, id := range t.IDs {
-		if o, ok := owners[id]; !ok || o.PartnerID != partnerID || (orgID != "" && o.OrgID != orgID) {
-			p.add("targets.ids["+itoa(i)+"]", "no such %s in the rule's tenant", t.Type)
-		}
-	}
-	return p.err()
-}
-
-// targetOwners find, by target type, whose each named row is: its owning package answers.
-var targetOwners = map[string]func(context.Context, store.Querier, []string) (map[string]tenancy.Owner, error){
-	"org": tenancy.OrgOwners, "site": tenancy.SiteOwners, "group": groups.Owners, "device": devices.Owners,
+// of the rule's partner (and organization, for an organization's rule) within the caller's
+// reach.
+func checkTargetsExist(ctx context.Context, q store.Querier, t RuleTargets, partnerID, orgID string) error {
+	dt := t.devicesTargets()
+	return devices.CheckTargets(ctx, q, &dt, tenancy.Owner{PartnerID: partnerID, OrgID: orgID}, groups.Owners)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -214,7 +198,7 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 	name := checkText(&p, "name", in.Name, true, 200)
 	desc := checkText(&p, "description", in.Description, false, 2000)
 	checkSeverity(&p, in.Severity)
-	targets := Targets{Type: "all", IDs: []string{}}
+	targets := RuleTargets{Type: "all", IDs: []string{}}
 	if in.Targets != nil {
 		targets = *in.Targets
 	}

@@ -29,14 +29,6 @@ const (
 	ActionCreateAlert = "create_alert"
 )
 
-// Target types.
-const (
-	TargetDevices      = devices.TargetDevices
-	TargetGroups       = devices.TargetGroups
-	TargetSites        = devices.TargetSites
-	TargetOrganization = devices.TargetOrganization
-)
-
 // What a run does when a step of an action fails.
 const (
 	OnFailureStop     = "stop"
@@ -83,7 +75,6 @@ const (
 	maxDescriptionLen = 4000
 	maxActions        = 20
 	maxConditions     = 20
-	maxTargetIDs      = 500
 	maxChannels       = 20
 	// maxTargetDevices bounds the devices one run acts on; device actions go out in chunks
 	// of chunkDevices, each in a transaction of its own: on SQLite a transaction holds the
@@ -138,12 +129,6 @@ type AutomationAction struct {
 	Title      string   `json:"title,omitempty" maxLength:"500"`
 }
 
-// AutomationTargets are the devices an automation acts on.
-type AutomationTargets struct {
-	Type string   `json:"type" enum:"devices,groups,sites,organization"`
-	IDs  []string `json:"ids,omitempty" maxItems:"500" doc:"organization: empty means the automation's organization (every organization of the partner for a partner-wide one)."`
-}
-
 // Automation is the API view of an automation.
 type Automation struct {
 	ID               string                `json:"id" format:"uuid"`
@@ -155,7 +140,7 @@ type Automation struct {
 	Trigger          AutomationTrigger     `json:"trigger"`
 	Conditions       []AutomationCondition `json:"conditions"`
 	Actions          []AutomationAction    `json:"actions"`
-	Targets          *AutomationTargets    `json:"targets"`
+	Targets          *devices.Targets      `json:"targets"`
 	OnFailure        string                `json:"onFailure" enum:"stop,continue,notify"`
 	NotifyChannelIDs []string              `json:"notifyChannelIds"`
 	CreatedBy        *string               `json:"createdBy"`
@@ -175,7 +160,7 @@ type AutomationInput struct {
 	Trigger          AutomationTrigger     `json:"trigger"`
 	Conditions       []AutomationCondition `json:"conditions,omitempty" maxItems:"20"`
 	Actions          []AutomationAction    `json:"actions" minItems:"1" maxItems:"20"`
-	Targets          *AutomationTargets    `json:"targets,omitempty"`
+	Targets          *devices.Targets      `json:"targets,omitempty"`
 	OnFailure        string                `json:"onFailure,omitempty" enum:"stop,continue,notify" doc:"Default stop."`
 	NotifyChannelIDs []string              `json:"notifyChannelIds,omitempty" maxItems:"20" doc:"onFailure notify: the channels told of a failed run."`
 }
@@ -188,7 +173,7 @@ type AutomationUpdate struct {
 	Trigger          *AutomationTrigger     `json:"trigger,omitempty"`
 	Conditions       *[]AutomationCondition `json:"conditions,omitempty" maxItems:"20"`
 	Actions          *[]AutomationAction    `json:"actions,omitempty" minItems:"1" maxItems:"20"`
-	Targets          *AutomationTargets     `json:"targets,omitempty"`
+	Targets          *devices.Targets       `json:"targets,omitempty"`
 	OnFailure        *string                `json:"onFailure,omitempty" enum:"stop,continue,notify"`
 	NotifyChannelIDs *[]string              `json:"notifyChannelIds,omitempty" maxItems:"20"`
 	// RotateSecret makes a new signing secret for a webhook trigger (shown in the answer).
@@ -242,7 +227,7 @@ type AutomationRunStep struct {
 type definition struct {
 	Conditions       []AutomationCondition `json:"conditions"`
 	Actions          []AutomationAction    `json:"actions"`
-	Targets          *AutomationTargets    `json:"targets"`
+	Targets          *devices.Targets      `json:"targets"`
 	OnFailure        string                `json:"onFailure"`
 	NotifyChannelIDs []string              `json:"notifyChannelIds"`
 	Name             string                `json:"name"`

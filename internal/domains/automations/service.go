@@ -15,6 +15,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 	"gale/internal/domains/maintenance"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/tenancy"
@@ -107,7 +108,7 @@ func (s *Service) scanAutomation(row store.Scanner) (Automation, error) {
 		}
 	}
 	if targets.Valid {
-		x.Targets = &AutomationTargets{}
+		x.Targets = &devices.Targets{}
 		if err := json.Unmarshal([]byte(targets.String), x.Targets); err != nil {
 			return x, fmt.Errorf("read automation %s targets: %w", x.ID, err)
 		}
@@ -237,8 +238,13 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 		return Automation{}, err
 	}
 	if err := validate(in.Name, in.Description, &in.Trigger, in.Conditions, in.Actions, in.Targets, in.OnFailure, in.NotifyChannelIDs,
-		at.OrgID == ""); err != nil {
+		at.OrgID); err != nil {
 		return Automation{}, err
+	}
+	if in.Targets != nil {
+		if err := devices.CheckTargets(ctx, s.db, in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, groups.Owners); err != nil {
+			return Automation{}, err
+		}
 	}
 	id := store.NewID()
 	var org *string
@@ -298,7 +304,7 @@ func nonNil[T any](l []T) []T {
 	return l
 }
 
-func targetsValue(t *AutomationTargets) any {
+func targetsValue(t *devices.Targets) any {
 	if t == nil {
 		return nil
 	}
@@ -339,8 +345,14 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 			after.Targets = in.Targets
 		}
 		if err := validate(after.Name, after.Description, &after.Trigger, after.Conditions, after.Actions, after.Targets, after.OnFailure,
-			after.NotifyChannelIDs, after.OrgID == nil); err != nil {
+			after.NotifyChannelIDs, store.Deref(after.OrgID)); err != nil {
 			return err
+		}
+		if in.Targets != nil {
+			owner := tenancy.Owner{PartnerID: after.PartnerID, OrgID: store.Deref(after.OrgID)}
+			if err := devices.CheckTargets(ctx, tx, in.Targets, owner, groups.Owners); err != nil {
+				return err
+			}
 		}
 		if err := s.checkReferences(ctx, actorFor(id, after.Name, after.PartnerID, after.OrgID), after.Actions, after.NotifyChannelIDs); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	// Time zones of schedules must resolve on hosts without a zoneinfo database (containers).
 	_ "time/tzdata"
 
+	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
@@ -174,7 +175,9 @@ func (c *checker) actions(list []AutomationAction) {
 	}
 }
 
-func (c *checker) targets(t *AutomationTargets, trigger string, actions []AutomationAction, partnerWide bool) {
+// targets checks an automation's targets; orgID is its organization, empty for a
+// partner-wide one.
+func (c *checker) targets(t *devices.Targets, trigger string, actions []AutomationAction, orgID string) {
 	if t == nil {
 		// Event and webhook runs may act on the device their event or payload names.
 		if trigger != TriggerEvent && trigger != TriggerWebhook && slices.ContainsFunc(actions, func(a AutomationAction) bool {
@@ -184,24 +187,13 @@ func (c *checker) targets(t *AutomationTargets, trigger string, actions []Automa
 		}
 		return
 	}
-	switch t.Type {
-	case TargetDevices, TargetGroups, TargetSites:
-		if len(t.IDs) == 0 {
-			c.fail("targets.ids", "name 1 to %d %s", maxTargetIDs, t.Type)
-		}
-	case TargetOrganization:
-		if len(t.IDs) > 0 && !partnerWide {
-			c.fail("targets.ids", "an organization's automation acts in its own organization only; leave ids empty")
-		}
-	default:
-		c.fail("targets.type", "type must be one of devices, groups, sites, organization")
-	}
-	c.ids("targets.ids", t.IDs, maxTargetIDs)
+	c.details = append(c.details, t.CheckShape(orgID)...)
 }
 
-// validate checks a whole automation definition.
-func validate(name, description string, trigger *AutomationTrigger, conds []AutomationCondition, actions []AutomationAction, targets *AutomationTargets, onFailure string,
-	channels []string, partnerWide bool) error {
+// validate checks a whole automation definition; orgID is its organization, empty for a
+// partner-wide one.
+func validate(name, description string, trigger *AutomationTrigger, conds []AutomationCondition, actions []AutomationAction, targets *devices.Targets, onFailure string,
+	channels []string, orgID string) error {
 	var c checker
 	if strings.TrimSpace(name) == "" || len([]rune(name)) > maxNameLen {
 		c.fail("name", "name is 1 to %d characters", maxNameLen)
@@ -212,7 +204,7 @@ func validate(name, description string, trigger *AutomationTrigger, conds []Auto
 	c.trigger(trigger)
 	c.conditions(conds)
 	c.actions(actions)
-	c.targets(targets, trigger.Type, actions, partnerWide)
+	c.targets(targets, trigger.Type, actions, orgID)
 	if !slices.Contains([]string{OnFailureStop, OnFailureContinue, OnFailureNotify}, onFailure) {
 		c.fail("onFailure", "onFailure must be one of stop, continue, notify")
 	}

@@ -28,14 +28,6 @@ const (
 	EnforceEnforce = "enforce"
 )
 
-// Target types.
-const (
-	TargetOrganization = devices.TargetOrganization
-	TargetSites        = devices.TargetSites
-	TargetGroups       = devices.TargetGroups
-	TargetDevices      = devices.TargetDevices
-)
-
 // Compliance states of a device under a policy.
 const (
 	StateCompliant    = "compliant"
@@ -55,7 +47,6 @@ const (
 	maxNameLen          = 255
 	maxDescriptionLen   = 4000
 	maxRules            = 50
-	maxTargetIDs        = 500
 	minIntervalMinutes  = 15
 	maxIntervalMinutes  = 10080
 	defaultInterval     = 60
@@ -79,57 +70,51 @@ type PolicyRule struct {
 	Operator       string   `json:"operator,omitempty" enum:"eq,ne,contains,present,absent" doc:"config_check."`
 }
 
-// PolicyTargets are the devices a policy is assigned to.
-type PolicyTargets struct {
-	Type string   `json:"type" enum:"organization,sites,groups,devices"`
-	IDs  []string `json:"ids,omitempty" maxItems:"500" doc:"organization: empty means the policy's organization (every organization of the partner for a partner-wide policy)."`
-}
-
 // Policy is the API view of a policy.
 type Policy struct {
-	ID                   string        `json:"id" format:"uuid"`
-	PartnerID            string        `json:"partnerId" format:"uuid"`
-	OrgID                *string       `json:"orgId" doc:"null: partner-wide, assigned within every organization of the partner."`
-	Name                 string        `json:"name"`
-	Description          string        `json:"description"`
-	Status               string        `json:"status" enum:"active,inactive"`
-	Enforcement          string        `json:"enforcement" enum:"monitor,warn,enforce"`
-	CheckIntervalMinutes int           `json:"checkIntervalMinutes"`
-	Rules                []PolicyRule  `json:"rules"`
-	RemediationScriptID  *string       `json:"remediationScriptId"`
-	Targets              PolicyTargets `json:"targets"`
-	CreatedBy            *string       `json:"createdBy"`
-	CreatedAt            time.Time     `json:"createdAt"`
-	UpdatedAt            time.Time     `json:"updatedAt"`
-	LastEvaluatedAt      *time.Time    `json:"lastEvaluatedAt" doc:"When evaluations were last queued to the assigned devices."`
-	NextEvaluationAt     *time.Time    `json:"nextEvaluationAt" doc:"When the schedule next queues evaluations; null while inactive."`
+	ID                   string          `json:"id" format:"uuid"`
+	PartnerID            string          `json:"partnerId" format:"uuid"`
+	OrgID                *string         `json:"orgId" doc:"null: partner-wide, assigned within every organization of the partner."`
+	Name                 string          `json:"name"`
+	Description          string          `json:"description"`
+	Status               string          `json:"status" enum:"active,inactive"`
+	Enforcement          string          `json:"enforcement" enum:"monitor,warn,enforce"`
+	CheckIntervalMinutes int             `json:"checkIntervalMinutes"`
+	Rules                []PolicyRule    `json:"rules"`
+	RemediationScriptID  *string         `json:"remediationScriptId"`
+	Targets              devices.Targets `json:"targets"`
+	CreatedBy            *string         `json:"createdBy"`
+	CreatedAt            time.Time       `json:"createdAt"`
+	UpdatedAt            time.Time       `json:"updatedAt"`
+	LastEvaluatedAt      *time.Time      `json:"lastEvaluatedAt" doc:"When evaluations were last queued to the assigned devices."`
+	NextEvaluationAt     *time.Time      `json:"nextEvaluationAt" doc:"When the schedule next queues evaluations; null while inactive."`
 }
 
 // PolicyInput is the body of a create and of a replace (PUT): absent optional fields take
 // their defaults.
 type PolicyInput struct {
-	OrgID                string        `json:"orgId,omitempty" format:"uuid" doc:"The organization; omitted by a partner caller: partner-wide. A replace keeps the policy's own."`
-	PartnerID            string        `json:"partnerId,omitempty" format:"uuid" doc:"System callers: the partner of a partner-wide policy."`
-	Name                 string        `json:"name" minLength:"1" maxLength:"255"`
-	Description          string        `json:"description,omitempty" maxLength:"4000" multiline:"true"`
-	Status               string        `json:"status,omitempty" enum:"active,inactive" doc:"Default active."`
-	Enforcement          string        `json:"enforcement,omitempty" enum:"monitor,warn,enforce" doc:"Default monitor."`
-	CheckIntervalMinutes int           `json:"checkIntervalMinutes,omitempty" doc:"15 to 10080; default 60."`
-	Rules                []PolicyRule  `json:"rules" minItems:"1" maxItems:"50"`
-	RemediationScriptID  string        `json:"remediationScriptId,omitempty" format:"uuid"`
-	Targets              PolicyTargets `json:"targets"`
+	OrgID                string          `json:"orgId,omitempty" format:"uuid" doc:"The organization; omitted by a partner caller: partner-wide. A replace keeps the policy's own."`
+	PartnerID            string          `json:"partnerId,omitempty" format:"uuid" doc:"System callers: the partner of a partner-wide policy."`
+	Name                 string          `json:"name" minLength:"1" maxLength:"255"`
+	Description          string          `json:"description,omitempty" maxLength:"4000" multiline:"true"`
+	Status               string          `json:"status,omitempty" enum:"active,inactive" doc:"Default active."`
+	Enforcement          string          `json:"enforcement,omitempty" enum:"monitor,warn,enforce" doc:"Default monitor."`
+	CheckIntervalMinutes int             `json:"checkIntervalMinutes,omitempty" doc:"15 to 10080; default 60."`
+	Rules                []PolicyRule    `json:"rules" minItems:"1" maxItems:"50"`
+	RemediationScriptID  string          `json:"remediationScriptId,omitempty" format:"uuid"`
+	Targets              devices.Targets `json:"targets"`
 }
 
 // PolicyPatch is the body of a PATCH: absent fields stay. remediationScriptId "" removes it.
 type PolicyPatch struct {
-	Name                 *string        `json:"name,omitempty" minLength:"1" maxLength:"255"`
-	Description          *string        `json:"description,omitempty" maxLength:"4000" multiline:"true"`
-	Status               *string        `json:"status,omitempty" enum:"active,inactive"`
-	Enforcement          *string        `json:"enforcement,omitempty" enum:"monitor,warn,enforce"`
-	CheckIntervalMinutes *int           `json:"checkIntervalMinutes,omitempty"`
-	Rules                *[]PolicyRule  `json:"rules,omitempty" minItems:"1" maxItems:"50"`
-	RemediationScriptID  *string        `json:"remediationScriptId,omitempty" doc:"A script ID, or an empty string to remove it."`
-	Targets              *PolicyTargets `json:"targets,omitempty"`
+	Name                 *string          `json:"name,omitempty" minLength:"1" maxLength:"255"`
+	Description          *string          `json:"description,omitempty" maxLength:"4000" multiline:"true"`
+	Status               *string          `json:"status,omitempty" enum:"active,inactive"`
+	Enforcement          *string          `json:"enforcement,omitempty" enum:"monitor,warn,enforce"`
+	CheckIntervalMinutes *int             `json:"checkIntervalMinutes,omitempty"`
+	Rules                *[]PolicyRule    `json:"rules,omitempty" minItems:"1" maxItems:"50"`
+	RemediationScriptID  *string          `json:"remediationScriptId,omitempty" doc:"A script ID, or an empty string to remove it."`
+	Targets              *devices.Targets `json:"targets,omitempty"`
 }
 
 // PolicyRuleOutcome is what the agent found for one rule.

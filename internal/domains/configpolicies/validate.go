@@ -74,7 +74,8 @@ func normalize(p *Policy) error {
 	if p.RemediationScriptID != nil && !store.ValidID(*p.RemediationScriptID) {
 		c.fail("remediationScriptId", "not a valid ID")
 	}
-	checkTargets(&c, &p.Targets, p.OrgID)
+	// Targets naming rows that are not the policy's are kept: they match nothing when evaluated.
+	c.details = append(c.details, p.Targets.CheckShape(store.Deref(p.OrgID))...)
 	return c.err()
 }
 
@@ -166,36 +167,4 @@ func checkRule(c *checker, at string, r *PolicyRule) {
 // absolute reports whether p is an absolute, clean path.
 func absolute(p string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsAny(p, "\x00\r\n")
-}
-
-// checkTargets checks the targets; an organization policy targets only its organization.
-func checkTargets(c *checker, t *PolicyTargets, orgID *string) {
-	if t.IDs == nil {
-		t.IDs = []string{}
-	}
-	switch t.Type {
-	case TargetOrganization:
-		if orgID != nil && len(t.IDs) > 0 && (len(t.IDs) != 1 || t.IDs[0] != *orgID) {
-			c.fail("targets.ids", "an organization's policy targets its own organization only")
-		}
-	case TargetSites, TargetGroups, TargetDevices:
-		if len(t.IDs) == 0 {
-			c.fail("targets.ids", "name at least one of the %s", t.Type)
-		}
-	default:
-		c.fail("targets.type", "type must be organization, sites, groups or devices")
-		return
-	}
-	if len(t.IDs) > maxTargetIDs {
-		c.fail("targets.ids", "at most %d IDs", maxTargetIDs)
-	}
-	seen := map[string]bool{}
-	for i, id := range t.IDs {
-		if !store.ValidID(id) {
-			c.fail(fmt.Sprintf("targets.ids[%d]", i), "not a valid ID")
-		} else if seen[id] {
-			c.fail(fmt.Sprintf("targets.ids[%d]", i), "listed twice")
-		}
-		seen[id] = true
-	}
 }

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
-	"gale/internal/platform/store"
 
 	"github.com/teambition/rrule-go"
 )
@@ -96,8 +96,7 @@ const (
 	// rather than at every run of the job.
 	slack = 24 * time.Hour
 	// MaxDuration bounds one occurrence.
-	MaxDuration  = 31 * 24 * time.Hour
-	maxTargetIDs = 500
+	MaxDuration = 31 * 24 * time.Hour
 	// Retention is how long completed and cancelled occurrences are kept after their end.
 	Retention = 365 * 24 * time.Hour
 	// checkSpan is how far ahead a new or changed recurrence is checked for overlapping
@@ -334,23 +333,29 @@ func recurrenceRule(c *checker, d *definition) *rrule.ROption {
 	return nil
 }
 
+// devicesTargets maps a window's targets onto devices' vocabulary: all is the window's
+// organization.
+func (t MaintenanceTargets) devicesTargets() devices.Targets {
+	if t.Type == TargetAll {
+		return devices.Targets{Type: devices.TargetOrganization, IDs: t.IDs}
+	}
+	return devices.Targets{Type: t.Type, IDs: t.IDs}
+}
+
+// checkTargets checks a window's targets before its organization is known (checkOwners then
+// checks what they name): all names no IDs; sites, groups and devices are checked as devices
+// checks any targets, for which the organization does not matter.
 func checkTargets(c *checker, t MaintenanceTargets) {
 	switch t.Type {
 	case TargetAll:
 		if len(t.IDs) > 0 {
-			c.fail("targets.ids", "a window over all devices names no IDs")
+			c.fail("targets.ids", "type all names no IDs")
 		}
 	case TargetSites, TargetGroups, TargetDevices:
-		if len(t.IDs) == 0 || len(t.IDs) > maxTargetIDs {
-			c.fail("targets.ids", "1 to %d IDs", maxTargetIDs)
-		}
-		for i, id := range t.IDs {
-			if !store.ValidID(id) {
-				c.fail(fmt.Sprintf("targets.ids[%d]", i), "not a valid ID")
-			}
-		}
+		dt := t.devicesTargets()
+		c.details = append(c.details, dt.CheckShape("")...)
 	default:
-		c.fail("targets.type", "all, sites, groups or devices")
+		c.fail("targets.type", "type is one of all, sites, groups, devices")
 	}
 }
 

@@ -108,30 +108,11 @@ func (s *Service) ListWindows(ctx context.Context, f WindowFilter, page store.Pa
 		SortKey: "w.id", SortID: "w.id", Desc: true}, page, scanWindow, func(w MaintenanceWindow) (string, string) { return w.ID, w.ID })
 }
 
-// checkOwners makes sure every target ID is a site, group or device of the organization.
-func checkOwners(ctx context.Context, q store.Querier, orgID string, t MaintenanceTargets) error {
-	var owners map[string]tenancy.Owner
-	var err error
-	switch t.Type {
-	case TargetSites:
-		owners, err = tenancy.SiteOwners(ctx, q, t.IDs)
-	case TargetGroups:
-		owners, err = groups.Owners(ctx, q, t.IDs)
-	case TargetDevices:
-		owners, err = devices.Owners(ctx, q, t.IDs)
-	default:
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("check window targets: %w", err)
-	}
-	var c checker
-	for i, id := range t.IDs {
-		if o, ok := owners[id]; !ok || o.OrgID != orgID {
-			c.fail(fmt.Sprintf("targets.ids[%d]", i), "no such %s in the window's organization", t.Type[:len(t.Type)-1])
-		}
-	}
-	return c.err()
+// checkOwners makes sure every target ID is a site, group or device of the window's
+// organization (owner), within the caller's reach.
+func checkOwners(ctx context.Context, q store.Querier, owner tenancy.Owner, t MaintenanceTargets) error {
+	dt := t.devicesTargets()
+	return devices.CheckTargets(ctx, q, &dt, owner, groups.Owners)
 }
 
 func boolOr(v *bool, def bool) bool {
@@ -145,7 +126,6 @@ func boolOr(v *bool, def bool) bool {
 func (s *Service) CreateWindow(ctx context.Context, in MaintenanceWindowInput) (MaintenanceWindow, error) {
 	d := definition{Name: in.Name, Description: in.Description, StartTime: in.StartTime, EndTime: in.EndTime, Timezone: in.Timezone,
 		Recurrence: in.Recurrence, RRule: in.RRule, RecurrenceEnd: in.RecurrenceEnd, Targets: in.Targets}
-	d.Targets.IDs = uniqueIDs(d.Targets.IDs)
 	sched, err := compile(&d, true)
 	if err != nil {
 		return MaintenanceWindow{}, err
@@ -160,7 +140,7 @@ func (s *Service) CreateWindow(ctx context.Context, in MaintenanceWindowInput) (
 		if err != nil {
 			return err
 		}
-		if err := checkOwners(ctx, tx, at.OrgID, d.Targets); err != nil {
+		if err := checkOwners(ctx, tx, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, d.Targets); err != nil {
 			return err
 		}
 		id, now := store.NewID(), s.now()
@@ -227,12 +207,11 @@ func (s *Service) UpdateWindow(ctx context.Context, id string, in MaintenanceWin
 		if in.RecurrenceEnd != nil {
 			d.RecurrenceEnd = in.RecurrenceEnd
 		}
-		d.Targets.IDs = uniqueIDs(d.Targets.IDs)
 		sched, err := compile(&d, true)
 		if err != nil {
 			return err
 		}
-		if err := checkOwners(ctx, tx, before.OrgID, d.Targets); err != nil {
+		if err := checkOwners(ctx, tx, tenancy.Owner{PartnerID: before.PartnerID, OrgID: before.OrgID}, d.Targets); err != nil {
 			return err
 		}
 		now := s.now()

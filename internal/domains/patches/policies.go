@@ -29,16 +29,11 @@ const (
 	RebootAlways     = "always"
 )
 
-// Schedule frequencies and target types of a policy.
+// Schedule frequencies of a policy.
 const (
 	PolicyDaily   = "daily"
 	PolicyWeekly  = "weekly"
 	PolicyMonthly = "monthly"
-
-	PolicyTargetOrganization = devices.TargetOrganization
-	PolicyTargetSites        = devices.TargetSites
-	PolicyTargetGroups       = devices.TargetGroups
-	PolicyTargetDevices      = devices.TargetDevices
 )
 
 // Limits of a policy.
@@ -46,7 +41,6 @@ const (
 	MaxPolicyRings      = 10
 	MaxPolicyDeferral   = 365
 	MaxPolicyRingDelay  = 90
-	maxPolicyTargetIDs  = 500
 	maxPolicyLastJobIDs = 50
 )
 
@@ -76,12 +70,6 @@ type PatchPolicySchedule struct {
 	Timezone   string `json:"timezone,omitempty" maxLength:"64" doc:"An IANA time zone; default UTC."`
 }
 
-// PatchPolicyTargets are the devices a policy works on.
-type PatchPolicyTargets struct {
-	Type string   `json:"type" enum:"organization,sites,groups,devices"`
-	IDs  []string `json:"ids" required:"false" maxItems:"500" doc:"organization: the organizations (empty: the policy's own, or every organization of the partner for a partner-wide policy); otherwise the sites, groups or devices."`
-}
-
 // PatchPolicyRing is a step of a staged rollout: devices of its groups install a patch
 // delayDays after the policy's deferral.
 type PatchPolicyRing struct {
@@ -104,7 +92,7 @@ type PatchPolicy struct {
 	RebootBehavior      string                 `json:"rebootBehavior" enum:"never,if_required,always"`
 	Schedule            *PatchPolicySchedule   `json:"schedule"`
 	MaintenanceWindowID *string                `json:"maintenanceWindowId"`
-	Targets             PatchPolicyTargets     `json:"targets"`
+	Targets             devices.Targets        `json:"targets"`
 	Rings               []PatchPolicyRing      `json:"rings"`
 	NextRunAt           *time.Time             `json:"nextRunAt" doc:"The next run; null when disabled. Window-based: the start of the window's next occurrence the policy has not run in (past while one is under way: the run is due), null when the window has none."`
 	LastRunAt           *time.Time             `json:"lastRunAt"`
@@ -130,7 +118,7 @@ type PatchPolicyInput struct {
 	RebootBehavior      string                  `json:"rebootBehavior,omitempty" enum:"never,if_required,always" doc:"Default if_required."`
 	Schedule            *PatchPolicySchedule    `json:"schedule,omitempty" doc:"Either schedule or maintenanceWindowId."`
 	MaintenanceWindowID string                  `json:"maintenanceWindowId,omitempty" format:"uuid" doc:"A window of the policy's organization: the policy runs once per occurrence, while it is active."`
-	Targets             PatchPolicyTargets      `json:"targets"`
+	Targets             devices.Targets         `json:"targets"`
 	Rings               []PatchPolicyRing       `json:"rings,omitempty" maxItems:"10"`
 }
 
@@ -146,7 +134,7 @@ type PatchPolicyUpdate struct {
 	RebootBehavior      *string                 `json:"rebootBehavior,omitempty" enum:"never,if_required,always"`
 	Schedule            *PatchPolicySchedule    `json:"schedule,omitempty"`
 	MaintenanceWindowID *string                 `json:"maintenanceWindowId,omitempty" format:"uuid"`
-	Targets             *PatchPolicyTargets     `json:"targets,omitempty"`
+	Targets             *devices.Targets        `json:"targets,omitempty"`
 	Rings               *[]PatchPolicyRing      `json:"rings,omitempty" maxItems:"10"`
 }
 
@@ -348,7 +336,7 @@ func (p *Policies) check(ctx context.Context, x *PatchPolicy) error {
 			return err
 		}
 	}
-	if err := p.checkTargets(ctx, x); err != nil {
+	if err := devices.CheckTargets(ctx, p.db, &x.Targets, tenancy.Owner{PartnerID: x.PartnerID, OrgID: store.Deref(x.OrgID)}, groups.Owners); err != nil {
 		return err
 	}
 	return p.checkRings(ctx, x)
@@ -405,51 +393,6 @@ func checkSchedule(s *PatchPolicySchedule) error {
 		seen[d] = true
 	}
 	slices.Sort(s.DaysOfWeek)
-	return nil
-}
-
-// checkTargets validates the targets and that what they name is the policy's: its
-// organization's (or its partner's, for a partner-wide policy).
-func (p *Policies) checkTargets(ctx context.Context, x *PatchPolicy) error {
-	t := &x.Targets
-	t.IDs = nonNil(unique(t.IDs))
-	if len(t.IDs) > maxPolicyTargetIDs {
-		return apperr.Invalid("targets.ids", "at most 500 IDs")
-	}
-	for _, id := range t.IDs {
-		if !store.ValidID(id) {
-			return apperr.Invalid("targets.ids", "not a valid ID: "+id)
-		}
-	}
-	var owners map[string]tenancy.Owner
-	var err error
-	switch t.Type {
-	case PolicyTargetOrganization:
-		if x.OrgID != nil {
-			if len(t.IDs) > 1 || len(t.IDs) == 1 && t.IDs[0] != *x.OrgID {
-				return apperr.Invalid("targets.ids", "an organization's policy reaches its own organization only")
-			}
-			t.IDs = []string{}
-			return nil
-		}
-		owners, err = tenancy.OrgOwners(ctx, p.db, t.IDs)
-	case PolicyTargetSites, PolicyTargetGroups, PolicyTargetDevices:
-		if len(t.IDs) == 0 {
-			return apperr.Invalid("targets.ids", "name at least one "+strings.TrimSuffix(t.Type, "s"))
-		}
-		owners, err = map[string]func(context.Context, store.Querier, []string) (map[string]tenancy.Owner, error){
-			PolicyTargetSites: tenancy.SiteOwners, PolicyTargetGroups: groups.Owners, PolicyTargetDevices: devices.Owners}[t.Type](ctx, p.db, t.IDs)
-	default:
-		return apperr.Invalid("targets.type", "one of organization, sites, groups, devices")
-	}
-	if err != nil {
-		return fmt.Errorf("read the owners of the policy's targets: %w", err)
-	}
-	for _, id := range t.IDs {
-		if !ownedBy(owners, id, x) {
-			return apperr.Invalid("targets.ids", "no such "+strings.TrimSuffix(t.Type, "s")+" within the policy's reach: "+id)
-		}
-	}
 	return nil
 }
 

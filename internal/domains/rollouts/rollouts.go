@@ -38,15 +38,10 @@ const (
 	DeviceCancelled = "cancelled"
 )
 
-// Strategy modes and target types.
+// Strategy modes.
 const (
 	ModeImmediate = "immediate"
 	ModeStaggered = "staggered"
-
-	TargetOrganization = devices.TargetOrganization
-	TargetSites        = devices.TargetSites
-	TargetGroups       = devices.TargetGroups
-	TargetDevices      = devices.TargetDevices
 )
 
 // Events a deployment records.
@@ -71,7 +66,6 @@ const (
 const (
 	maxNameLen        = 255
 	maxDescriptionLen = 4000
-	maxTargetIDs      = 500
 	// MaxDevices bounds the devices one deployment resolves to.
 	MaxDevices        = 10_000
 	maxBatchSize      = 1000
@@ -81,12 +75,6 @@ const (
 	defaultBackoff    = 5
 	maxErrorLen       = 1000
 )
-
-// DeploymentTargets are the devices a deployment acts on, resolved when it is initialized.
-type DeploymentTargets struct {
-	Type string   `json:"type" enum:"organization,sites,groups,devices"`
-	IDs  []string `json:"ids,omitempty" maxItems:"500" doc:"sites, groups, devices: their IDs. organization: empty (or the deployment's own orgId)."`
-}
 
 // DeploymentStrategy is how a deployment delivers its payload.
 type DeploymentStrategy struct {
@@ -147,7 +135,7 @@ type Deployment struct {
 	Description               string             `json:"description"`
 	Status                    string             `json:"status" enum:"draft,pending,running,paused,completed,failed,cancelled"`
 	Payload                   json.RawMessage    `json:"payload" doc:"What is delivered: {type: script, scriptId, parameters?, runAs?}; software and patch as their types define."`
-	Targets                   DeploymentTargets  `json:"targets"`
+	Targets                   devices.Targets    `json:"targets"`
 	Strategy                  DeploymentStrategy `json:"strategy"`
 	Retry                     DeploymentRetry    `json:"retry"`
 	RespectMaintenanceWindows bool               `json:"respectMaintenanceWindows"`
@@ -183,7 +171,7 @@ type DeploymentInput struct {
 	Name                      string              `json:"name" minLength:"1" maxLength:"255"`
 	Description               string              `json:"description,omitempty" maxLength:"4000" multiline:"true"`
 	Payload                   map[string]any      `json:"payload" doc:"{type: script|software|patch, ...}: see the API notes."`
-	Targets                   DeploymentTargets   `json:"targets"`
+	Targets                   devices.Targets     `json:"targets"`
 	Strategy                  *DeploymentStrategy `json:"strategy,omitempty" doc:"Default immediate."`
 	Retry                     *DeploymentRetry    `json:"retry,omitempty" doc:"Default one attempt."`
 	RespectMaintenanceWindows *bool               `json:"respectMaintenanceWindows,omitempty" doc:"Default true."`
@@ -194,7 +182,7 @@ type DeploymentUpdate struct {
 	Name                      *string             `json:"name,omitempty" minLength:"1" maxLength:"255"`
 	Description               *string             `json:"description,omitempty" maxLength:"4000" multiline:"true"`
 	Payload                   map[string]any      `json:"payload,omitempty"`
-	Targets                   *DeploymentTargets  `json:"targets,omitempty"`
+	Targets                   *devices.Targets    `json:"targets,omitempty"`
 	Strategy                  *DeploymentStrategy `json:"strategy,omitempty"`
 	Retry                     *DeploymentRetry    `json:"retry,omitempty"`
 	RespectMaintenanceWindows *bool               `json:"respectMaintenanceWindows,omitempty"`

@@ -294,28 +294,10 @@ func normalize(x *Deployment) error {
 	if len([]rune(x.Description)) > maxDescriptionLen {
 		fail("description", "at most 4000 characters")
 	}
-	t := &x.Targets
-	switch t.Type {
-	case TargetOrganization:
-		if len(t.IDs) > 1 || (len(t.IDs) == 1 && t.IDs[0] != x.OrgID) {
-			fail("targets.ids", "an organization target names no IDs, or the deployment's own organization")
-		}
-		t.IDs = nil
-	case TargetSites, TargetGroups, TargetDevices:
-		if len(t.IDs) == 0 || len(t.IDs) > maxTargetIDs {
-			fail("targets.ids", "name 1 to 500 IDs")
-		}
-		for _, id := range t.IDs {
-			if !store.ValidID(id) {
-				fail("targets.ids", "not a valid ID: "+id)
-				break
-			}
-		}
-		slices.Sort(t.IDs)
-		t.IDs = slices.Compact(t.IDs)
-	default:
-		fail("targets.type", "type must be one of organization, sites, groups, devices")
-	}
+	// A draft's targets may name rows that are not the organization's: initialize finds no
+	// device of them. Named devices go into batches in ID order.
+	details = append(details, x.Targets.CheckShape(x.OrgID)...)
+	slices.Sort(x.Targets.IDs)
 	st := &x.Strategy
 	switch st.Mode {
 	case "", ModeImmediate:

@@ -76,7 +76,7 @@ func (d Deployer) Deploy(ctx context.Context, tx *sql.Tx, raw json.RawMessage, d
 		return out, nil
 	}
 	at := tenancy.Placement{PartnerID: devs[0].PartnerID, OrgID: devs[0].OrgID}
-	targets := SoftwareDeploymentTargets{Type: TargetDevices}
+	targets := devices.Targets{Type: devices.TargetDevices}
 	for _, dev := range devs {
 		targets.IDs = append(targets.IDs, dev.ID)
 	}

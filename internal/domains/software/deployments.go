@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -213,38 +214,13 @@ func narrowed(ctx context.Context, partnerID, orgID string) context.Context {
 	return access.WithPrincipal(ctx, &n)
 }
 
-// checkTargets validates a deployment's targets for its organization.
-func checkTargets(t *SoftwareDeploymentTargets, orgID string) error {
-	for _, id := range t.IDs {
-		if !store.ValidID(id) {
-			return apperr.Invalid("targets.ids", "not a valid ID: "+id)
-		}
-	}
-	switch t.Type {
-	case TargetDevices, TargetGroups, TargetSites:
-		if len(t.IDs) == 0 {
-			return apperr.Invalid("targets.ids", "name at least one "+strings.TrimSuffix(t.Type, "s"))
-		}
-	case TargetOrganization:
-		if len(t.IDs) > 1 || (len(t.IDs) == 1 && t.IDs[0] != orgID) {
-			return apperr.Invalid("targets.ids", "a deployment reaches its own organization only")
-		}
-		t.IDs = []string{orgID}
-	default:
-		return apperr.Invalid("targets.type", "type is one of devices, groups, sites, organization")
-	}
-	return nil
-}
-
-// resolve lists the live devices the targets hold, within ctx's organization. Named devices
-// that are not there are refused.
-func (s *Service) resolve(ctx context.Context, t SoftwareDeploymentTargets) ([]devices.Device, error) {
+// resolve lists the live devices the targets hold, within ctx's organization (a named device
+// decommissioned since the targets were checked is left out).
+func (s *Service) resolve(ctx context.Context, t devices.Targets) ([]devices.Device, error) {
 	r, err := s.devices.ResolveTargets(ctx, t.Type, t.IDs, MaxDeploymentDevices)
 	switch {
 	case err != nil:
 		return nil, err
-	case len(r.Missing) > 0:
-		return nil, apperr.Invalid("targets.ids", "no such device in the organization: "+r.Missing[0])
 	case r.Exceeds:
 		return nil, devices.TooManyTargets(MaxDeploymentDevices)
 	}
@@ -295,7 +271,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 	if err != nil {
 		return SoftwareDeployment{}, err
 	}
-	if err := checkTargets(&in.Targets, at.OrgID); err != nil {
+	if err := devices.CheckTargets(ctx, s.db, &in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, groups.Owners); err != nil {
 		return SoftwareDeployment{}, err
 	}
 	v, err := getVersion(ctx, s.db, scope, in.VersionID)
@@ -340,7 +316,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 // newDeployment is what deployIn records beside the version and the devices.
 type newDeployment struct {
 	name     string
-	targets  SoftwareDeploymentTargets
+	targets  devices.Targets
 	schedule SoftwareDeploymentSchedule
 	// open is false while the deployment waits for its maintenance window; hold asks which
 	// devices a window keeps (false: a rollout decided that already).

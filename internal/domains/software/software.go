@@ -51,14 +51,6 @@ const (
 	ScheduleMaintenanceWindow = "maintenance_window"
 )
 
-// Target types of a deployment.
-const (
-	TargetDevices      = devices.TargetDevices
-	TargetGroups       = devices.TargetGroups
-	TargetSites        = devices.TargetSites
-	TargetOrganization = devices.TargetOrganization
-)
-
 // EventDeploymentCompleted is recorded once when a deployment reaches its final status
 // (completed, partial or failed; a cancelled one too).
 const EventDeploymentCompleted = "software.deployment_completed"
@@ -152,7 +144,7 @@ type SoftwareDeployment struct {
 	VersionID    string                     `json:"versionId" format:"uuid"`
 	SoftwareName string                     `json:"softwareName"`
 	Version      string                     `json:"version"`
-	Targets      SoftwareDeploymentTargets  `json:"targets"`
+	Targets      devices.Targets            `json:"targets"`
 	Schedule     SoftwareDeploymentSchedule `json:"schedule"`
 	Status       string                     `json:"status" enum:"pending,running,completed,failed,partial,cancelled"`
 	Counts       map[string]int             `json:"counts" doc:"Devices per status (waiting, queued, running, installed, failed, skipped, cancelled)."`
@@ -160,12 +152,6 @@ type SoftwareDeployment struct {
 	CreatedAt    time.Time                  `json:"createdAt"`
 	UpdatedAt    time.Time                  `json:"updatedAt"`
 	CompletedAt  *time.Time                 `json:"completedAt"`
-}
-
-// SoftwareDeploymentTargets are what a deployment resolves to devices.
-type SoftwareDeploymentTargets struct {
-	Type string   `json:"type" enum:"devices,groups,sites,organization"`
-	IDs  []string `json:"ids,omitempty" maxItems:"500" doc:"organization: empty means the deployment's organization."`
 }
 
 // SoftwareDeploymentSchedule says when the devices get their commands.
@@ -179,7 +165,7 @@ type SoftwareDeploymentInput struct {
 	Name      string                      `json:"name,omitempty" maxLength:"255" doc:"Default: the software's name and version."`
 	VersionID string                      `json:"versionId" format:"uuid"`
 	OrgID     string                      `json:"orgId,omitempty" format:"uuid" doc:"The organization whose devices get the version; an organization caller's own when omitted."`
-	Targets   SoftwareDeploymentTargets   `json:"targets"`
+	Targets   devices.Targets             `json:"targets"`
 	Schedule  *SoftwareDeploymentSchedule `json:"schedule,omitempty" doc:"Default: now."`
 }
 
