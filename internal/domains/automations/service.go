@@ -333,14 +333,14 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 			return err
 		}
 		after := before
-		set(&after.Name, in.Name)
-		set(&after.Description, in.Description)
-		set(&after.Enabled, in.Enabled)
-		set(&after.Trigger, in.Trigger)
-		set(&after.Conditions, in.Conditions)
-		set(&after.Actions, in.Actions)
-		set(&after.OnFailure, in.OnFailure)
-		set(&after.NotifyChannelIDs, in.NotifyChannelIDs)
+		store.Assign(&after.Name, in.Name)
+		store.Assign(&after.Description, in.Description)
+		store.Assign(&after.Enabled, in.Enabled)
+		store.Assign(&after.Trigger, in.Trigger)
+		store.Assign(&after.Conditions, in.Conditions)
+		store.Assign(&after.Actions, in.Actions)
+		store.Assign(&after.OnFailure, in.OnFailure)
+		store.Assign(&after.NotifyChannelIDs, in.NotifyChannelIDs)
 		if in.Targets != nil {
 			after.Targets = in.Targets
 		}
@@ -398,12 +398,6 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 	})
 	x.Trigger.Secret = secret
 	return x, err
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // Delete removes an automation and its runs; refused (409) while one of its runs is running.

@@ -289,13 +289,13 @@ func (s *Service) Replace(ctx context.Context, id string, in PolicyInput) (Polic
 // Patch changes the fields given (PATCH).
 func (s *Service) Patch(ctx context.Context, id string, in PolicyPatch) (Policy, error) {
 	return s.update(ctx, id, func(after Policy) (Policy, error) {
-		set(&after.Name, in.Name)
-		set(&after.Description, in.Description)
-		set(&after.Status, in.Status)
-		set(&after.Enforcement, in.Enforcement)
-		set(&after.CheckIntervalMinutes, in.CheckIntervalMinutes)
-		set(&after.Rules, in.Rules)
-		set(&after.Targets, in.Targets)
+		store.Assign(&after.Name, in.Name)
+		store.Assign(&after.Description, in.Description)
+		store.Assign(&after.Status, in.Status)
+		store.Assign(&after.Enforcement, in.Enforcement)
+		store.Assign(&after.CheckIntervalMinutes, in.CheckIntervalMinutes)
+		store.Assign(&after.Rules, in.Rules)
+		store.Assign(&after.Targets, in.Targets)
 		if in.RemediationScriptID != nil {
 			after.RemediationScriptID = nil
 			if *in.RemediationScriptID != "" {
@@ -308,12 +308,6 @@ func (s *Service) Patch(ctx context.Context, id string, in PolicyPatch) (Policy,
 		}
 		return after, nil
 	})
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // update applies change to a policy in one transaction. A policy whose rules, targets or

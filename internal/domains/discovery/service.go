@@ -328,10 +328,10 @@ func (s *Service) UpdateProfile(ctx context.Context, id string, in DiscoveryProf
 		case in.SNMP != nil:
 			d.SNMP = in.SNMP
 		}
-		set(&d.DeepScan, in.DeepScan)
-		set(&d.Schedule, in.Schedule)
-		set(&d.TimeoutMs, in.TimeoutMs)
-		set(&d.Concurrency, in.Concurrency)
+		store.Assign(&d.DeepScan, in.DeepScan)
+		store.Assign(&d.Schedule, in.Schedule)
+		store.Assign(&d.TimeoutMs, in.TimeoutMs)
+		store.Assign(&d.Concurrency, in.Concurrency)
 		var c checker
 		d.check(&c)
 		if err := c.err(); err != nil {
@@ -380,12 +380,6 @@ func (s *Service) UpdateProfile(ctx context.Context, id string, in DiscoveryProf
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: auditView(out)})
 	})
 	return out, err
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // DeleteProfile deletes a profile with its jobs; refused (409) while a scan of it is

@@ -171,12 +171,6 @@ func auditView(w MaintenanceWindow) map[string]any {
 		"suppressPatches": w.SuppressPatches, "suppressAutomations": w.SuppressAutomations, "suppressScripts": w.SuppressScripts}
 }
 
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
 // UpdateWindow changes a window (PATCH). In the same transaction its scheduled occurrences
 // are written anew from the changed definition; active and completed ones stay as they are.
 // A cancelled window is final (409 WINDOW_CANCELLED).
@@ -193,14 +187,14 @@ func (s *Service) UpdateWindow(ctx context.Context, id string, in MaintenanceWin
 		d := definition{Name: before.Name, Description: before.Description, StartTime: before.StartTime, EndTime: before.EndTime,
 			Timezone: before.Timezone, Recurrence: before.Recurrence, RRule: store.Deref(before.RRule),
 			RecurrenceEnd: before.RecurrenceEnd, Targets: before.Targets}
-		set(&d.Name, in.Name)
-		set(&d.Description, in.Description)
-		set(&d.StartTime, in.StartTime)
-		set(&d.EndTime, in.EndTime)
-		set(&d.Timezone, in.Timezone)
-		set(&d.Recurrence, in.Recurrence)
-		set(&d.RRule, in.RRule)
-		set(&d.Targets, in.Targets)
+		store.Assign(&d.Name, in.Name)
+		store.Assign(&d.Description, in.Description)
+		store.Assign(&d.StartTime, in.StartTime)
+		store.Assign(&d.EndTime, in.EndTime)
+		store.Assign(&d.Timezone, in.Timezone)
+		store.Assign(&d.Recurrence, in.Recurrence)
+		store.Assign(&d.RRule, in.RRule)
+		store.Assign(&d.Targets, in.Targets)
 		if in.Recurrence != nil && *in.Recurrence != Custom && in.RRule == nil {
 			d.RRule = ""
 		}

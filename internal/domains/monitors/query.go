@@ -90,11 +90,11 @@ func (s *Service) Test(ctx context.Context, id string, in MonitorTestInput) (Mon
 	}
 	sp := spec{SiteID: store.Deref(m.SiteID), Name: m.Name, Type: m.Type, Target: m.Target, Config: m.Config, Interval: m.IntervalSeconds,
 		Timeout: m.TimeoutSeconds}
-	set(&sp.SiteID, in.SiteID)
-	set(&sp.Type, in.Type)
-	set(&sp.Target, in.Target)
-	set(&sp.Config, in.Config)
-	set(&sp.Timeout, in.TimeoutSeconds)
+	store.Assign(&sp.SiteID, in.SiteID)
+	store.Assign(&sp.Type, in.Type)
+	store.Assign(&sp.Target, in.Target)
+	store.Assign(&sp.Config, in.Config)
+	store.Assign(&sp.Timeout, in.TimeoutSeconds)
 	var c checker
 	sp.validate(&c)
 	if err := c.err(); err != nil {

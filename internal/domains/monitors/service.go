@@ -261,15 +261,15 @@ func (s *Service) Update(ctx context.Context, id string, in MonitorUpdate) (Moni
 		for _, r := range m.AlertRules {
 			sp.knownRules[r.ID] = true
 		}
-		set(&sp.SiteID, in.SiteID)
-		set(&sp.Name, in.Name)
-		set(&sp.Type, in.Type)
-		set(&sp.Target, in.Target)
-		set(&sp.Config, in.Config)
-		set(&sp.Interval, in.IntervalSeconds)
-		set(&sp.Timeout, in.TimeoutSeconds)
-		set(&sp.Enabled, in.Enabled)
-		set(&sp.Rules, in.AlertRules)
+		store.Assign(&sp.SiteID, in.SiteID)
+		store.Assign(&sp.Name, in.Name)
+		store.Assign(&sp.Type, in.Type)
+		store.Assign(&sp.Target, in.Target)
+		store.Assign(&sp.Config, in.Config)
+		store.Assign(&sp.Interval, in.IntervalSeconds)
+		store.Assign(&sp.Timeout, in.TimeoutSeconds)
+		store.Assign(&sp.Enabled, in.Enabled)
+		store.Assign(&sp.Rules, in.AlertRules)
 		var c checker
 		sp.validate(&c)
 		if err := c.err(); err != nil {
@@ -322,12 +322,6 @@ func (s *Service) Update(ctx context.Context, id string, in MonitorUpdate) (Moni
 		s.wake()
 	}
 	return out, err
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // resolveDropped resolves the open alerts of the rules an update removed, or every open alert

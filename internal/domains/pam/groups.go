@@ -126,9 +126,9 @@ func (s *Service) UpdateGroup(ctx context.Context, id string, u PAMSignerGroupUp
 		if err != nil {
 			return err
 		}
-		set(&g.Name, u.Name)
-		set(&g.Signers, u.Signers)
-		set(&g.Thumbprints, u.Thumbprints)
+		store.Assign(&g.Name, u.Name)
+		store.Assign(&g.Signers, u.Signers)
+		store.Assign(&g.Thumbprints, u.Thumbprints)
 		name, signers, thumbs, err := cleanGroup(g.Name, g.Signers, g.Thumbprints)
 		if err != nil {
 			return err

@@ -388,7 +388,7 @@ func (s *Service) Respond(ctx context.Context, id string, in PAMRespondInput) (P
 		duration := r.DurationMinutes
 		if in.Decision == "approve" {
 			status, action = StatusApproved, "pam.request.approve"
-			set(&duration, in.DurationMinutes)
+			store.Assign(&duration, in.DurationMinutes)
 			expires = now.Add(time.Duration(duration) * time.Minute)
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE pam_requests SET status = $1, decided_via = $2, decided_by = $3, decided_at = $4, reason = $5,

@@ -227,25 +227,19 @@ func (in PAMRuleInput) spec() ruleSpec {
 	if sp.Verdict == "" {
 		sp.Verdict = VerdictRequireApproval
 	}
-	set(&sp.Priority, in.Priority)
-	set(&sp.ApprovalMinutes, in.ApprovalMinutes)
-	set(&sp.Enabled, in.Enabled)
-	set(&sp.Signer, in.MatchSigner)
-	set(&sp.Thumbprint, in.MatchSignerThumbprint)
-	set(&sp.GroupID, in.MatchSignerGroupID)
-	set(&sp.Hash, in.MatchHash)
-	set(&sp.PathGlob, in.MatchPathGlob)
-	set(&sp.Parent, in.MatchParentImage)
-	set(&sp.CmdLine, in.MatchCommandLine)
-	set(&sp.User, in.MatchUser)
-	set(&sp.AD, in.MatchAdGroup)
+	store.Assign(&sp.Priority, in.Priority)
+	store.Assign(&sp.ApprovalMinutes, in.ApprovalMinutes)
+	store.Assign(&sp.Enabled, in.Enabled)
+	store.Assign(&sp.Signer, in.MatchSigner)
+	store.Assign(&sp.Thumbprint, in.MatchSignerThumbprint)
+	store.Assign(&sp.GroupID, in.MatchSignerGroupID)
+	store.Assign(&sp.Hash, in.MatchHash)
+	store.Assign(&sp.PathGlob, in.MatchPathGlob)
+	store.Assign(&sp.Parent, in.MatchParentImage)
+	store.Assign(&sp.CmdLine, in.MatchCommandLine)
+	store.Assign(&sp.User, in.MatchUser)
+	store.Assign(&sp.AD, in.MatchAdGroup)
 	return sp
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // hasMatchValue reports whether an update carries a match field with a value.
@@ -260,21 +254,21 @@ func (u PAMRuleUpdate) hasMatchValue() bool {
 }
 
 func (u PAMRuleUpdate) apply(sp *ruleSpec) {
-	set(&sp.SiteID, u.SiteID)
-	set(&sp.Name, u.Name)
-	set(&sp.Verdict, u.Verdict)
-	set(&sp.Priority, u.Priority)
-	set(&sp.ApprovalMinutes, u.ApprovalMinutes)
-	set(&sp.Enabled, u.Enabled)
-	set(&sp.Signer, u.MatchSigner)
-	set(&sp.Thumbprint, u.MatchSignerThumbprint)
-	set(&sp.GroupID, u.MatchSignerGroupID)
-	set(&sp.Hash, u.MatchHash)
-	set(&sp.PathGlob, u.MatchPathGlob)
-	set(&sp.Parent, u.MatchParentImage)
-	set(&sp.CmdLine, u.MatchCommandLine)
-	set(&sp.User, u.MatchUser)
-	set(&sp.AD, u.MatchAdGroup)
+	store.Assign(&sp.SiteID, u.SiteID)
+	store.Assign(&sp.Name, u.Name)
+	store.Assign(&sp.Verdict, u.Verdict)
+	store.Assign(&sp.Priority, u.Priority)
+	store.Assign(&sp.ApprovalMinutes, u.ApprovalMinutes)
+	store.Assign(&sp.Enabled, u.Enabled)
+	store.Assign(&sp.Signer, u.MatchSigner)
+	store.Assign(&sp.Thumbprint, u.MatchSignerThumbprint)
+	store.Assign(&sp.GroupID, u.MatchSignerGroupID)
+	store.Assign(&sp.Hash, u.MatchHash)
+	store.Assign(&sp.PathGlob, u.MatchPathGlob)
+	store.Assign(&sp.Parent, u.MatchParentImage)
+	store.Assign(&sp.CmdLine, u.MatchCommandLine)
+	store.Assign(&sp.User, u.MatchUser)
+	store.Assign(&sp.AD, u.MatchAdGroup)
 	if u.TimeWindow != nil {
 		sp.Window = u.TimeWindow
 	}

@@ -536,12 +536,6 @@ func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy
 	return out, p.windowRun(ctx, &out)
 }
 
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
-}
-
 // Update changes a policy (PATCH). Its organization never changes. A change of schedule or
 // of enabled computes the next run again.
 func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) (PatchPolicy, error) {
@@ -555,14 +549,14 @@ func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) 
 			return err
 		}
 		after := before
-		set(&after.Name, in.Name)
-		set(&after.Description, in.Description)
-		set(&after.Enabled, in.Enabled)
-		set(&after.AutoApprove, in.AutoApprove)
-		set(&after.DeferralDays, in.DeferralDays)
-		set(&after.RebootBehavior, in.RebootBehavior)
-		set(&after.Targets, in.Targets)
-		set(&after.Rings, in.Rings)
+		store.Assign(&after.Name, in.Name)
+		store.Assign(&after.Description, in.Description)
+		store.Assign(&after.Enabled, in.Enabled)
+		store.Assign(&after.AutoApprove, in.AutoApprove)
+		store.Assign(&after.DeferralDays, in.DeferralDays)
+		store.Assign(&after.RebootBehavior, in.RebootBehavior)
+		store.Assign(&after.Targets, in.Targets)
+		store.Assign(&after.Rings, in.Rings)
 		if in.DeadlineDays != nil {
 			after.DeadlineDays = in.DeadlineDays
 			if *in.DeadlineDays == -1 {

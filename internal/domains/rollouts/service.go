@@ -395,12 +395,12 @@ func (s *Service) Update(ctx context.Context, id string, in DeploymentUpdate) (D
 	if x.Status != StatusDraft {
 		return x, errNotDraft(x.Status)
 	}
-	set(&x.Name, in.Name)
-	set(&x.Description, in.Description)
-	set(&x.Targets, in.Targets)
-	set(&x.Strategy, in.Strategy)
-	set(&x.Retry, in.Retry)
-	set(&x.RespectMaintenanceWindows, in.RespectMaintenanceWindows)
+	store.Assign(&x.Name, in.Name)
+	store.Assign(&x.Description, in.Description)
+	store.Assign(&x.Targets, in.Targets)
+	store.Assign(&x.Strategy, in.Strategy)
+	store.Assign(&x.Retry, in.Retry)
+	store.Assign(&x.RespectMaintenanceWindows, in.RespectMaintenanceWindows)
 	if err := normalize(&x); err != nil {
 		return x, err
 	}
@@ -433,12 +433,6 @@ func (s *Service) Update(ctx context.Context, id string, in DeploymentUpdate) (D
 		return Deployment{}, err
 	}
 	return s.get(ctx, s.db, access.SystemScope(), id)
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 // Delete removes a draft or ended deployment with its devices.

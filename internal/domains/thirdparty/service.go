@@ -276,11 +276,11 @@ func (s *Service) Update(ctx context.Context, id string, in PackageInput) (Packa
 			return err
 		}
 		p := before
-		set(&p.Vendor, in.Vendor)
-		set(&p.Name, in.Name)
-		set(&p.Description, in.Description)
-		set(&p.Homepage, in.Homepage)
-		set(&p.DefaultSeverity, in.DefaultSeverity)
+		store.Assign(&p.Vendor, in.Vendor)
+		store.Assign(&p.Name, in.Name)
+		store.Assign(&p.Description, in.Description)
+		store.Assign(&p.Homepage, in.Homepage)
+		store.Assign(&p.DefaultSeverity, in.DefaultSeverity)
 		if in.OSTypes != nil {
 			p.OSTypes = in.OSTypes
 		}
@@ -322,12 +322,6 @@ func (s *Service) Update(ctx context.Context, id string, in PackageInput) (Packa
 			ResourceID: id, ResourceName: p.Vendor + " " + p.Name, Details: map[string]any{"versionsReplaced": in.Versions != nil}})
 	})
 	return out, err
-}
-
-func set[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
-	}
 }
 
 func deref(s *string) string {

@@ -109,3 +109,10 @@ func (c *Changes) Set(col string, v any) { c.sets = append(c.sets, col+" = "+c.A
 
 // SQL is the SET list: "updated_at = $1, name = $2, ...".
 func (c *Changes) SQL() string { return strings.Join(c.sets, ", ") }
+
+// Assign applies one field of a partial update: a nil v was not sent and leaves *dst as it is.
+func Assign[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
