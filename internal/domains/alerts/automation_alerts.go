@@ -60,7 +60,7 @@ func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in 
 		title, message, context, triggered_at, updated_at, source_key) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, $11, $12)
 		ON CONFLICT (source_key) WHERE source_key IS NOT NULL AND status IN ('active', 'acknowledged', 'suppressed') DO NOTHING`,
 		id, d.PartnerID, d.OrgID, store.NullIfEmpty(d.SiteID), d.ID, in.Severity, StatusActive, truncate(in.Title, 500),
-		truncate(in.Message, 4000), encodeJSON(in.Context), now, store.NullIfEmpty(sourceKey))
+		truncate(in.Message, 4000), store.EncodeJSON(in.Context), now, store.NullIfEmpty(sourceKey))
 	if err != nil {
 		return Alert{}, false, fmt.Errorf("raise alert: %w", err)
 	}

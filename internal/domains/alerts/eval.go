@@ -620,7 +620,7 @@ func (s *Service) prepareFacts() {
 // ago.
 func (s *Service) open(ctx context.Context, tx *sql.Tx, r *Rule, d *device, res evaluation, now time.Time) error {
 	id := store.NewID()
-	ctxJSON := encodeJSON(map[string]any{"ruleName": r.Name, "hostname": d.Hostname, "observations": res.obs})
+	ctxJSON := store.EncodeJSON(map[string]any{"ruleName": r.Name, "hostname": d.Hostname, "observations": res.obs})
 	cooldownStart := now.Add(-time.Duration(r.CooldownMinutes) * time.Minute)
 	var cooling int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM alerts c WHERE c.rule_id = $1 AND c.device_id = $2

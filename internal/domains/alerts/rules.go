@@ -182,11 +182,6 @@ func checkCooldown(p *problems, v int) {
 	}
 }
 
-func encodeJSON(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 // CreateRule adds a rule to the caller's partner (system callers: to in.PartnerID).
 func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 	scope := access.ScopeFrom(ctx)
@@ -239,7 +234,7 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, partner_id, org_id, name, description, severity, enabled,
 			targets, conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at, channel_ids)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)`, id, partnerID, store.NullIfEmpty(orgID),
-			name, desc, in.Severity, enabled, encodeJSON(targets), encodeJSON(cond), title, message, autoResolve, cooldown, now,
+			name, desc, in.Severity, enabled, store.EncodeJSON(targets), store.EncodeJSON(cond), title, message, autoResolve, cooldown, now,
 			store.EncodeStrings(dedupe(in.ChannelIDs))); err != nil {
 			return err
 		}
@@ -272,11 +267,11 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 	}
 	if in.Targets != nil {
 		checkTargets(in.Targets, &p)
-		ch.Set("targets", encodeJSON(*in.Targets))
+		ch.Set("targets", store.EncodeJSON(*in.Targets))
 	}
 	if in.Conditions != nil {
 		cond := s.parseConditions(in.Conditions, &p)
-		ch.Set("conditions", encodeJSON(cond))
+		ch.Set("conditions", store.EncodeJSON(cond))
 	}
 	if in.TitleTemplate != nil {
 		ch.Set("title_template", checkText(&p, "titleTemplate", *in.TitleTemplate, true, maxTemplateLength))

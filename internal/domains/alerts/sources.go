@@ -66,7 +66,7 @@ func (s *Service) RaiseFrom(ctx context.Context, tx *sql.Tx, src Source, in Sour
 		status, title, message, context, triggered_at, updated_at, source_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)
 		ON CONFLICT (source_key) WHERE source_key IS NOT NULL AND status IN ('active', 'acknowledged', 'suppressed') DO NOTHING`,
 		id, src.PartnerID, src.OrgID, store.NullIfEmpty(src.SiteID), store.NullIfEmpty(src.DeviceID), src.Type, src.ID, in.Severity,
-		StatusActive, truncate(in.Title, 500), truncate(in.Message, 4000), encodeJSON(in.Context), now, key)
+		StatusActive, truncate(in.Title, 500), truncate(in.Message, 4000), store.EncodeJSON(in.Context), now, key)
 	if err != nil {
 		return Alert{}, false, fmt.Errorf("raise alert of %s %s: %w", src.Type, src.ID, err)
 	}

@@ -206,7 +206,7 @@ func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template,
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_templates (id, partner_id, org_id, name, description, category, severity,
 			conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)`, id, partnerID, store.NullIfEmpty(orgID), name, desc,
-			category, in.Severity, encodeJSON(cond), title, message, in.AutoResolve == nil || *in.AutoResolve, cooldown, now); err != nil {
+			category, in.Severity, store.EncodeJSON(cond), title, message, in.AutoResolve == nil || *in.AutoResolve, cooldown, now); err != nil {
 			return err
 		}
 		if t, err = template(ctx, tx, access.SystemScope(), id); err != nil {
@@ -238,7 +238,7 @@ func (s *Service) UpdateTemplate(ctx context.Context, id string, in TemplateUpda
 		ch.Set("severity", *in.Severity)
 	}
 	if in.Conditions != nil {
-		ch.Set("conditions", encodeJSON(s.parseConditions(in.Conditions, &p)))
+		ch.Set("conditions", store.EncodeJSON(s.parseConditions(in.Conditions, &p)))
 	}
 	if in.TitleTemplate != nil {
 		ch.Set("title_template", checkText(&p, "titleTemplate", *in.TitleTemplate, true, maxTemplateLength))

@@ -7,7 +7,6 @@
 package automations
 
 import (
-	"encoding/json"
 	"time"
 
 	"gale/internal/domains/devices"
@@ -233,13 +232,4 @@ type definition struct {
 	Name             string                `json:"name"`
 	// OnlyDevice narrows the run to the device its event or payload named.
 	OnlyDevice string `json:"onlyDevice,omitempty"`
-}
-
-// encode marshals v for a JSON column.
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }

@@ -174,7 +174,7 @@ func (s *Service) insertRun(ctx context.Context, tx *sql.Tx, x Automation, st st
 	}
 	var payload any
 	if st.payload != nil {
-		payload = encode(st.payload)
+		payload = store.EncodeJSON(st.payload)
 	}
 	id, now := store.NewID(), s.clock.Now()
 	// Touching the automation first takes its row: a delete waits for this run, or wins and
@@ -194,7 +194,7 @@ func (s *Service) insertRun(ctx context.Context, tx *sql.Tx, x Automation, st st
 		trigger_event_id, origin_run_id, depth, payload, definition, current_action, scheduled_for, created_by, started_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, -1, $12, $13, $14) ON CONFLICT (automation_id, scheduled_for) DO NOTHING`,
 		id, x.ID, x.PartnerID, x.OrgID, RunRunning, st.by, store.NullIfEmpty(st.eventID), store.NullIfEmpty(st.originRunID), st.depth,
-		payload, encode(def), sched, access.ActorName(ctx), now)
+		payload, store.EncodeJSON(def), sched, access.ActorName(ctx), now)
 	if err != nil {
 		return "", false, fmt.Errorf("insert run of automation %s: %w", x.ID, err)
 	}
@@ -322,7 +322,7 @@ func (s *Service) advanceRun(ctx context.Context, runID string) error {
 		}
 		next := r.CurrentAction + 1
 		res, err := s.db.ExecContext(ctx, `UPDATE automation_runs SET current_action = $1, device_ids = COALESCE(device_ids, $2)
-			WHERE id = $3 AND current_action = $4 AND status = $5`, next, encode(devs), r.ID, r.CurrentAction, RunRunning)
+			WHERE id = $3 AND current_action = $4 AND status = $5`, next, store.EncodeJSON(devs), r.ID, r.CurrentAction, RunRunning)
 		if err != nil {
 			return fmt.Errorf("claim action %d of run %s: %w", next, r.ID, err)
 		}

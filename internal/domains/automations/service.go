@@ -263,8 +263,8 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			trigger_config, event_type, webhook_secret, webhook_secret_hint, conditions, actions, targets, on_failure, notify_channel_ids,
 			created_by, created_at, updated_at, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 			$16, $17, $18, $18, $19)`, id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.Description, enabled, in.Trigger.Type,
-			encode(in.Trigger), store.NullIfEmpty(in.Trigger.EventType), sealed, hint, encode(nonNil(in.Conditions)), encode(in.Actions),
-			targetsValue(in.Targets), in.OnFailure, encode(nonNil(in.NotifyChannelIDs)), access.ActorName(ctx), now,
+			store.EncodeJSON(in.Trigger), store.NullIfEmpty(in.Trigger.EventType), sealed, hint, store.EncodeJSON(nonNil(in.Conditions)), store.EncodeJSON(in.Actions),
+			targetsValue(in.Targets), in.OnFailure, store.EncodeJSON(nonNil(in.NotifyChannelIDs)), access.ActorName(ctx), now,
 			nextRun(in.Trigger, enabled, now)); err != nil {
 			if store.IsUniqueViolation(err) {
 				return nameTaken(in.Name)
@@ -308,7 +308,7 @@ func targetsValue(t *devices.Targets) any {
 	if t == nil {
 		return nil
 	}
-	return encode(t)
+	return store.EncodeJSON(t)
 }
 
 // nextRun is a schedule's next occurrence after now; nil for other triggers or when disabled.
@@ -363,14 +363,14 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 		c.Set("description", after.Description)
 		c.Set("enabled", after.Enabled)
 		c.Set("trigger_type", after.Trigger.Type)
-		c.Set("trigger_config", encode(after.Trigger))
+		c.Set("trigger_config", store.EncodeJSON(after.Trigger))
 		c.Set("event_type", store.NullIfEmpty(after.Trigger.EventType))
-		c.Set("conditions", encode(nonNil(after.Conditions)))
-		c.Set("actions", encode(after.Actions))
+		c.Set("conditions", store.EncodeJSON(nonNil(after.Conditions)))
+		c.Set("actions", store.EncodeJSON(after.Actions))
 		c.Set("targets", targetsValue(after.Targets))
 		c.Set("on_failure", after.OnFailure)
-		c.Set("notify_channel_ids", encode(nonNil(after.NotifyChannelIDs)))
-		if after.Trigger.Type != before.Trigger.Type || encode(after.Trigger) != encode(before.Trigger) || after.Enabled != before.Enabled {
+		c.Set("notify_channel_ids", store.EncodeJSON(nonNil(after.NotifyChannelIDs)))
+		if after.Trigger.Type != before.Trigger.Type || store.EncodeJSON(after.Trigger) != store.EncodeJSON(before.Trigger) || after.Enabled != before.Enabled {
 			c.Set("next_run_at", nextRun(after.Trigger, after.Enabled, now))
 		}
 		switch {

@@ -142,7 +142,7 @@ func (s *Service) evaluate(ctx context.Context, p Policy) (PolicyEvaluation, err
 	}
 	out := PolicyEvaluation{Devices: len(devs), Skipped: []PolicyDeviceNote{}}
 	actx := access.WithPrincipal(ctx, actorFor(p))
-	payload := json.RawMessage(encode(agentproto.PolicyEvaluate{PolicyID: p.ID, Rules: wireRules(p.Rules)}))
+	payload := json.RawMessage(store.EncodeJSON(agentproto.PolicyEvaluate{PolicyID: p.ID, Rules: wireRules(p.Rules)}))
 	var sent []devices.DeviceCommand
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
@@ -311,7 +311,7 @@ func (s *Service) onEvaluateResult(ctx context.Context, tx *sql.Tx, deviceID str
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE policy_compliance SET state = $1, results = $2, error = $3, evaluated_at = $4,
 		changed_at = CASE WHEN state = $1 THEN changed_at ELSE $5 END, command_id = NULL, queued_at = NULL,
-		follow_up = CASE WHEN state = $1 THEN follow_up ELSE $6 END WHERE policy_id = $7 AND device_id = $8`, state, encode(results),
+		follow_up = CASE WHEN state = $1 THEN follow_up ELSE $6 END WHERE policy_id = $7 AND device_id = $8`, state, store.EncodeJSON(results),
 		store.NullIfEmpty(errMsg), now, now, follow, policyID, deviceID); err != nil {
 		return fmt.Errorf("record the evaluation of policy %s: %w", policyID, err)
 	}

@@ -212,7 +212,7 @@ func (s *Service) raise(ctx context.Context, p Policy, r dueRow) error {
 // reevaluate queues a new evaluation of a device whose remediation ended (unless one is
 // outstanding already).
 func (s *Service) reevaluate(ctx context.Context, p Policy, r dueRow) error {
-	payload := json.RawMessage(encode(agentproto.PolicyEvaluate{PolicyID: p.ID, Rules: wireRules(p.Rules)}))
+	payload := json.RawMessage(store.EncodeJSON(agentproto.PolicyEvaluate{PolicyID: p.ID, Rules: wireRules(p.Rules)}))
 	var cmds []devices.DeviceCommand
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		if ok, err := claim(ctx, tx, r, nil); err != nil || !ok {

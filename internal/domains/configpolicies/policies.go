@@ -8,7 +8,6 @@
 package configpolicies
 
 import (
-	"encoding/json"
 	"time"
 
 	"gale/internal/domains/devices"
@@ -245,13 +244,4 @@ func wireRules(rules []PolicyRule) []agentproto.PolicyRule {
 			MinFreePercent: r.MinFreePercent, Path: r.Path, Key: r.Key, Expected: r.Expected, Operator: r.Operator}
 	}
 	return out
-}
-
-// encode marshals v for a JSON column.
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }

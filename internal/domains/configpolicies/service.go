@@ -221,7 +221,7 @@ func (s *Service) Create(ctx context.Context, in PolicyInput) (Policy, error) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO policies (id, partner_id, org_id, name, description, status, enforcement,
 			check_interval_minutes, rules, remediation_script_id, target_type, created_by, created_at, updated_at, next_evaluation_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)`, p.ID, p.PartnerID, p.OrgID, p.Name,
-			p.Description, p.Status, p.Enforcement, p.CheckIntervalMinutes, encode(p.Rules), p.RemediationScriptID, p.Targets.Type,
+			p.Description, p.Status, p.Enforcement, p.CheckIntervalMinutes, store.EncodeJSON(p.Rules), p.RemediationScriptID, p.Targets.Type,
 			access.ActorName(ctx), now, nextEvaluation(p.Status, now)); err != nil {
 			if store.IsUniqueViolation(err) {
 				return nameTaken(p.Name)
@@ -336,10 +336,10 @@ func (s *Service) update(ctx context.Context, id string, change func(Policy) (Po
 		c.Set("status", after.Status)
 		c.Set("enforcement", after.Enforcement)
 		c.Set("check_interval_minutes", after.CheckIntervalMinutes)
-		c.Set("rules", encode(after.Rules))
+		c.Set("rules", store.EncodeJSON(after.Rules))
 		c.Set("remediation_script_id", after.RemediationScriptID)
 		c.Set("target_type", after.Targets.Type)
-		redo := after.Status != before.Status || encode(after.Rules) != encode(before.Rules) || encode(after.Targets) != encode(before.Targets)
+		redo := after.Status != before.Status || store.EncodeJSON(after.Rules) != store.EncodeJSON(before.Rules) || store.EncodeJSON(after.Targets) != store.EncodeJSON(before.Targets)
 		if redo {
 			c.Set("next_evaluation_at", nextEvaluation(after.Status, now))
 		} else if after.CheckIntervalMinutes != before.CheckIntervalMinutes && before.LastEvaluatedAt != nil && after.Status == StatusActive {
@@ -351,7 +351,7 @@ func (s *Service) update(ctx context.Context, id string, change func(Policy) (Po
 			}
 			return fmt.Errorf("update policy %s: %w", id, err)
 		}
-		if encode(after.Targets) != encode(before.Targets) {
+		if store.EncodeJSON(after.Targets) != store.EncodeJSON(before.Targets) {
 			if err := writeTargets(ctx, tx, after, now); err != nil {
 				return err
 			}

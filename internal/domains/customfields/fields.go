@@ -123,15 +123,6 @@ func decodeValue(s sql.NullString) any {
 	return v
 }
 
-// encode renders a validated value (or options) for a JSON column; nil is SQL NULL.
-func encode(v any) any {
-	if v == nil {
-		return nil
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 func validKey(key string) error {
 	if !keyPattern.MatchString(key) {
 		return apperr.Invalid("key", "use a lower-case letter, then up to 63 lower-case letters, digits or underscores")

@@ -144,8 +144,8 @@ func (s *Service) Create(ctx context.Context, in NewField) (Field, error) {
 		id, now := store.NewID(), store.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO custom_fields (id, partner_id, org_id, key, name, description, type, options,
 			required, default_value, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
-			id, partnerID, store.NullIfEmpty(orgID), in.Key, name, strings.TrimSpace(in.Description), in.Type, encode(options),
-			in.Required, encode(def), now)
+			id, partnerID, store.NullIfEmpty(orgID), in.Key, name, strings.TrimSpace(in.Description), in.Type, store.EncodeJSON(options),
+			in.Required, store.EncodeJSONOrNull(def), now)
 		if store.IsUniqueViolation(err) {
 			return apperr.Conflict("the partner already has a custom field with key " + in.Key)
 		}
@@ -200,7 +200,7 @@ func (s *Service) Update(ctx context.Context, id string, in FieldUpdate) (Field,
 			if err := checkOptionsUnused(ctx, tx, before, options); err != nil {
 				return err
 			}
-			ch.Set("options", encode(options))
+			ch.Set("options", store.EncodeJSON(options))
 		}
 		// The default is checked against the options as they will be, even when only the
 		// options change.
@@ -210,7 +210,7 @@ func (s *Service) Update(ctx context.Context, id string, in FieldUpdate) (Field,
 			if err != nil {
 				return err
 			}
-			ch.Set("default_value", encode(def))
+			ch.Set("default_value", store.EncodeJSONOrNull(def))
 		case before.Default != nil && in.Options != nil:
 			raw, _ := json.Marshal(before.Default)
 			if _, msg := checkValue(before.Type, options, raw); msg != "" {

@@ -184,7 +184,7 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 			} else {
 				_, err = tx.ExecContext(ctx, `INSERT INTO device_custom_values (device_id, field_id, value, updated_at) VALUES ($1, $2, $3, $4)
 					ON CONFLICT (device_id, field_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
-					d.ID, f.FieldID, encode(set[k]), now)
+					d.ID, f.FieldID, store.EncodeJSON(set[k]), now)
 			}
 			if err != nil {
 				return err

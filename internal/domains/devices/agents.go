@@ -273,7 +273,7 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		cameOnline, _ := res.RowsAffected()
 		var metrics any
 		if hb.Metrics != nil {
-			metrics = encodeJSON(hb.Metrics)
+			metrics = store.EncodeJSON(hb.Metrics)
 		}
 		if late {
 			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, main_agent_silent_since = NULL
@@ -402,8 +402,8 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_inventory (device_id, os, hardware, disks, network, users, errors,
 			software_count, collected_at, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, a.DeviceID,
-			encodeJSON(storedOS{inv.OS, inv.LastLogons}), encodeJSON(inv.Hardware), encodeJSON(nonNil(inv.Disks)), encodeJSON(nonNil(inv.Network)),
-			encodeJSON(nonNil(inv.Users)), encodeJSON(nonNil(inv.Errors)), len(inv.Software), inv.CollectedAt.UTC(), now); err != nil {
+			store.EncodeJSON(storedOS{inv.OS, inv.LastLogons}), store.EncodeJSON(inv.Hardware), store.EncodeJSON(nonNil(inv.Disks)), store.EncodeJSON(nonNil(inv.Network)),
+			store.EncodeJSON(nonNil(inv.Users)), store.EncodeJSON(nonNil(inv.Errors)), len(inv.Software), inv.CollectedAt.UTC(), now); err != nil {
 			return err
 		}
 		if err := replaceSoftware(ctx, tx, a.DeviceID, inv.Software); err != nil {

@@ -351,13 +351,5 @@ func (s *Service) leftOrg(ctx context.Context, tx *sql.Tx, deviceID, reason stri
 	return nil
 }
 
-func encodeJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "null"
-	}
-	return string(b)
-}
-
 // AgentConfig is the configuration every agent gets.
 func (s *Service) AgentConfig() agentproto.Config { return s.opts.Agent }

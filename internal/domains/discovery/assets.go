@@ -168,8 +168,8 @@ func (s *Service) ingestChunk(ctx context.Context, tx *sql.Tx, j DiscoveryJob, h
 			status, source, linked = AssetLinked, linkAuto, id
 		}
 		values = append(values, "("+strings.Join([]string{b.Add(x.ID), b.Add(j.PartnerID), b.Add(j.OrgID), b.Add(j.SiteID), b.Add(x.IP),
-			b.Add(ipKey(x.IP)), b.Add(x.MAC), b.Add(x.Hostname), b.Add(x.Type), b.Add(encode(x.OpenPorts)), b.Add(x.SysName),
-			b.Add(x.SysDescr), b.Add(x.SysObjectID), b.Add(encode(x.Neighbors)), b.Add(status), b.Add(source), b.Add(linked), b.Add(j.ID), at, at, at}, ", ")+")")
+			b.Add(ipKey(x.IP)), b.Add(x.MAC), b.Add(x.Hostname), b.Add(x.Type), b.Add(store.EncodeJSON(x.OpenPorts)), b.Add(x.SysName),
+			b.Add(x.SysDescr), b.Add(x.SysObjectID), b.Add(store.EncodeJSON(x.Neighbors)), b.Add(status), b.Add(source), b.Add(linked), b.Add(j.ID), at, at, at}, ", ")+")")
 	}
 	// A row that exists keeps its first sighting, its manual link or ignore and its
 	// monitoring; a new asset's automatic link applies to it, and an automatic link follows

@@ -159,7 +159,7 @@ func (s *Service) startScan(ctx context.Context, tx *sql.Tx, p profileRow, agent
 			"a scan of the profile is already scheduled or running: wait for it or cancel it"))
 	}
 	out, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{probe}, Audited: true,
-		CommandInput: devices.CommandInput{Type: agentproto.CommandNetworkScan, Payload: json.RawMessage(encode(payload))}})
+		CommandInput: devices.CommandInput{Type: agentproto.CommandNetworkScan, Payload: json.RawMessage(store.EncodeJSON(payload))}})
 	if err != nil {
 		return DiscoveryJob{}, nil, err
 	}

@@ -164,7 +164,7 @@ func label(x DiscoveryAsset) string {
 
 func (s *Service) saveMonitoring(ctx context.Context, tx *sql.Tx, m monitoringRow) error {
 	_, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET snmp_device_id = $1, monitor_ids = $2, updated_at = $3 WHERE id = $4`,
-		m.SNMPDeviceID, encode(m.Monitors), s.now(), m.AssetID)
+		m.SNMPDeviceID, store.EncodeJSON(m.Monitors), s.now(), m.AssetID)
 	return err
 }
 

@@ -92,11 +92,6 @@ func scanProfile(row store.Scanner) (profileRow, error) {
 	return p, nil
 }
 
-func encode(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 // credentials opens a profile's sealed SNMP credentials; nil without any.
 func (s *Service) credentials(p profileRow) (*DiscoverySNMPCredentials, error) {
 	if p.sealed == "" {
@@ -209,7 +204,7 @@ func (s *Service) seal(c *DiscoverySNMPCredentials) any {
 	if c == nil {
 		return nil
 	}
-	return s.box.Seal(encode(c))
+	return s.box.Seal(store.EncodeJSON(c))
 }
 
 func isUniqueName(err error) error {
@@ -260,8 +255,8 @@ func (s *Service) CreateProfile(ctx context.Context, in DiscoveryProfileInput) (
 		if _, err := tx.ExecContext(ctx, `INSERT INTO discovery_profiles (id, partner_id, org_id, site_id, name, subnets, excludes, methods,
 			ports, snmp, deep_scan, schedule, timeout_ms, concurrency, agent_device_id, next_run_at, created_by, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $18)`, id, at.PartnerID, at.OrgID, st.ID,
-			in.Name, encode(d.Subnets), encode(d.Excludes), encode(d.Methods), encode(d.Ports), s.seal(d.SNMP), d.DeepScan,
-			encode(d.Schedule), d.TimeoutMs, d.Concurrency, store.NullIfEmpty(in.AgentDeviceID), next, access.ActorName(ctx), now); err != nil {
+			in.Name, store.EncodeJSON(d.Subnets), store.EncodeJSON(d.Excludes), store.EncodeJSON(d.Methods), store.EncodeJSON(d.Ports), s.seal(d.SNMP), d.DeepScan,
+			store.EncodeJSON(d.Schedule), d.TimeoutMs, d.Concurrency, store.NullIfEmpty(in.AgentDeviceID), next, access.ActorName(ctx), now); err != nil {
 			return isUniqueName(fmt.Errorf("insert discovery profile: %w", err))
 		}
 		p, err := s.getProfile(ctx, tx, access.SystemScope(), id)
@@ -341,10 +336,10 @@ func (s *Service) UpdateProfile(ctx context.Context, id string, in DiscoveryProf
 		if in.Name != nil {
 			ch.Set("name", *in.Name)
 		}
-		ch.Set("subnets", encode(d.Subnets))
-		ch.Set("excludes", encode(d.Excludes))
-		ch.Set("methods", encode(d.Methods))
-		ch.Set("ports", encode(d.Ports))
+		ch.Set("subnets", store.EncodeJSON(d.Subnets))
+		ch.Set("excludes", store.EncodeJSON(d.Excludes))
+		ch.Set("methods", store.EncodeJSON(d.Methods))
+		ch.Set("ports", store.EncodeJSON(d.Ports))
 		if in.SNMP != nil || in.ClearSNMP {
 			ch.Set("snmp", s.seal(d.SNMP))
 		}
@@ -356,7 +351,7 @@ func (s *Service) UpdateProfile(ctx context.Context, id string, in DiscoveryProf
 			if err != nil {
 				return err
 			}
-			ch.Set("schedule", encode(d.Schedule))
+			ch.Set("schedule", store.EncodeJSON(d.Schedule))
 			ch.Set("next_run_at", next)
 		}
 		if in.AgentDeviceID != nil {

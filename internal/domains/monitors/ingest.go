@@ -37,7 +37,7 @@ func normalize(r agentproto.MonitorCheckResult) agentproto.MonitorCheckResult {
 	if len(r.Error) > maxErrorText {
 		r.Error = r.Error[:maxErrorText]
 	}
-	if r.Details == nil || len(encode(r.Details)) > maxDetailsJSON {
+	if r.Details == nil || len(store.EncodeJSON(r.Details)) > maxDetailsJSON {
 		r.Details = map[string]any{}
 	}
 	if r.Status == agentproto.MonitorOffline && r.Error == "" {
@@ -77,7 +77,7 @@ func insertResults(ctx context.Context, tx *sql.Tx, rs []storedResult) error {
 				resp = *x.r.ResponseMs
 			}
 			rows = append(rows, "("+strings.Join([]string{a.Add(x.r.ID), a.Add(x.m.ID), a.Add(x.m.PartnerID), a.Add(x.m.OrgID), a.Add(x.r.CheckedAt),
-				a.Add(x.r.Status), a.Add(resp), a.Add(x.r.Error), a.Add(encode(x.r.Details))}, ", ")+")")
+				a.Add(x.r.Status), a.Add(resp), a.Add(x.r.Error), a.Add(store.EncodeJSON(x.r.Details))}, ", ")+")")
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO monitor_results (id, monitor_id, partner_id, org_id, checked_at, status, response_ms,
 			error, details) VALUES `+strings.Join(rows, ", "), a.Values()...); err != nil {
@@ -125,7 +125,7 @@ func (s *Service) apply(ctx context.Context, tx *sql.Tx, m Monitor, r agentproto
 	if err != nil || slices.Equal(firingNow, was) {
 		return out, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE monitors SET firing = $1 WHERE id = $2`, encode(firingNow), m.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE monitors SET firing = $1 WHERE id = $2`, store.EncodeJSON(firingNow), m.ID); err != nil {
 		return out, fmt.Errorf("update the firing rules of monitor %s: %w", m.ID, err)
 	}
 	return out, nil

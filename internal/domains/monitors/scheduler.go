@@ -192,7 +192,7 @@ func (s *Service) sendChecks(ctx context.Context, tx *sql.Tx, agent string, ms [
 		p.Checks[i] = checkOf(m)
 	}
 	res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{agent}, Audited: true,
-		CommandInput: devices.CommandInput{Type: agentproto.CommandMonitorChecks, Payload: json.RawMessage(encode(p)), TimeoutSeconds: batchTimeout(ms)}})
+		CommandInput: devices.CommandInput{Type: agentproto.CommandMonitorChecks, Payload: json.RawMessage(store.EncodeJSON(p)), TimeoutSeconds: batchTimeout(ms)}})
 	if err != nil {
 		return nil, fmt.Errorf("send monitor checks to %s: %w", agent, err)
 	}

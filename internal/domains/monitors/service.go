@@ -211,8 +211,8 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in MonitorInput) (Mo
 	if _, err := tx.ExecContext(ctx, `INSERT INTO monitors (id, partner_id, org_id, site_id, device_id, name, type, target, config,
 		alert_rules, interval_seconds, timeout_seconds, enabled, status, next_check_at, created_by, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $15, $15)`, id, at.PartnerID, at.OrgID,
-		store.NullIfEmpty(sp.SiteID), store.NullIfEmpty(sp.Config.DeviceID), sp.Name, sp.Type, sp.Target, encode(sp.Config),
-		encode(sp.Rules), sp.Interval, sp.Timeout, sp.Enabled, agentproto.MonitorUnknown, now, access.ActorName(ctx)); err != nil {
+		store.NullIfEmpty(sp.SiteID), store.NullIfEmpty(sp.Config.DeviceID), sp.Name, sp.Type, sp.Target, store.EncodeJSON(sp.Config),
+		store.EncodeJSON(sp.Rules), sp.Interval, sp.Timeout, sp.Enabled, agentproto.MonitorUnknown, now, access.ActorName(ctx)); err != nil {
 		return Monitor{}, fmt.Errorf("insert monitor: %w", err)
 	}
 	m, err := getMonitor(ctx, tx, access.SystemScope(), id)
@@ -221,14 +221,6 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in MonitorInput) (Mo
 	}
 	return m, audit.Record(ctx, tx, audit.Entry{Action: "monitor.create", ResourceType: "monitor", ResourceID: id, ResourceName: m.Name,
 		PartnerID: m.PartnerID, OrgID: m.OrgID, Details: auditView(m)})
-}
-
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // the values encoded here are plain data
-	}
-	return string(b)
 }
 
 func auditView(m Monitor) map[string]any {
@@ -285,12 +277,12 @@ func (s *Service) Update(ctx context.Context, id string, in MonitorUpdate) (Moni
 		ch.Set("name", sp.Name)
 		ch.Set("type", sp.Type)
 		ch.Set("target", sp.Target)
-		ch.Set("config", encode(sp.Config))
-		ch.Set("alert_rules", encode(sp.Rules))
+		ch.Set("config", store.EncodeJSON(sp.Config))
+		ch.Set("alert_rules", store.EncodeJSON(sp.Rules))
 		ch.Set("interval_seconds", sp.Interval)
 		ch.Set("timeout_seconds", sp.Timeout)
 		ch.Set("enabled", sp.Enabled)
-		changed := sp.Type != m.Type || sp.Target != m.Target || encode(sp.Config) != encode(m.Config) || sp.Interval != m.IntervalSeconds ||
+		changed := sp.Type != m.Type || sp.Target != m.Target || store.EncodeJSON(sp.Config) != store.EncodeJSON(m.Config) || sp.Interval != m.IntervalSeconds ||
 			sp.SiteID != store.Deref(m.SiteID)
 		if sp.Enabled && (!m.Enabled || changed) {
 			ch.Set("next_check_at", now)

@@ -127,7 +127,7 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 	}
 	if len(rows) > 0 {
 		from, j := s.scanRowsFrom()
-		data := encode(rows)
+		data := store.EncodeJSON(rows)
 		_, err := s.db.TxExecContext(ctx, tx, `INSERT INTO patches (id, partner_id, source, external_id, package_id, title, version, severity,
 			category, requires_reboot, description, created_at, updated_at)
 			SELECT `+j("id")+`, `+s.param(2, "UUID")+`, 'linux', `+j("ext")+`, `+j("name")+`, `+j("title")+`, `+j("version")+`, `+
@@ -287,7 +287,7 @@ func (s *Service) queueReboot(ctx context.Context, tx *sql.Tx, deviceID, partner
 	actx := access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorSystem, ID: "patches", Name: "patch job",
 		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: partnerID, OrgID: orgID}})
 	_, err := s.devices.SendBulkIn(actx, tx, devices.BulkInput{DeviceIDs: []string{deviceID}, Audited: true,
-		CommandInput: devices.CommandInput{Type: agentproto.CommandReboot, Payload: json.RawMessage(encode(agentproto.PowerDelay{DelaySeconds: RebootDelaySeconds}))}})
+		CommandInput: devices.CommandInput{Type: agentproto.CommandReboot, Payload: json.RawMessage(store.EncodeJSON(agentproto.PowerDelay{DelaySeconds: RebootDelaySeconds}))}})
 	if err != nil {
 		return fmt.Errorf("queue the reboot of device %s after its patches: %w", deviceID, err)
 	}

@@ -45,7 +45,7 @@ func (s *Service) Scan(ctx context.Context, in PatchScanRequest) (PatchJobStart,
 		if err != nil {
 			return err
 		}
-		payload := json.RawMessage(encode(agentproto.PatchScan{Refresh: in.Refresh}))
+		payload := json.RawMessage(store.EncodeJSON(agentproto.PatchScan{Refresh: in.Refresh}))
 		var rows []jobDeviceRow
 		out.Skipped = []PatchSkippedDevice{}
 		for first := 0; first < len(ids); first += bulkChunk {
@@ -175,7 +175,7 @@ func (s *Service) recordJob(ctx context.Context, tx *sql.Tx, j PatchJob, partner
 		updated_at)`, "", rows, func(a *store.Args, r jobDeviceRow) []string {
 		var pkgs any
 		if r.packages != nil {
-			pkgs = encode(r.packages)
+			pkgs = store.EncodeJSON(r.packages)
 		}
 		return []string{a.Add(j.ID), a.Add(r.deviceID), a.Add(partnerID), a.Add(r.orgID), a.Add(store.NullIfEmpty(r.commandID)),
 			a.Add(r.status), a.Add(pkgs), a.Add(store.NullIfEmpty(r.errMsg)), a.Add(now)}
@@ -425,7 +425,7 @@ func (s *Service) sendInstall(ctx context.Context, tx *sql.Tx, deviceID string, 
 		p.Packages = append(p.Packages, agentproto.PackageVersion{Name: pv.Name, Version: pv.Version})
 	}
 	res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{deviceID}, OnlyOS: []string{agentproto.OSLinux},
-		Audited: true, CommandInput: devices.CommandInput{Type: agentproto.CommandPatchInstall, Payload: json.RawMessage(encode(p)),
+		Audited: true, CommandInput: devices.CommandInput{Type: agentproto.CommandPatchInstall, Payload: json.RawMessage(store.EncodeJSON(p)),
 			TimeoutSeconds: timeout}})
 	if err != nil {
 		return devices.DeviceCommand{}, nil, err

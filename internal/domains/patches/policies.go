@@ -473,7 +473,7 @@ func policySchedule(x PatchPolicy) any {
 	if x.Schedule == nil {
 		return nil
 	}
-	return encode(x.Schedule)
+	return store.EncodeJSON(x.Schedule)
 }
 
 func policyAudit(x PatchPolicy) map[string]any {
@@ -515,9 +515,9 @@ func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy
 		if _, err := tx.ExecContext(ctx, `INSERT INTO patch_policies (id, partner_id, org_id, name, description, enabled, auto_approve,
 			deferral_days, deadline_days, reboot_behavior, schedule, maintenance_window_id, targets, rings, next_run_at, created_by,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)`,
-			x.ID, x.PartnerID, store.NullIfEmpty(at.OrgID), x.Name, x.Description, x.Enabled, encode(x.AutoApprove), x.DeferralDays,
-			policyDeadline(x), x.RebootBehavior, policySchedule(x), store.NullIfEmpty(in.MaintenanceWindowID), encode(x.Targets),
-			encode(x.Rings), nextRunOf(x, now), email, now); err != nil {
+			x.ID, x.PartnerID, store.NullIfEmpty(at.OrgID), x.Name, x.Description, x.Enabled, store.EncodeJSON(x.AutoApprove), x.DeferralDays,
+			policyDeadline(x), x.RebootBehavior, policySchedule(x), store.NullIfEmpty(in.MaintenanceWindowID), store.EncodeJSON(x.Targets),
+			store.EncodeJSON(x.Rings), nextRunOf(x, now), email, now); err != nil {
 			if store.IsUniqueViolation(err) {
 				return policyNameTaken(x.Name)
 			}
@@ -577,14 +577,14 @@ func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) 
 		c.Set("name", after.Name)
 		c.Set("description", after.Description)
 		c.Set("enabled", after.Enabled)
-		c.Set("auto_approve", encode(after.AutoApprove))
+		c.Set("auto_approve", store.EncodeJSON(after.AutoApprove))
 		c.Set("deferral_days", after.DeferralDays)
 		c.Set("deadline_days", policyDeadline(after))
 		c.Set("reboot_behavior", after.RebootBehavior)
 		c.Set("schedule", policySchedule(after))
 		c.Set("maintenance_window_id", store.NullIfEmpty(store.Deref(after.MaintenanceWindowID)))
-		c.Set("targets", encode(after.Targets))
-		c.Set("rings", encode(after.Rings))
+		c.Set("targets", store.EncodeJSON(after.Targets))
+		c.Set("rings", store.EncodeJSON(after.Rings))
 		if policySchedule(after) != policySchedule(before) || after.Enabled != before.Enabled {
 			c.Set("next_run_at", nextRunOf(after, now))
 		}

@@ -122,7 +122,7 @@ func (p *Policies) runPolicy(ctx context.Context, x PatchPolicy, now time.Time) 
 			jobIDs = jobIDs[:maxPolicyLastJobIDs]
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE patch_policies SET last_run_at = $1, last_job_ids = $2, last_approved = $3 WHERE id = $4`,
-			now, encode(jobIDs), approved, x.ID); err != nil {
+			now, store.EncodeJSON(jobIDs), approved, x.ID); err != nil {
 			return fmt.Errorf("record the run of patch policy %s: %w", x.ID, err)
 		}
 		return audit.Record(actx, tx, audit.Entry{Action: "patch_policy.run", ResourceType: "patch_policy", ResourceID: x.ID, ResourceName: x.Name,

@@ -158,14 +158,6 @@ func actor(ctx context.Context) (id, email any) {
 	return nil, nil
 }
 
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}
-
 // insertRows runs multi-row INSERTs of items: head is the statement up to VALUES, tail what
 // follows the rows (ON CONFLICT ...), row renders one row's placeholders. A statement takes
 // up to maxParams placeholders: SQLite finds a numbered placeholder by a linear search, so

@@ -228,7 +228,7 @@ func (s *Service) ingestThirdParty(ctx context.Context, tx *sql.Tx, deviceID str
 			FALSE, $12, $13, $13) ON CONFLICT (partner_id, source, external_id) DO UPDATE SET vendor = excluded.vendor,
 			cve_ids = excluded.cve_ids, severity = excluded.severity, category = excluded.category, updated_at = excluded.updated_at
 			RETURNING id`, store.NewID(), o.PartnerID, SourceThirdParty, of.externalID(), of.entry.ID,
-			of.entry.Vendor+" "+of.entry.Name+" "+of.version.Version, of.version.Version, of.entry.Vendor, encode(cves),
+			of.entry.Vendor+" "+of.entry.Name+" "+of.version.Version, of.version.Version, of.entry.Vendor, store.EncodeJSON(cves),
 			of.entry.DefaultSeverity, category, of.entry.Description, now).Scan(&patchID)
 		if err != nil {
 			return fmt.Errorf("record third-party patch %s: %w", of.externalID(), err)

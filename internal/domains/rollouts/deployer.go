@@ -77,7 +77,7 @@ func (d ScriptDeployer) Validate(ctx context.Context, raw json.RawMessage) (json
 	} else if err != nil {
 		return nil, err
 	}
-	return json.RawMessage(encode(p)), nil
+	return json.RawMessage(store.EncodeJSON(p)), nil
 }
 
 // Deploy implements Deployer: one script execution per device, in chunks of the bulk limit.

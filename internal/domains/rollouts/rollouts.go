@@ -187,12 +187,3 @@ type DeploymentUpdate struct {
 	Retry                     *DeploymentRetry    `json:"retry,omitempty"`
 	RespectMaintenanceWindows *bool               `json:"respectMaintenanceWindows,omitempty"`
 }
-
-// encode marshals v for a JSON column.
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}

@@ -280,7 +280,7 @@ func (s *Service) checkPayload(ctx context.Context, x Deployment, payload map[st
 	if err != nil {
 		return "", nil, err
 	}
-	norm, err := d.Validate(s.actorCtx(ctx, x), json.RawMessage(encode(payload)))
+	norm, err := d.Validate(s.actorCtx(ctx, x), json.RawMessage(store.EncodeJSON(payload)))
 	return typ, norm, err
 }
 
@@ -362,7 +362,7 @@ func (s *Service) Create(ctx context.Context, in DeploymentInput) (Deployment, e
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollouts (id, partner_id, org_id, name, description, status, payload_type, payload,
 			targets, strategy, retry, respect_maintenance, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
 			$10, $11, $12, $13, $14, $14)`, x.ID, x.PartnerID, x.OrgID, x.Name, x.Description, x.Status, x.payloadType, string(x.Payload),
-			encode(x.Targets), encode(x.Strategy), encode(x.Retry), x.RespectMaintenanceWindows, access.ActorName(ctx), now); err != nil {
+			store.EncodeJSON(x.Targets), store.EncodeJSON(x.Strategy), store.EncodeJSON(x.Retry), x.RespectMaintenanceWindows, access.ActorName(ctx), now); err != nil {
 			return fmt.Errorf("insert deployment: %w", err)
 		}
 		return audit.Record(ctx, tx, s.entry("deployment.create", x, map[string]any{"payloadType": x.payloadType, "targets": x.Targets.Type}))
@@ -415,9 +415,9 @@ func (s *Service) Update(ctx context.Context, id string, in DeploymentUpdate) (D
 		c.Set("description", x.Description)
 		c.Set("payload_type", x.payloadType)
 		c.Set("payload", string(x.Payload))
-		c.Set("targets", encode(x.Targets))
-		c.Set("strategy", encode(x.Strategy))
-		c.Set("retry", encode(x.Retry))
+		c.Set("targets", store.EncodeJSON(x.Targets))
+		c.Set("strategy", store.EncodeJSON(x.Strategy))
+		c.Set("retry", store.EncodeJSON(x.Retry))
 		c.Set("respect_maintenance", x.RespectMaintenanceWindows)
 		res, err := tx.ExecContext(ctx, `UPDATE rollouts SET `+c.SQL()+` WHERE id = `+c.Args.Add(id)+` AND status = `+c.Args.Add(StatusDraft),
 			c.Args.Values()...)

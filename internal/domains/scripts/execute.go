@@ -248,7 +248,7 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	if err != nil {
 		return ScriptRunResult{}, nil, err
 	}
-	payload := encode(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes,
+	payload := store.EncodeJSON(agentproto.RunScript{Language: sc.Language, Script: sc.Content, Env: env, MaxOutputBytes: devices.DefaultOutputBytes,
 		RunAs: runAs})
 	res := devices.BulkResult{}
 	if len(targets) > 0 {
@@ -260,7 +260,7 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	}
 	res.Skipped = append(res.Skipped, held...)
 	out := ScriptRunResult{BatchID: store.NewID(), Executions: []ScriptExecution{}, Skipped: res.Skipped, Failed: res.Failed}
-	if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, encode(env), runAs); err != nil {
+	if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, store.EncodeJSON(env), runAs); err != nil {
 		return ScriptRunResult{}, nil, err
 	}
 	if len(res.Commands) > 0 {

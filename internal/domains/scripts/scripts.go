@@ -6,7 +6,6 @@
 package scripts
 
 import (
-	"encoding/json"
 	"time"
 )
 
@@ -127,13 +126,4 @@ type ScriptVersion struct {
 	Note                    string             `json:"note"`
 	CreatedBy               *string            `json:"createdBy"`
 	CreatedAt               time.Time          `json:"createdAt"`
-}
-
-// encode marshals v for a JSON column.
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }

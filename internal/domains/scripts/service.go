@@ -229,8 +229,8 @@ func (s *Service) insert(ctx context.Context, tx *sql.Tx, at tenancy.Placement, 
 	_, err := tx.ExecContext(ctx, `INSERT INTO scripts (id, partner_id, org_id, name, description, category_id, os_types, language,
 		content, parameters, timeout_seconds, run_as, exit_code_mapping, version, source, created_by, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $15, $16, $16)`,
-		id, at.PartnerID, store.NullIfEmpty(at.OrgID), d.Name, d.Description, store.NullIfEmpty(categoryID), encode(d.OSTypes),
-		d.Language, d.Content, encode(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), store.NullIfEmpty(source), access.ActorName(ctx), now)
+		id, at.PartnerID, store.NullIfEmpty(at.OrgID), d.Name, d.Description, store.NullIfEmpty(categoryID), store.EncodeJSON(d.OSTypes),
+		d.Language, d.Content, store.EncodeJSON(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), store.NullIfEmpty(source), access.ActorName(ctx), now)
 	if store.IsUniqueViolation(err) {
 		return Script{}, nameTaken(d.Name)
 	}
@@ -259,13 +259,13 @@ func mappingValue(m map[string]*string) any {
 	if len(m) == 0 {
 		return nil
 	}
-	return encode(m)
+	return store.EncodeJSON(m)
 }
 
 func insertVersion(ctx context.Context, tx *sql.Tx, scriptID string, version int, d definition, note string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO script_versions (id, script_id, version, name, os_types, language, content, parameters,
 		timeout_seconds, run_as, exit_code_mapping, note, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
-		store.NewID(), scriptID, version, d.Name, encode(d.OSTypes), d.Language, d.Content, encode(d.Parameters), d.Timeout, d.RunAs,
+		store.NewID(), scriptID, version, d.Name, store.EncodeJSON(d.OSTypes), d.Language, d.Content, store.EncodeJSON(d.Parameters), d.Timeout, d.RunAs,
 		mappingValue(d.Mapping), strings.TrimSpace(note), access.ActorName(ctx), store.Now())
 	if err != nil {
 		return fmt.Errorf("insert script version: %w", err)
@@ -313,8 +313,8 @@ func (s *Service) save(ctx context.Context, tx *sql.Tx, before Script, d definit
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE scripts SET name = $1, description = $2, category_id = $3, os_types = $4, language = $5,
 		content = $6, parameters = $7, timeout_seconds = $8, run_as = $9, exit_code_mapping = $10, version = $11, updated_at = $12
-		WHERE id = $13`, d.Name, d.Description, store.NullIfEmpty(categoryID), encode(d.OSTypes), d.Language, d.Content,
-		encode(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), version, store.Now(), before.ID)
+		WHERE id = $13`, d.Name, d.Description, store.NullIfEmpty(categoryID), store.EncodeJSON(d.OSTypes), d.Language, d.Content,
+		store.EncodeJSON(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), version, store.Now(), before.ID)
 	if store.IsUniqueViolation(err) {
 		return Script{}, nameTaken(d.Name)
 	}
@@ -351,8 +351,8 @@ func deref(p *string) string {
 // the name, description, category or tags makes no version).
 func sameDefinition(sc Script, d definition) bool {
 	return sc.Content == d.Content && sc.Language == d.Language && sc.RunAs == d.RunAs && sc.TimeoutSeconds == d.Timeout &&
-		encode(sc.OSTypes) == encode(d.OSTypes) && encode(sc.Parameters) == encode(d.Parameters) &&
-		encode(sc.ExitCodeSeverityMapping) == encode(d.Mapping) && sc.Name == d.Name
+		store.EncodeJSON(sc.OSTypes) == store.EncodeJSON(d.OSTypes) && store.EncodeJSON(sc.Parameters) == store.EncodeJSON(d.Parameters) &&
+		store.EncodeJSON(sc.ExitCodeSeverityMapping) == store.EncodeJSON(d.Mapping) && sc.Name == d.Name
 }
 
 // Delete removes a script (softly: its executions stay readable). A script with executions

@@ -181,7 +181,7 @@ func scheduleJSON(s *SecurityScanSchedule) string {
 	if s == nil {
 		return "null"
 	}
-	return encode(s)
+	return store.EncodeJSON(s)
 }
 
 // CreatePolicy adds an organization's policy, or a partner's default: one of each (409

@@ -121,7 +121,7 @@ func (s *Service) StartScan(ctx context.Context, deviceID string, in SecuritySca
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{deviceID}, Audited: true,
 			CommandInput: devices.CommandInput{Type: agentproto.CommandSecurityScan, TimeoutSeconds: scanTimeout,
-				Payload: json.RawMessage(encode(agentproto.SecurityScan{ScanType: in.ScanType, Paths: in.Paths}))}})
+				Payload: json.RawMessage(store.EncodeJSON(agentproto.SecurityScan{ScanType: in.ScanType, Paths: in.Paths}))}})
 		if err != nil {
 			return err
 		}
@@ -230,7 +230,7 @@ func (s *Service) recordScans(ctx context.Context, tx *sql.Tx, devs []devices.De
 		id := store.NewID()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO security_scans (id, partner_id, org_id, device_id, command_id, scan_type, paths, status,
 			created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, id, d.PartnerID, d.OrgID, d.ID, c.ID,
-			in.ScanType, encode(paths), ScanQueued, createdBy, s.now()); err != nil {
+			in.ScanType, store.EncodeJSON(paths), ScanQueued, createdBy, s.now()); err != nil {
 			return nil, nil, fmt.Errorf("record scan: %w", err)
 		}
 		more, err := s.requestStatus(ctx, tx, d)

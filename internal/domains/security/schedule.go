@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gale/internal/domains/devices"
+	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
 
@@ -100,7 +101,7 @@ func (s *Service) scheduledScan(ctx context.Context, p SecurityPolicy, day strin
 		}
 		res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: ids, Audited: true,
 			CommandInput: devices.CommandInput{Type: agentproto.CommandSecurityScan, TimeoutSeconds: scanTimeout,
-				Payload: json.RawMessage(encode(agentproto.SecurityScan{ScanType: in.ScanType}))}})
+				Payload: json.RawMessage(store.EncodeJSON(agentproto.SecurityScan{ScanType: in.ScanType}))}})
 		if err != nil {
 			return err
 		}

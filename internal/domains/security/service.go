@@ -74,14 +74,6 @@ func systemCtx(ctx context.Context) context.Context {
 		Scope: access.SystemScope()})
 }
 
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // plain data
-	}
-	return string(b)
-}
-
 // SecurityDeviceStatus is a device's security status as its agent last reported it.
 type SecurityDeviceStatus struct {
 	DeviceID              string     `json:"deviceId" format:"uuid"`
@@ -395,7 +387,7 @@ func (s *Service) onStatus(ctx context.Context, tx *sql.Tx, deviceID string, r a
 		exposed_ports = $14, auto_updates = $15, snapshot = $16, collected_at = $17, updated_at = $17 WHERE device_id = $18`,
 		st.Antivirus.Provider, st.Antivirus.Installed, st.Antivirus.DaemonRunning, st.Antivirus.RealTimeProtection, sig,
 		st.Firewall.Enabled, st.Firewall.Backend, enc, st.PasswordPolicy.Summary, st.PasswordPolicy.MaxDays, st.PasswordPolicy.MinLength,
-		admins, extraRoot, exposed, st.AutomaticUpdates.Enabled, encode(st), now, deviceID); err != nil {
+		admins, extraRoot, exposed, st.AutomaticUpdates.Enabled, store.EncodeJSON(st), now, deviceID); err != nil {
 		return fmt.Errorf("store security status of %s: %w", deviceID, err)
 	}
 	return s.restate(ctx, tx, deviceID)

@@ -179,7 +179,7 @@ func (s *Service) Act(ctx context.Context, id, action string) (SecurityThreatAct
 		}
 		res, err := s.devices.SendBulkIn(systemCtx(ctx), tx, devices.BulkInput{DeviceIDs: []string{t.DeviceID}, Audited: true,
 			CommandInput: devices.CommandInput{Type: agentproto.CommandThreatAction,
-				Payload: json.RawMessage(encode(agentproto.ThreatAction{Action: action, FilePath: t.FilePath, SHA256: t.SHA256}))}})
+				Payload: json.RawMessage(store.EncodeJSON(agentproto.ThreatAction{Action: action, FilePath: t.FilePath, SHA256: t.SHA256}))}})
 		if err != nil {
 			return err
 		}

@@ -277,7 +277,7 @@ func (s *Service) CreateItem(ctx context.Context, in SoftwareCatalogInput) (Soft
 		_, err = tx.ExecContext(ctx, `INSERT INTO software_catalog (id, partner_id, org_id, name, package_name, vendor, description, category,
 			supported_os, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
 			id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.PackageName, strings.TrimSpace(in.Vendor), strings.TrimSpace(in.Description),
-			strings.TrimSpace(in.Category), encode(in.SupportedOS), access.ActorName(ctx), now)
+			strings.TrimSpace(in.Category), store.EncodeJSON(in.SupportedOS), access.ActorName(ctx), now)
 		if store.IsUniqueViolation(err) {
 			return nameTaken(in.Name)
 		}
@@ -335,7 +335,7 @@ func (s *Service) UpdateItem(ctx context.Context, id string, in SoftwareCatalogP
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE software_catalog SET name = $1, package_name = $2, vendor = $3, description = $4, category = $5,
 			supported_os = $6, updated_at = $7 WHERE id = $8`, after.Name, after.PackageName, after.Vendor, after.Description, after.Category,
-			encode(after.SupportedOS), store.Now(), id)
+			store.EncodeJSON(after.SupportedOS), store.Now(), id)
 		if store.IsUniqueViolation(err) {
 			return nameTaken(after.Name)
 		}
@@ -516,7 +516,7 @@ func insertVersion(ctx context.Context, tx *sql.Tx, it SoftwareCatalogItem, id s
 		sha256, size_bytes, file_type, silent_args, supported_os, release_notes, created_by, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		id, it.ID, it.PartnerID, it.OrgID, spec.Version, store.NullIfEmpty(link), store.NullIfEmpty(blobKey), sum, size, spec.FileType,
-		spec.SilentArgs, encode(spec.SupportedOS), spec.Notes, access.ActorName(ctx), store.Now())
+		spec.SilentArgs, store.EncodeJSON(spec.SupportedOS), spec.Notes, access.ActorName(ctx), store.Now())
 	if store.IsUniqueViolation(err) {
 		return SoftwareVersion{}, versionTaken(spec.Version)
 	}

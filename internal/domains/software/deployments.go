@@ -239,7 +239,7 @@ func installPayload(v versionRow, deviceID string) json.RawMessage {
 	} else {
 		p.URL = deref(v.DownloadURL)
 	}
-	return json.RawMessage(encode(p))
+	return json.RawMessage(store.EncodeJSON(p))
 }
 
 // CreateDeployment deploys a version to the devices its targets resolve to in one
@@ -334,7 +334,7 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 	id, now := store.NewID(), store.Now()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO software_deployments (id, partner_id, org_id, name, catalog_id, version_id, targets,
 		schedule_mode, window_id, status, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
-		id, at.PartnerID, at.OrgID, n.name, v.Item.ID, v.ID, encode(n.targets), n.schedule.Mode, store.NullIfEmpty(n.schedule.WindowID),
+		id, at.PartnerID, at.OrgID, n.name, v.Item.ID, v.ID, store.EncodeJSON(n.targets), n.schedule.Mode, store.NullIfEmpty(n.schedule.WindowID),
 		DeploymentPending, access.ActorName(ctx), now); err != nil {
 		return "", nil, nil, fmt.Errorf("insert deployment: %w", err)
 	}

@@ -50,7 +50,7 @@ func (s *Service) Uninstall(ctx context.Context, deviceID, softwareID string) (d
 	var cmd devices.DeviceCommand
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{deviceID}, Audited: true,
-			CommandInput: devices.CommandInput{Type: agentproto.CommandSoftwareUninstall, Payload: json.RawMessage(encode(payload))}})
+			CommandInput: devices.CommandInput{Type: agentproto.CommandSoftwareUninstall, Payload: json.RawMessage(store.EncodeJSON(payload))}})
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@
 package software
 
 import (
-	"encoding/json"
 	"slices"
 	"time"
 
@@ -199,12 +198,3 @@ type SoftwareInstalledPackage struct {
 
 // protected reports whether name is a package the system needs.
 func protected(name string) bool { return slices.Contains(agentproto.ProtectedPackages, name) }
-
-// encode marshals v for a JSON column.
-func encode(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
-}

@@ -136,14 +136,6 @@ func parseDate(field string, s *string) (any, error) {
 	return t.Format(time.DateOnly), nil
 }
 
-func encodeContact(c *Contact) any {
-	if c == nil {
-		return nil
-	}
-	b, _ := json.Marshal(c)
-	return string(b)
-}
-
 // OrgListFilter narrows a list of organizations.
 type OrgListFilter struct {
 	Search         string
@@ -293,7 +285,7 @@ func (s *Service) CreateOrganizationIn(ctx context.Context, tx *sql.Tx, in NewOr
 		max_enrollment_key_ttl_minutes, contract_start, contract_end, billing_contact, settings, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
 		id, partnerID, *in.Name, slug, orgType, status, in.MaxEnrollmentKeyTTLMinutes, start, end,
-		encodeContact(in.BillingContact), encodeObject(settings), now)
+		store.EncodeJSONOrNull(in.BillingContact), encodeObject(settings), now)
 	if err != nil {
 		return Organization{}, slugConflict(err)
 	}
@@ -382,7 +374,7 @@ func (s *Service) UpdateOrganization(ctx context.Context, id string, in Organiza
 			ch.Set("contract_end", end)
 		}
 		if in.BillingContact != nil {
-			ch.Set("billing_contact", encodeContact(in.BillingContact))
+			ch.Set("billing_contact", store.EncodeJSONOrNull(in.BillingContact))
 		}
 		if in.Settings != nil {
 			ch.Set("settings", encodeObject(*in.Settings))

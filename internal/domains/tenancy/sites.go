@@ -78,14 +78,6 @@ func validTimezone(tz string) error {
 	return nil
 }
 
-func encodeJSON(v any) any {
-	b, _ := json.Marshal(v)
-	if string(b) == "null" {
-		return nil
-	}
-	return string(b)
-}
-
 // SiteListFilter narrows a list of sites.
 type SiteListFilter struct {
 	OrgID  string
@@ -175,7 +167,7 @@ func (s *Service) insertSite(ctx context.Context, tx *sql.Tx, org Organization, 
 	id, now := store.NewID(), store.Now()
 	_, err := tx.ExecContext(ctx, `INSERT INTO sites (id, partner_id, org_id, name, timezone, address, contact, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, id, org.PartnerID, org.ID, strings.TrimSpace(*in.Name), tz,
-		encodeJSON(in.Address), encodeJSON(in.Contact), now)
+		store.EncodeJSONOrNull(in.Address), store.EncodeJSONOrNull(in.Contact), now)
 	if store.IsUniqueViolation(err) {
 		return Site{}, apperr.Conflict("the organization already has a site named " + *in.Name)
 	}
@@ -212,10 +204,10 @@ func (s *Service) UpdateSite(ctx context.Context, id string, in SiteInput) (Site
 			ch.Set("timezone", *in.Timezone)
 		}
 		if in.Address != nil {
-			ch.Set("address", encodeJSON(in.Address))
+			ch.Set("address", store.EncodeJSONOrNull(in.Address))
 		}
 		if in.Contact != nil {
-			ch.Set("contact", encodeJSON(in.Contact))
+			ch.Set("contact", store.EncodeJSONOrNull(in.Contact))
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE sites SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...)
 		if store.IsUniqueViolation(err) {

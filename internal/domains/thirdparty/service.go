@@ -240,7 +240,7 @@ func (s *Service) Create(ctx context.Context, in PackageInput) (Package, error) 
 		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO third_party_packages (id, vendor, name, description, homepage, os_types,
 			package_names, default_severity, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`, p.ID, p.Vendor,
-			p.Name, p.Description, p.Homepage, encode(p.OSTypes), encode(p.PackageNames), p.DefaultSeverity, now); err != nil {
+			p.Name, p.Description, p.Homepage, store.EncodeJSON(p.OSTypes), store.EncodeJSON(p.PackageNames), p.DefaultSeverity, now); err != nil {
 			if store.IsUniqueViolation(err) {
 				return nameTaken(p)
 			}
@@ -298,8 +298,8 @@ func (s *Service) Update(ctx context.Context, id string, in PackageInput) (Packa
 		c.Set("name", p.Name)
 		c.Set("description", p.Description)
 		c.Set("homepage", p.Homepage)
-		c.Set("os_types", encode(p.OSTypes))
-		c.Set("package_names", encode(p.PackageNames))
+		c.Set("os_types", store.EncodeJSON(p.OSTypes))
+		c.Set("package_names", store.EncodeJSON(p.PackageNames))
 		c.Set("default_severity", p.DefaultSeverity)
 		if _, err := tx.ExecContext(ctx, `UPDATE third_party_packages SET `+c.SQL()+` WHERE id = `+c.Args.Add(id), c.Args.Values()...); err != nil {
 			if store.IsUniqueViolation(err) {
@@ -331,11 +331,6 @@ func deref(s *string) string {
 	return *s
 }
 
-func encode(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
 // writeVersions inserts an entry's versions in order; a version whose installer is the
 // same as in before keeps its test result.
 func writeVersions(ctx context.Context, tx *sql.Tx, id string, vs, before []Version) error {
@@ -351,7 +346,7 @@ func writeVersions(ctx context.Context, tx *sql.Tx, id string, vs, before []Vers
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO third_party_versions (package_id, version, download_url, sha256, file_type, os_type,
 			cve_ids, released_at, platform_tested, tested_at, position) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, id, v.Version,
-			v.DownloadURL, v.SHA256, v.FileType, v.OSType, encode(cves), v.ReleasedAt, v.PlatformTested, v.TestedAt, i); err != nil {
+			v.DownloadURL, v.SHA256, v.FileType, v.OSType, store.EncodeJSON(cves), v.ReleasedAt, v.PlatformTested, v.TestedAt, i); err != nil {
 			return fmt.Errorf("insert third-party version %s of %s: %w", v.Version, id, err)
 		}
 	}
