@@ -184,7 +184,7 @@ func (s *Service) Export(ctx context.Context, ids []string) (ScriptBundle, error
 		if err != nil {
 			return ScriptBundle{}, err
 		}
-		b.Scripts = append(b.Scripts, BundleEntry{Name: sc.Name, Description: sc.Description, Category: deref(sc.Category), Tags: sc.Tags,
+		b.Scripts = append(b.Scripts, BundleEntry{Name: sc.Name, Description: sc.Description, Category: store.Deref(sc.Category), Tags: sc.Tags,
 			OSTypes: sc.OSTypes, Language: sc.Language, Content: sc.Content, Parameters: sc.Parameters, RunAs: sc.RunAs,
 			TimeoutSeconds: sc.TimeoutSeconds, ExitCodeSeverityMapping: sc.ExitCodeSeverityMapping})
 	}
@@ -340,7 +340,7 @@ func (s *Service) ImportBundle(ctx context.Context, in BundleRequest) (BundleImp
 				return err
 			}
 			if err := audit.Record(ctx, tx, audit.Entry{Action: "script.import", ResourceType: "script", ResourceID: sc.ID,
-				ResourceName: sc.Name, PartnerID: sc.PartnerID, OrgID: deref(sc.OrgID),
+				ResourceName: sc.Name, PartnerID: sc.PartnerID, OrgID: store.Deref(sc.OrgID),
 				Details: map[string]any{"bundleSha256": out.SHA256, "mode": mode, "version": sc.Version}}); err != nil {
 				return err
 			}

@@ -273,7 +273,7 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 		deviceIDs[i] = c.DeviceID
 	}
 	err = audit.Record(ctx, tx, audit.Entry{Action: "script.execute", ResourceType: "script", ResourceID: sc.ID, ResourceName: sc.Name,
-		PartnerID: sc.PartnerID, OrgID: deref(sc.OrgID), Details: map[string]any{"batchId": out.BatchID, "version": sc.Version,
+		PartnerID: sc.PartnerID, OrgID: store.Deref(sc.OrgID), Details: map[string]any{"batchId": out.BatchID, "version": sc.Version,
 			"deviceIds": deviceIDs, "skipped": len(res.Skipped), "failed": len(res.Failed)}})
 	if err != nil {
 		return ScriptRunResult{}, nil, err

@@ -299,13 +299,13 @@ func (s *Service) Update(ctx context.Context, id string, in ScriptInput) (Script
 // when the definition changed), its category and tags.
 func (s *Service) save(ctx context.Context, tx *sql.Tx, before Script, d definition, categoryID string, tags []string, note string,
 	setMeta bool) (Script, error) {
-	at := tenancy.Placement{PartnerID: before.PartnerID, OrgID: deref(before.OrgID)}
+	at := tenancy.Placement{PartnerID: before.PartnerID, OrgID: store.Deref(before.OrgID)}
 	if setMeta {
 		if err := checkCategory(ctx, tx, at, categoryID); err != nil {
 			return Script{}, err
 		}
 	} else {
-		categoryID = deref(before.CategoryID)
+		categoryID = store.Deref(before.CategoryID)
 	}
 	version := before.Version
 	if !sameDefinition(before, d) || (!setMeta && note != "") {
@@ -340,13 +340,6 @@ func (s *Service) save(ctx context.Context, tx *sql.Tx, before Script, d definit
 		Details: map[string]any{"version": after.Version, "previousVersion": before.Version}})
 }
 
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 // sameDefinition tells whether d is what the script already holds (a save that changes only
 // the name, description, category or tags makes no version).
 func sameDefinition(sc Script, d definition) bool {
@@ -375,7 +368,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 			return fmt.Errorf("delete script %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script.delete", ResourceType: "script", ResourceID: id,
-			ResourceName: sc.Name, PartnerID: sc.PartnerID, OrgID: deref(sc.OrgID)})
+			ResourceName: sc.Name, PartnerID: sc.PartnerID, OrgID: store.Deref(sc.OrgID)})
 	})
 }
 

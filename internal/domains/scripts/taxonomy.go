@@ -170,7 +170,7 @@ func checkParent(ctx context.Context, tx *sql.Tx, at tenancy.Placement, selfID, 
 		if err != nil {
 			return err
 		}
-		id = deref(p.ParentID)
+		id = store.Deref(p.ParentID)
 	}
 	return nil
 }
@@ -233,7 +233,7 @@ func (s *Service) UpdateCategory(ctx context.Context, id string, in ScriptCatego
 		if err != nil {
 			return err
 		}
-		name, description, color, parent := before.Name, before.Description, deref(before.Color), deref(before.ParentID)
+		name, description, color, parent := before.Name, before.Description, store.Deref(before.Color), store.Deref(before.ParentID)
 		if in.Name != nil {
 			name = *in.Name
 		}
@@ -248,7 +248,7 @@ func (s *Service) UpdateCategory(ctx context.Context, id string, in ScriptCatego
 		}
 		if in.ParentID != nil {
 			parent = *in.ParentID
-			at := tenancy.Placement{PartnerID: before.PartnerID, OrgID: deref(before.OrgID)}
+			at := tenancy.Placement{PartnerID: before.PartnerID, OrgID: store.Deref(before.OrgID)}
 			if err := checkParent(ctx, tx, at, id, parent); err != nil {
 				return err
 			}
@@ -265,7 +265,7 @@ func (s *Service) UpdateCategory(ctx context.Context, id string, in ScriptCatego
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_category.update", ResourceType: "script_category", ResourceID: id,
-			ResourceName: c.Name, PartnerID: c.PartnerID, OrgID: deref(c.OrgID)})
+			ResourceName: c.Name, PartnerID: c.PartnerID, OrgID: store.Deref(c.OrgID)})
 	})
 	return c, err
 }
@@ -292,7 +292,7 @@ func (s *Service) DeleteCategory(ctx context.Context, id string) error {
 			return fmt.Errorf("delete script category %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_category.delete", ResourceType: "script_category", ResourceID: id,
-			ResourceName: c.Name, PartnerID: c.PartnerID, OrgID: deref(c.OrgID)})
+			ResourceName: c.Name, PartnerID: c.PartnerID, OrgID: store.Deref(c.OrgID)})
 	})
 }
 
@@ -404,7 +404,7 @@ func (s *Service) DeleteTag(ctx context.Context, id string) error {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_tag.delete", ResourceType: "script_tag", ResourceID: id,
-			ResourceName: t.Name, PartnerID: t.PartnerID, OrgID: deref(t.OrgID)})
+			ResourceName: t.Name, PartnerID: t.PartnerID, OrgID: store.Deref(t.OrgID)})
 	})
 }
 

@@ -221,13 +221,6 @@ func manageable(ctx context.Context, q store.Querier, scope access.Scope, id str
 	return it, err
 }
 
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 // cleanOS checks a list of systems and returns it sorted, without repeats.
 func cleanOS(field string, list []string) ([]string, error) {
 	out := []string{}
@@ -346,7 +339,7 @@ func (s *Service) UpdateItem(ctx context.Context, id string, in SoftwareCatalogP
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.update", ResourceType: "software_catalog", ResourceID: id,
-			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: deref(it.OrgID), Details: map[string]any{"fields": changed}})
+			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: store.Deref(it.OrgID), Details: map[string]any{"fields": changed}})
 	})
 	if err != nil {
 		return it, err
@@ -392,7 +385,7 @@ func (s *Service) DeleteItem(ctx context.Context, id string) error {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.delete", ResourceType: "software_catalog", ResourceID: id,
-			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: deref(it.OrgID)})
+			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: store.Deref(it.OrgID)})
 	})
 	if err != nil {
 		return err
@@ -531,7 +524,7 @@ func insertVersion(ctx context.Context, tx *sql.Tx, it SoftwareCatalogItem, id s
 		return v, fmt.Errorf("read version %s: %w", id, err)
 	}
 	return v, audit.Record(ctx, tx, audit.Entry{Action: "software.version.create", ResourceType: "software_catalog", ResourceID: it.ID,
-		ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: deref(it.OrgID),
+		ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: store.Deref(it.OrgID),
 		Details: map[string]any{"versionId": id, "version": v.Version, "fileType": v.FileType, "uploaded": v.Uploaded, "sha256": v.SHA256}})
 }
 

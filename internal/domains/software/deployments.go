@@ -237,7 +237,7 @@ func installPayload(v versionRow, deviceID string) json.RawMessage {
 	if v.BlobKey != "" {
 		p.URL = agentFilePath(deviceID, v.ID)
 	} else {
-		p.URL = deref(v.DownloadURL)
+		p.URL = store.Deref(v.DownloadURL)
 	}
 	return json.RawMessage(store.EncodeJSON(p))
 }

@@ -224,8 +224,8 @@ func (s *Service) Create(ctx context.Context, in PackageInput) (Package, error) 
 	if err := requireSystem(ctx); err != nil {
 		return Package{}, err
 	}
-	p := Package{ID: store.NewID(), Vendor: deref(in.Vendor), Name: deref(in.Name), Description: deref(in.Description),
-		Homepage: deref(in.Homepage), OSTypes: in.OSTypes, PackageNames: in.PackageNames, DefaultSeverity: "unknown"}
+	p := Package{ID: store.NewID(), Vendor: store.Deref(in.Vendor), Name: store.Deref(in.Name), Description: store.Deref(in.Description),
+		Homepage: store.Deref(in.Homepage), OSTypes: in.OSTypes, PackageNames: in.PackageNames, DefaultSeverity: "unknown"}
 	if in.DefaultSeverity != nil {
 		p.DefaultSeverity = *in.DefaultSeverity
 	}
@@ -322,13 +322,6 @@ func (s *Service) Update(ctx context.Context, id string, in PackageInput) (Packa
 			ResourceID: id, ResourceName: p.Vendor + " " + p.Name, Details: map[string]any{"versionsReplaced": in.Versions != nil}})
 	})
 	return out, err
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 // writeVersions inserts an entry's versions in order; a version whose installer is the
