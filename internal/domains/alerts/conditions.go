@@ -10,6 +10,7 @@ import (
 
 	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 )
 
 // Condition types.
@@ -93,9 +94,7 @@ func (s *Service) parseConditions(raw json.RawMessage, p *problems) Condition {
 		p.add("conditions", "conditions are required")
 		return c
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &c); err != nil {
 		p.add("conditions", "not a valid condition document: %s", strings.TrimPrefix(err.Error(), "json: "))
 		return c
 	}

@@ -1,7 +1,6 @@
 package configpolicies
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/events"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
@@ -37,9 +37,7 @@ func (s *Service) commandKind() devices.CommandKind {
 // validatePayload checks a policy_evaluate payload as a policy's rules are checked.
 func validatePayload(raw json.RawMessage, _ string) (any, error) {
 	var p agentproto.PolicyEvaluate
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "a policy_evaluate payload is {policyId, rules}: "+err.Error())
 	}
 	var c checker

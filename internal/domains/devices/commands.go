@@ -111,15 +111,6 @@ func scanCommand(row store.Scanner) (DeviceCommand, error) {
 	return c, nil
 }
 
-func strictDecode(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		return errors.New("payload is missing")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
 // insertCommand queues a command in tx, or, when sent, records it as sent: it goes out at once
 // on this node's connection to the agent (dispatch). It returns false when the database refused
 // it as a duplicate pending refresh_inventory. The record is made here rather than read back.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/wire/agentproto"
 )
 
@@ -34,7 +35,7 @@ const maxScriptBytes = 256 << 10
 
 func validateRunScript(raw json.RawMessage, osType string) (any, error) {
 	var rs agentproto.RunScript
-	if err := strictDecode(raw, &rs); err != nil {
+	if err := jsonenc.DecodeStrictRequired(raw, &rs); err != nil {
 		return nil, apperr.Invalid("payload", "run_script needs {language, script, args?, env?, maxOutputBytes?}: "+err.Error())
 	}
 	if err := validateScript(&rs, osType); err != nil {
@@ -46,7 +47,7 @@ func validateRunScript(raw json.RawMessage, osType string) (any, error) {
 func validatePowerDelay(raw json.RawMessage, _ string) (any, error) {
 	var pd agentproto.PowerDelay
 	if len(raw) > 0 {
-		if err := strictDecode(raw, &pd); err != nil {
+		if err := jsonenc.DecodeStrict(raw, &pd); err != nil {
 			return nil, apperr.Invalid("payload", "reboot and shutdown take {delaySeconds?}: "+err.Error())
 		}
 	}

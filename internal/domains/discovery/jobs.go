@@ -13,6 +13,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
@@ -21,9 +22,7 @@ import (
 // held to the same limits).
 func validateScan(raw json.RawMessage, _ string) (any, error) {
 	var p agentproto.NetworkScan
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "network_scan takes {subnets, excludes, methods, ports, snmp?, timeoutMs, concurrency}: "+
 			err.Error())
 	}

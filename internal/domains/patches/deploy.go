@@ -1,7 +1,6 @@
 package patches
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +9,7 @@ import (
 	"gale/internal/domains/rollouts"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 )
 
 // DeployPayload is a rollout's payload of patches: the approved patches among patchIds that a
@@ -31,9 +31,7 @@ func (Deployer) Permission() access.Perm { return access.PatchesExecute }
 // Validate implements rollouts.Deployer: 1 to 500 patches, each within reach.
 func (d Deployer) Validate(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 	var p DeployPayload
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "a patch payload is {type, patchIds}: "+err.Error())
 	}
 	p.PatchIDs = unique(p.PatchIDs)

@@ -17,6 +17,7 @@ import (
 	"gale/internal/platform/blob"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/jobs"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
@@ -91,7 +92,7 @@ func validateScan(raw json.RawMessage, _ string) (any, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return p, nil
 	}
-	if err := strictJSON(raw, &p); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "patch_scan takes {refresh?}: "+err.Error())
 	}
 	return p, nil
@@ -102,7 +103,7 @@ const maxInstallers = 50
 
 func validateInstall(raw json.RawMessage, _ string) (any, error) {
 	var p agentproto.PatchInstall
-	if err := strictJSON(raw, &p); err != nil {
+	if err := jsonenc.DecodeStrictRequired(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "patch_install takes {packages: [{name, version}], installers?: [...], rollback?}: "+err.Error())
 	}
 	if n := len(p.Packages) + len(p.Installers); n == 0 || len(p.Packages) > 500 || len(p.Installers) > maxInstallers {
@@ -119,15 +120,6 @@ func validateInstall(raw json.RawMessage, _ string) (any, error) {
 		}
 	}
 	return p, nil
-}
-
-func strictJSON(raw json.RawMessage, v any) error {
-	if len(raw) == 0 {
-		return fmt.Errorf("payload is missing")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
 }
 
 // partnerRows keeps the partner-scoped rows (column col) the scope may see: a partner's and

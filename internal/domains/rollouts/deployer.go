@@ -1,7 +1,6 @@
 package rollouts
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,6 +10,7 @@ import (
 	"gale/internal/domains/scripts"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 )
 
@@ -61,9 +61,7 @@ func (ScriptDeployer) Permission() access.Perm { return access.ScriptsExecute }
 // against the script when each batch goes out.
 func (d ScriptDeployer) Validate(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 	var p ScriptPayload
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "a script payload is {type, scriptId, parameters?, runAs?}: "+err.Error())
 	}
 	if !store.ValidID(p.ScriptID) {

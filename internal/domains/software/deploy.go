@@ -1,7 +1,6 @@
 package software
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -12,6 +11,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 )
 
 // DeployPayload is a rollout's payload of software: a version of the catalog.
@@ -34,9 +34,7 @@ func (Deployer) Permission() access.Perm { return access.SoftwareExecute }
 // reach.
 func (d Deployer) Validate(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
 	var p DeployPayload
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := jsonenc.DecodeStrict(raw, &p); err != nil {
 		return nil, apperr.Invalid("payload", "a software payload is {type, versionId}: "+err.Error())
 	}
 	if _, err := getVersion(ctx, d.Software.db, access.ScopeFrom(ctx), p.VersionID); apperr.IsCode(err, apperr.CodeNotFound) {

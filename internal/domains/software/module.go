@@ -1,7 +1,6 @@
 package software
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"gale/internal/domains/maintenance"
 	"gale/internal/domains/rollouts"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/module"
 	"gale/internal/wire/agentproto"
 )
@@ -38,16 +38,10 @@ var Module = module.Module{Name: "software", Build: func(k *module.Kernel) error
 	return nil
 }}
 
-func decodeStrict(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
 // validateInstall checks a software_install payload for a device of the given system.
 func validateInstall(raw json.RawMessage, osType string) (any, error) {
 	var p agentproto.SoftwareInstall
-	if len(raw) == 0 || decodeStrict(raw, &p) != nil {
+	if len(raw) == 0 || jsonenc.DecodeStrict(raw, &p) != nil {
 		return nil, apperr.Invalid("payload", "software_install needs {url, sha256, sizeBytes?, fileType, name, version, silentArgs?}")
 	}
 	p.SHA256 = strings.ToLower(p.SHA256)
@@ -74,7 +68,7 @@ func validateInstall(raw json.RawMessage, osType string) (any, error) {
 // validateUninstall checks a software_uninstall payload.
 func validateUninstall(raw json.RawMessage, _ string) (any, error) {
 	var p agentproto.SoftwareUninstall
-	if len(raw) == 0 || decodeStrict(raw, &p) != nil || strings.TrimSpace(p.Name) == "" {
+	if len(raw) == 0 || jsonenc.DecodeStrict(raw, &p) != nil || strings.TrimSpace(p.Name) == "" {
 		return nil, apperr.Invalid("payload", "software_uninstall needs {name, version?}")
 	}
 	if protected(p.Name) {

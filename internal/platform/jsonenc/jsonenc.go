@@ -1,8 +1,14 @@
-// Package jsonenc appends JSON without reflection, byte for byte as encoding/json writes it
-// with HTML escaping off (the API's encoder). The largest responses (device lists) implement
-// Appender with it; encoding/json spends most of its time there in reflection and in
-// re-validating what time.Time's MarshalJSON returns. A type's tests compare its AppendJSON
-// with encoding/json so the two cannot drift apart.
+// Package jsonenc holds the JSON helpers shared by the server's packages.
+//
+// It appends JSON without reflection, byte for byte as encoding/json writes it with HTML
+// escaping off (the API's encoder). The largest responses (device lists) implement Appender
+// with it; encoding/json spends most of its time there in reflection and in re-validating
+// what time.Time's MarshalJSON returns. A type's tests compare its AppendJSON with
+// encoding/json so the two cannot drift apart.
+//
+// It also decodes strictly (DecodeStrict): a document a caller sends for a fixed shape (a
+// command's payload, a condition document) is refused when it names a member the shape does
+// not have, rather than read as if the member were not there.
 package jsonenc
 
 import (
