@@ -69,21 +69,6 @@ type vulnRemediateOutput struct{ Body VulnRemediation }
 
 type vulnTicketInput struct{ Body VulnTicketRequest }
 
-// vulnTicketOutput is the 501 answer, in the error envelope.
-type vulnTicketOutput struct {
-	Status int
-	Body   vulnTicketError
-}
-
-type vulnTicketError struct {
-	Error vulnTicketErrorBody `json:"error"`
-}
-
-type vulnTicketErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 type vulnImportInput struct {
 	Format  string `query:"format" enum:"osv,debian_tracker" doc:"Default: guessed (an array, or an object with id and affected, is OSV)."`
 	Release string `query:"release" maxLength:"40" doc:"debian_tracker: the release whose status and fixed_version to take (e.g. bookworm); required."`
@@ -181,12 +166,11 @@ func (s *Service) Register(api *httpapi.Server) {
 	tickets := route("create-vulnerability-tickets", http.MethodPost, "/vulnerabilities/tickets", access.VulnerabilitiesWrite,
 		"Open tickets for findings", "Not available yet: the helpdesk tickets domain does not exist. After validating the body (and that the "+
 			"findings exist in scope: 404), answers 501 "+CodeTicketsUnavailable+".", http.StatusNotFound, http.StatusNotImplemented)
-	httpapi.Register(api, tickets, func(ctx context.Context, in *vulnTicketInput) (*vulnTicketOutput, error) {
+	httpapi.Register(api, tickets, func(ctx context.Context, in *vulnTicketInput) (*struct{}, error) {
 		if err := s.OpenTickets(ctx, in.Body); err != nil {
 			return nil, err
 		}
-		return &vulnTicketOutput{Status: http.StatusNotImplemented, Body: vulnTicketError{Error: vulnTicketErrorBody{Code: CodeTicketsUnavailable,
-			Message: "tickets are not available yet: the helpdesk tickets domain does not exist on this server"}}}, nil
+		return nil, apperr.NotImplemented(CodeTicketsUnavailable, "tickets are not available yet: the helpdesk tickets domain does not exist on this server")
 	})
 	httpapi.Register(api, route("accept-vulnerability-risk", http.MethodPost, "/vulnerabilities/{id}/accept-risk", access.VulnerabilitiesAcceptRisk,
 		"Accept the risk of a finding", "open → accepted, until acceptedUntil (a future time: 400 otherwise) when it reopens by itself. "+

@@ -58,6 +58,9 @@ const (
 	KindUnprocessable
 	// KindRateLimited: the caller must wait (429, with Retry-After).
 	KindRateLimited
+	// KindNotImplemented: the operation is declared but the server cannot carry it out yet,
+	// such as one that needs a domain this server does not have (501).
+	KindNotImplemented
 	// KindUpstream: a party the server relies on (a device's agent, a mail server) failed (502).
 	KindUpstream
 	// KindUnavailable: the server or a device cannot take the request now (503).
@@ -150,6 +153,11 @@ func Conflict(message string) *Error {
 // ConflictCode is a conflict with a specific code.
 func ConflictCode(code, message string) *Error {
 	return &Error{Kind: KindConflict, Code: code, Message: message}
+}
+
+// NotImplemented is the answer of an operation the server declares but cannot carry out yet.
+func NotImplemented(code, message string) *Error {
+	return &Error{Kind: KindNotImplemented, Code: code, Message: message}
 }
 
 // RateLimited tells the caller when to come back.

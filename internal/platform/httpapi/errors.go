@@ -37,6 +37,7 @@ var kindStatus = map[apperr.Kind]int{
 	apperr.KindUnsupportedMedia: http.StatusUnsupportedMediaType,
 	apperr.KindUnprocessable:    http.StatusUnprocessableEntity,
 	apperr.KindRateLimited:      http.StatusTooManyRequests,
+	apperr.KindNotImplemented:   http.StatusNotImplemented,
 	apperr.KindUpstream:         http.StatusBadGateway,
 	apperr.KindUnavailable:      http.StatusServiceUnavailable,
 	apperr.KindTimeout:          http.StatusGatewayTimeout,
