@@ -178,11 +178,9 @@ func (s *Service) Promote(ctx context.Context, version string) (string, error) {
 	}
 	var previous string
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		if s.db.Dialect == store.Postgres {
-			// EXCLUSIVE lets readers (downloads) through but no other writer.
-			if _, err := tx.ExecContext(ctx, `LOCK TABLE agent_versions IN EXCLUSIVE MODE`); err != nil {
-				return err
-			}
+		// Readers (downloads) pass; no other writer does.
+		if err := s.db.LockTableWrites(ctx, tx, "agent_versions"); err != nil {
+			return err
 		}
 		var binaries int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM agent_releases WHERE version = $1`, version).Scan(&binaries); err != nil {

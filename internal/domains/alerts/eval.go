@@ -600,7 +600,7 @@ func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, deviceID string) (bo
 // start, when no transaction holds the connections a preparation may wait for; a statement
 // that fails to prepare runs unprepared.
 func (s *Service) prepareFacts() {
-	if s.db.Dialect != store.SQLite {
+	if s.db.CachesStatements() {
 		return
 	}
 	s.factStmts = map[string]*sql.Stmt{}

@@ -156,13 +156,10 @@ func loadSnapshot(ctx context.Context, q store.Querier, deviceID string, custom 
 // change of the filter, or a full recomputation, waits for them and they for it, so a
 // device is never evaluated against a filter that a concurrent transaction is replacing.
 func (s *Service) lockSuffix(share bool) string {
-	switch {
-	case s.db.Dialect != store.Postgres:
-		return ""
-	case share:
-		return " FOR SHARE"
+	if share {
+		return s.db.ForShare()
 	}
-	return " FOR UPDATE"
+	return s.db.ForUpdate()
 }
 
 // DeviceChanged re-evaluates, inside the caller's transaction, every dynamic group of the

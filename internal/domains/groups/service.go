@@ -79,10 +79,8 @@ func getGroup(ctx context.Context, q store.Querier, scope access.Scope, id strin
 // that the membership changes of one group happen one transaction at a time and see its
 // current filter (SQLite runs one write transaction at a time anyway).
 func (s *Service) writableGroup(ctx context.Context, tx *sql.Tx, scope access.Scope, id string) (Group, error) {
-	if s.db.Dialect == store.Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT id FROM device_groups WHERE id = $1 FOR UPDATE`, id); err != nil {
-			return Group{}, err
-		}
+	if err := s.db.LockRow(ctx, tx, "device_groups", id); err != nil {
+		return Group{}, err
 	}
 	return getGroup(ctx, tx, scope, id)
 }

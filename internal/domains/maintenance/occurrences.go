@@ -59,15 +59,9 @@ func (p planned) take(sp span) (string, bool) {
 	return store.NewID(), true
 }
 
-// insertChunk is how many occurrences one INSERT writes. On SQLite it is one, by a statement
-// prepared once per expansion: there a statement writing several rows keeps a statement
-// journal in a temporary file, and looks each $n up in a list of them all.
-func (s *Service) insertChunk() int {
-	if s.db.Dialect == store.SQLite {
-		return 1
-	}
-	return 500
-}
+// insertChunk is how many occurrences one INSERT writes; where it is one (SQLite), the
+// statement is prepared once per expansion.
+func (s *Service) insertChunk() int { return s.db.RowsPerInsert(500) }
 
 func insertOccurrences(n int) string {
 	values := make([]string, n)
@@ -171,10 +165,7 @@ func (s *Service) topUp(ctx context.Context, now time.Time) error {
 			// On PostgreSQL the windows are locked while expanded, so a change, cancel or delete
 			// committed meanwhile is waited for and seen, never undone by a stale expansion
 			// (SQLite writes one transaction at a time).
-			lock := ""
-			if s.db.Dialect == store.Postgres {
-				lock = " FOR UPDATE"
-			}
+			lock := s.db.ForUpdate()
 			rows, err := tx.QueryContext(ctx, `SELECT `+windowColumns+` FROM maintenance_windows w WHERE `+store.Where(conds)+
 				` ORDER BY w.id LIMIT `+fmt.Sprint(expandBatch)+lock, a.Values()...)
 			if err != nil {

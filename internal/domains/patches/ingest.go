@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -85,19 +84,8 @@ type scanRow struct {
 // col the expression of one of their fields: the rows go to the database as one parameter,
 // so a scan of thousands of updates is one statement per table.
 func (s *Service) scanRowsFrom() (from string, col func(name string) string) {
-	if s.db.Dialect == store.Postgres {
-		return `jsonb_to_recordset(CAST($1 AS JSONB)) AS j(id uuid, ext text, name text, title text, version text, sev text, cat text,
-			reboot boolean, descr text, installed text)`, func(name string) string { return "j." + name }
-	}
-	return "jsonb_each($1) j", func(name string) string { return "json_extract(j.value, '$." + name + "')" }
-}
-
-// param is placeholder n, typed on PostgreSQL where the statement alone does not say.
-func (s *Service) param(n int, pgType string) string {
-	if s.db.Dialect == store.Postgres {
-		return "CAST($" + strconv.Itoa(n) + " AS " + pgType + ")"
-	}
-	return "$" + strconv.Itoa(n)
+	return s.db.JSONRows("$1", "j", `id uuid, ext text, name text, title text, version text, sev text, cat text,
+			reboot boolean, descr text, installed text`)
 }
 
 // IngestScan stores what a scan of a device found, in the caller's transaction: the
@@ -130,8 +118,8 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 		data := store.EncodeJSON(rows)
 		_, err := s.db.TxExecContext(ctx, tx, `INSERT INTO patches (id, partner_id, source, external_id, package_id, title, version, severity,
 			category, requires_reboot, description, created_at, updated_at)
-			SELECT `+j("id")+`, `+s.param(2, "UUID")+`, 'linux', `+j("ext")+`, `+j("name")+`, `+j("title")+`, `+j("version")+`, `+
-			j("sev")+`, `+j("cat")+`, `+j("reboot")+`, `+j("descr")+`, `+s.param(3, "TIMESTAMPTZ")+`, `+s.param(3, "TIMESTAMPTZ")+`
+			SELECT `+j("id")+`, `+s.db.TypedParam(2, "UUID")+`, 'linux', `+j("ext")+`, `+j("name")+`, `+j("title")+`, `+j("version")+`, `+
+			j("sev")+`, `+j("cat")+`, `+j("reboot")+`, `+j("descr")+`, `+s.db.TypedParam(3, "TIMESTAMPTZ")+`, `+s.db.TypedParam(3, "TIMESTAMPTZ")+`
 			FROM `+from+` WHERE TRUE ON CONFLICT (partner_id, source, external_id) DO NOTHING`, data, o.PartnerID, now)
 		if err != nil {
 			return fmt.Errorf("record the patches of a scan: %w", err)
@@ -141,10 +129,10 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 		// rewritten: a scan that finds nothing new writes little.
 		_, err = s.db.TxExecContext(ctx, tx, `INSERT INTO patch_devices (device_id, patch_id, partner_id, org_id, source, status, installed_version,
 			available_version, offered_at, updated_at)
-			SELECT `+s.param(5, "UUID")+`, p.id, p.partner_id, `+s.param(4, "UUID")+`, 'linux', 'pending', `+j("installed")+`, `+j("version")+`, `+
-			s.param(3, "TIMESTAMPTZ")+`, `+s.param(3, "TIMESTAMPTZ")+`
+			SELECT `+s.db.TypedParam(5, "UUID")+`, p.id, p.partner_id, `+s.db.TypedParam(4, "UUID")+`, 'linux', 'pending', `+j("installed")+`, `+j("version")+`, `+
+			s.db.TypedParam(3, "TIMESTAMPTZ")+`, `+s.db.TypedParam(3, "TIMESTAMPTZ")+`
 			FROM `+from+` CROSS JOIN patches p
-			WHERE p.partner_id = `+s.param(2, "UUID")+` AND p.source = 'linux' AND p.external_id = `+j("ext")+`
+			WHERE p.partner_id = `+s.db.TypedParam(2, "UUID")+` AND p.source = 'linux' AND p.external_id = `+j("ext")+`
 			ON CONFLICT (device_id, patch_id) DO UPDATE SET
 			status = CASE WHEN patch_devices.status = 'failed' THEN 'failed' ELSE 'pending' END, org_id = excluded.org_id,
 			installed_version = excluded.installed_version, available_version = excluded.available_version, updated_at = excluded.updated_at

@@ -299,11 +299,8 @@ func limitReached(msg string) error {
 // a time already; PostgreSQL takes transaction-scoped advisory locks on the organization and
 // then the user, always in that order, so two creates never wait on each other in a cycle.
 func (s *Service) lockCaps(ctx context.Context, tx *sql.Tx, orgID, userID string) error {
-	if s.db.Dialect != store.Postgres {
-		return nil
-	}
 	for _, key := range []string{"remote_sessions:org:" + orgID, "remote_sessions:user:" + userID} {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key); err != nil {
+		if err := s.db.AdvisoryLock(ctx, tx, key); err != nil {
 			return fmt.Errorf("lock the remote-session caps: %w", err)
 		}
 	}

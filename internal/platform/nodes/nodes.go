@@ -147,7 +147,7 @@ func (r *Registry) Stop() {
 // serves one node, there is no other node to tell: Held and Released record nothing, sparing
 // the one database writer a write per connection and per disconnection.
 func (r *Registry) Held(ctx context.Context, deviceID, connID string) error {
-	if r.db.Dialect == store.SQLite {
+	if r.db.SingleNode() {
 		return nil
 	}
 	_, err := r.db.ExecContext(ctx, `INSERT INTO agent_connections (device_id, node_id, connection_id, connected_at)
@@ -162,7 +162,7 @@ func (r *Registry) Held(ctx context.Context, deviceID, connID string) error {
 // Released forgets the device's connection connID; a newer connection (here or on another
 // node) is left alone.
 func (r *Registry) Released(ctx context.Context, deviceID, connID string) error {
-	if r.db.Dialect == store.SQLite {
+	if r.db.SingleNode() {
 		return nil
 	}
 	_, err := r.db.ExecContext(ctx, `DELETE FROM agent_connections WHERE device_id = $1 AND connection_id = $2`, deviceID, connID)

@@ -122,10 +122,7 @@ const dueCondition = `((status IN ($1, $2) AND next_attempt_at <= $3) OR (status
 // queue up behind each other. false means nothing is due.
 func Claim(ctx context.Context, db *store.DB, table string, claimFor time.Duration, token, returning string,
 	scan func(store.Scanner) error) (bool, error) {
-	lock := ""
-	if db.Dialect == store.Postgres {
-		lock = " FOR UPDATE SKIP LOCKED"
-	}
+	lock := db.ForUpdateSkipLocked()
 	for range 20 {
 		now := store.Now()
 		var one int

@@ -1,7 +1,8 @@
 // Package store opens Gale's database (embedded SQLite or PostgreSQL), runs its migrations,
 // and holds the few helpers every domain's SQL shares: transactions, IDs, time, cursors.
 // The same SQL text, with $n placeholders, runs on both backends; where the dialects really
-// differ a domain asks DB.Dialect and keeps one function per dialect.
+// differ, a method of DB says how (dialect.go), so code outside the store does not branch
+// on DB.Dialect.
 package store
 
 import (
