@@ -54,6 +54,26 @@ func TestOpenAPIDescribesEveryOperation(t *testing.T) {
 	}
 }
 
+// A path parameter that names nothing the caller can see is answered 404, so every operation
+// whose path has one documents it.
+func TestOperationsWithAPathParameterDocument404(t *testing.T) {
+	n := 0
+	for path, methods := range openAPI(t) {
+		if !strings.Contains(path, "{") {
+			continue
+		}
+		for method, op := range methods {
+			n++
+			if _, ok := op.Responses["404"]; !ok {
+				t.Errorf("%s %s (%s) has a path parameter and does not document 404", method, path, op.OperationID)
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no operation has a path parameter")
+	}
+}
+
 // Two paths that differ only in their parameters' names are one path to a router and an error
 // to OpenAPI linters; the second must reuse the first's names.
 func TestOpenAPIPathsDifferBeyondParameterNames(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -54,7 +55,8 @@ type Route struct {
 	// reads it with RawBodyFrom (file uploads, attachments, bundles). Such a body has no read
 	// deadline: it takes as long as its bytes do.
 	RawBodyBytes int64
-	// Errors are further error statuses to document (e.g. 404), with the envelope as body.
+	// Errors are further error statuses to document (e.g. 409), with the envelope as body.
+	// Register adds 404 for a path with a parameter.
 	Errors []int
 	// Hidden serves the operation but leaves it out of the OpenAPI document: an alias of a
 	// documented operation at a path the document cannot name.
@@ -81,7 +83,7 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 		DefaultStatus: r.Status,
 		MaxBodyBytes:  s.opts.MaxBodyBytes,
 		Middlewares:   huma.Middlewares{s.authorize(r), s.inputPolicy(r, takesBody[I]())},
-		Errors:        slices.Clone(r.Errors),
+		Errors:        declaredErrors(r),
 		Hidden:        r.Hidden,
 	}
 	if r.MaxBodyBytes > 0 {
@@ -136,6 +138,16 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 			"requestId", access.RequestFrom(ctx).ID)
 		return nil, apiError{internalError()}
 	})
+}
+
+// declaredErrors is r.Errors, with 404 when the path has a parameter: a parameter that names
+// nothing the caller can see (missing, or out of scope) is answered 404 on every route.
+func declaredErrors(r Route) []int {
+	errs := slices.Clone(r.Errors)
+	if strings.Contains(r.Path, "{") && !slices.Contains(errs, http.StatusNotFound) {
+		errs = append(errs, http.StatusNotFound)
+	}
+	return errs
 }
 
 func joinDoc(a, b string) string {
