@@ -205,50 +205,10 @@ var crossDomainSQL = map[string]map[string]string{
 	"internal/domains/audit": {
 		"users": "active users of the access report",
 	},
-	// Rule targets and evaluation read devices, groups and metrics; channels are checked
-	// against notify's.
-	"internal/domains/alerts": {
-		"devices":               "targets and evaluation",
-		"device_group_members":  "group targets",
-		"device_metrics":        "metric conditions",
-		"device_commands":       "remediation commands",
-		"notification_channels": "channels of a rule",
-	},
-	// Compliance and its reports add up the live devices in scope with their summaries in one
-	// statement (100,000 devices answer in a fraction of a second).
-	"internal/domains/patches": {
-		"devices": "compliance and reports over the live devices in scope",
-	},
-	// Routing reads the alert, its rule and its device's groups.
-	"internal/domains/alertchannels": {
-		"devices":              "alert routing",
-		"device_group_members": "alert routing",
-		"alerts":               "alert routing and escalation",
-		"alert_rules":          "alert routing",
-		"events":               "resolve announcements",
-	},
-	// The mobile views join devices and count their open alerts.
-	"internal/domains/mobile": {
-		"devices": "device list for phones",
-		"alerts":  "open alert counts",
-	},
 	// Dynamic groups evaluate devices and their tags.
 	"internal/domains/groups": {
 		"devices":     "membership evaluation",
 		"device_tags": "membership evaluation",
-	},
-	"internal/domains/customfields": {
-		"devices": "values belong to devices",
-	},
-	"internal/domains/devices": {
-		"enrollment_keys":      "enrollment claims a key",
-		"custom_fields":        "device detail",
-		"device_custom_values": "device detail",
-		"device_group_members": "device filters and detail",
-	},
-	"internal/domains/search": {
-		"devices":     "device search",
-		"device_tags": "tag search",
 	},
 }
 

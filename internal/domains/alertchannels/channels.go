@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 
+	"gale/internal/domains/alerts"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
@@ -200,53 +201,29 @@ func (s *Service) DeleteChannel(ctx context.Context, id string) error {
 // forgetChannel removes a deleted channel from the rules and policy steps of its partner that
 // name it.
 func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string) error {
-	type change struct{ id, value string }
-	collect := func(query string, edit func(string) (string, bool)) ([]change, error) {
-		rows, err := tx.QueryContext(ctx, query, partnerID, "%"+id+"%")
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var out []change
-		for rows.Next() {
-			var c change
-			if err := rows.Scan(&c.id, &c.value); err != nil {
-				return nil, err
-			}
-			if v, ok := edit(c.value); ok {
-				out = append(out, change{c.id, v})
-			}
-		}
-		return out, rows.Err()
+	now := store.Now()
+	if err := alerts.ForgetChannel(ctx, tx, partnerID, id, now); err != nil {
+		return err
 	}
-	rules, err := collect(`SELECT id, channel_ids FROM alert_rules WHERE partner_id = $1 AND channel_ids LIKE $2`, func(raw string) (string, bool) {
-		ids, _ := store.DecodeStrings(raw)
-		kept := slices.DeleteFunc(slices.Clone(ids), func(s string) bool { return s == id })
-		return store.EncodeStrings(kept), len(kept) != len(ids)
-	})
+	type change struct{ id, steps string }
+	named, err := store.QueryAll(ctx, tx, `SELECT id, steps FROM alert_policies WHERE partner_id = $1 AND steps LIKE $2`,
+		[]any{partnerID, "%" + id + "%"}, func(sc store.Scanner) (c change, err error) {
+			err = sc.Scan(&c.id, &c.steps)
+			return c, err
+		})
 	if err != nil {
 		return err
 	}
-	for _, c := range rules {
-		if _, err := tx.ExecContext(ctx, `UPDATE alert_rules SET channel_ids = $1, updated_at = $2 WHERE id = $3`, c.value, store.Now(), c.id); err != nil {
-			return err
-		}
-	}
-	policies, err := collect(`SELECT id, steps FROM alert_policies WHERE partner_id = $1 AND steps LIKE $2`, func(raw string) (string, bool) {
+	for _, c := range named {
 		var steps []PolicyStep
-		if json.Unmarshal([]byte(raw), &steps) != nil {
-			return "", false
+		if json.Unmarshal([]byte(c.steps), &steps) != nil {
+			continue
 		}
 		for i := range steps {
 			steps[i].ChannelIDs = slices.DeleteFunc(steps[i].ChannelIDs, func(s string) bool { return s == id })
 		}
-		return jsonText(steps), true
-	})
-	if err != nil {
-		return err
-	}
-	for _, c := range policies {
-		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET steps = $1, updated_at = $2 WHERE id = $3`, c.value, store.Now(), c.id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET steps = $1, updated_at = $2 WHERE id = $3`, jsonText(steps),
+			now, c.id); err != nil {
 			return err
 		}
 	}

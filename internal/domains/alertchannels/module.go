@@ -3,6 +3,7 @@ package alertchannels
 import (
 	"time"
 
+	"gale/internal/domains/alerts"
 	"gale/internal/platform/module"
 )
 
@@ -13,6 +14,7 @@ var Module = module.Module{Name: "notify", Build: func(k *module.Kernel) error {
 		PublicURL: k.Config.PublicURL, Clock: k.Clock})
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
+	k.Declare(alerts.ChannelCheck{Check: checkChannels})
 	k.Worker("notification-senders", s.Start, s.Stop)
 	k.Every("alerts-escalate", time.Minute, s.Escalate)
 	k.Purge("notification-deliveries", s.Purge)

@@ -9,6 +9,10 @@ import (
 	"slices"
 	"time"
 
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
+	"gale/internal/platform/apperr"
 	"gale/internal/platform/events"
 	"gale/internal/platform/store"
 )
@@ -38,8 +42,7 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	}
 	n := Notification{EventID: e.ID, EventType: e.Type, Timestamp: e.OccurredAt, Link: s.link(a.ID), Alert: e.Data}
 	if a.DeviceID != nil {
-		var host string
-		if err := tx.QueryRowContext(ctx, `SELECT hostname FROM devices WHERE id = $1`, *a.DeviceID).Scan(&host); err == nil {
+		if host, err := devices.Hostname(ctx, tx, *a.DeviceID); err == nil {
 			n.Hostname = host
 		}
 	}
@@ -106,12 +109,11 @@ func usable(ctx context.Context, tx *sql.Tx, a AlertView, ids []string) ([]targe
 // channel of the tenant.
 func (s *Service) routeTrigger(ctx context.Context, tx *sql.Tx, a AlertView, n Notification) error {
 	if a.RuleID != nil {
-		var raw string
-		err := tx.QueryRowContext(ctx, `SELECT channel_ids FROM alert_rules WHERE id = $1`, *a.RuleID).Scan(&raw)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		ids, err := alerts.RuleChannels(ctx, tx, *a.RuleID)
+		if err != nil {
 			return err
 		}
-		if ids, _ := store.DecodeStrings(raw); len(ids) > 0 {
+		if len(ids) > 0 {
 			return s.queueAll(ctx, tx, a, n, ids)
 		}
 	}
@@ -192,15 +194,12 @@ func (s *Service) matchPolicy(ctx context.Context, tx *sql.Tx, a AlertView) (Ale
 			if a.DeviceID == nil {
 				continue
 			}
-			var args store.Args
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM device_group_members WHERE device_id = `+args.Add(*a.DeviceID)+
-				` AND group_id IN `+args.In(m.GroupIDs)+` LIMIT 1`, args.Values()...).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
+			member, err := groups.InAny(ctx, tx, *a.DeviceID, m.GroupIDs)
 			if err != nil {
 				return AlertPolicy{}, false, err
+			}
+			if !member {
+				continue
 			}
 		}
 		return p, true, nil
@@ -294,31 +293,28 @@ func (s *Service) fire(ctx context.Context, tx *sql.Tx, id string, now time.Time
 	if err != nil {
 		return err
 	}
-	var a AlertView
-	var site, device, rule sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT id, partner_id, org_id, site_id, device_id, rule_id, severity, status, title, message,
-		triggered_at FROM alerts WHERE id = $1`, alertID).Scan(&a.ID, &a.PartnerID, &a.OrgID, &site, &device, &rule, &a.Severity,
-		&a.Status, &a.Title, &a.Message, &a.TriggeredAt)
-	if errors.Is(err, sql.ErrNoRows) || (err == nil && a.Status != "active") {
+	x, err := alerts.Lookup(ctx, tx, alertID)
+	if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && x.Status != alerts.StatusActive) {
 		_, err = tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1 WHERE id = $2`, escCancelled, id)
 		return err
 	}
 	if err != nil {
 		return err
 	}
-	a.SiteID, a.DeviceID, a.RuleID = store.StringPtr(site), store.StringPtr(device), store.StringPtr(rule)
-	a.TriggeredAt = a.TriggeredAt.UTC()
+	a := AlertView{ID: x.ID, PartnerID: x.PartnerID, OrgID: x.OrgID, SiteID: x.SiteID, DeviceID: x.DeviceID, RuleID: x.RuleID,
+		Severity: x.Severity, Status: x.Status, Title: x.Title, Message: x.Message, TriggeredAt: x.TriggeredAt}
 	// The alert as recorded in its trigger event, so every step says the same thing.
-	var data string
-	if err := tx.QueryRowContext(ctx, `SELECT data FROM events WHERE resource_id = $1 AND type = 'alert.triggered' ORDER BY occurred_at
-		LIMIT 1`, alertID).Scan(&data); err != nil {
+	data, err := events.FirstData(ctx, tx, "alert.triggered", alertID)
+	if err != nil {
 		raw, _ := json.Marshal(a)
 		data = string(raw)
 	}
 	n := Notification{Action: ActionTrigger, EventID: "escalation:" + id, EventType: "alert.escalated", Timestamp: now, Step: step,
 		Link: s.link(a.ID), Alert: json.RawMessage(data)}
 	if a.DeviceID != nil {
-		_ = tx.QueryRowContext(ctx, `SELECT hostname FROM devices WHERE id = $1`, *a.DeviceID).Scan(&n.Hostname)
+		if host, err := devices.Hostname(ctx, tx, *a.DeviceID); err == nil {
+			n.Hostname = host
+		}
 	}
 	ids, _ := store.DecodeStrings(channels)
 	return s.queueAll(ctx, tx, a, n, ids)

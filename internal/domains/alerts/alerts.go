@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
 	"gale/internal/domains/maintenance"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -41,9 +42,10 @@ var (
 
 // Service is the alerts domain.
 type Service struct {
-	db     *store.DB
-	logger *slog.Logger
-	opts   Options
+	db      *store.DB
+	logger  *slog.Logger
+	devices *devices.Service
+	opts    Options
 	// wakeEvents, when set, is called after a transaction that recorded alert events commits.
 	wakeEvents func()
 	// rules caches decoded rule sets for evaluation, by partner and organization; windows
@@ -54,6 +56,8 @@ type Service struct {
 	factStmts map[string]*sql.Stmt
 	// now is the clock.
 	now func() time.Time
+	// channels checks the notification channels a rule names (see ChannelCheck).
+	channels ChannelCheck
 	// hold reports the devices a maintenance window in effect keeps alerts from; nil: none.
 	hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
 }
@@ -77,6 +81,8 @@ type Deps struct {
 	// Maintenance keeps alerts from devices in a window that suppresses them: no alert of a
 	// rule, or of a script's result, opens on a held device. Nil holds none.
 	Maintenance *maintenance.Service
+	// Devices checks what a rule's targets name.
+	Devices *devices.Service
 }
 
 // Options are the alert settings of the server configuration.
@@ -94,7 +100,7 @@ func (s *Service) wake() {
 
 // New returns the alerts service.
 func New(d Deps, opts Options) *Service {
-	s := &Service{db: d.DB, logger: d.Logger, opts: opts, wakeEvents: d.Wake, now: store.Now, rules: memo[ruleSet]{bound: 10000},
+	s := &Service{db: d.DB, logger: d.Logger, devices: d.Devices, opts: opts, wakeEvents: d.Wake, now: store.Now, rules: memo[ruleSet]{bound: 10000},
 		windows: memo[windows]{bound: 100000}}
 	if m := d.Maintenance; m != nil {
 		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
@@ -172,6 +178,12 @@ func utcPtr(t sql.NullTime) *time.Time {
 
 func alertFilter(scope access.Scope, a *store.Args) string {
 	return scope.OrgFilter(a, "a.org_id", "a.partner_id")
+}
+
+// OpenCount is the scalar subquery counting the open alerts of the device in column
+// deviceCol, with its arguments added to a.
+func OpenCount(a *store.Args, deviceCol string) string {
+	return "(SELECT COUNT(*) FROM alerts a WHERE a.device_id = " + deviceCol + " AND a.status IN " + a.In(openStatuses) + ")"
 }
 
 // ListFilter narrows a list of alerts.

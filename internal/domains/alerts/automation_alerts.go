@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
@@ -40,8 +41,8 @@ func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in 
 		return Alert{}, false, apperr.NotFound("device")
 	}
 	var a store.Args
-	d, err := scanDevice(tx.QueryRowContext(ctx, `SELECT `+evalDeviceColumns+` FROM devices d WHERE d.id = `+a.Add(in.DeviceID)+
-		` AND d.decommissioned_at IS NULL AND `+scope.OrgFilter(&a, "d.org_id", "d.partner_id"), a.Values()...))
+	d, err := scanDevice(tx.QueryRowContext(ctx, devices.SelectLive(evalDeviceColumns, "", "d.id = "+a.Add(in.DeviceID),
+		scope.OrgFilter(&a, "d.org_id", "d.partner_id")), a.Values()...))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Alert{}, false, apperr.NotFound("device")
 	}

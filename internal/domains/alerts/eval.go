@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
@@ -305,29 +307,27 @@ const (
 func factsQuery(deviceID string, now time.Time, withDevice bool, w windows) (string, []any) {
 	var a store.Args
 	dev := a.Add(deviceID)
+	kind := func(k int) string { return strconv.Itoa(k) + ", " }
 	var parts []string
 	if withDevice {
-		parts = append(parts, fmt.Sprintf(`SELECT %d, `+evalDeviceColumns+`, CAST(NULL AS DOUBLE PRECISION),
-			CAST(NULL AS DOUBLE PRECISION), CAST(NULL AS DOUBLE PRECISION), s.n, s.latest
-			FROM devices d CROSS JOIN (SELECT COUNT(*) AS n, MAX(r.updated_at) AS latest FROM alert_rules r
-				JOIN devices rd ON rd.id = %[2]s WHERE r.partner_id = rd.partner_id AND (r.org_id IS NULL OR r.org_id = rd.org_id)) s
-			WHERE d.id = %[2]s AND d.decommissioned_at IS NULL`, factDevice, dev),
+		parts = append(parts,
+			devices.SelectLive(kind(factDevice)+evalDeviceColumns+`, CAST(NULL AS DOUBLE PRECISION),
+			CAST(NULL AS DOUBLE PRECISION), CAST(NULL AS DOUBLE PRECISION), s.n, s.latest`,
+				` CROSS JOIN (SELECT COUNT(*) AS n, MAX(r.updated_at) AS latest FROM alert_rules r`+devices.Join("rd", dev)+
+					` WHERE r.partner_id = rd.partner_id AND (r.org_id IS NULL OR r.org_id = rd.org_id)) s`, "d.id = "+dev),
 			fmt.Sprintf(`SELECT %d, rule_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 			FROM alerts WHERE device_id = %s AND rule_id IS NOT NULL AND status IN %s`, factOpen, dev, a.In(openStatuses)),
-			fmt.Sprintf(`SELECT %d, group_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-			FROM device_group_members WHERE device_id = %s`, factGroup, dev))
+			groups.SelectMemberships(kind(factGroup)+`group_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL`, dev))
 	}
 	if w.metrics >= 0 {
 		from := a.Add(now.Add(-time.Duration(w.metrics) * time.Minute))
-		parts = append(parts, fmt.Sprintf(`SELECT %d, NULL, NULL, NULL, NULL, NULL, NULL, recorded_at, NULL, cpu_percent,
-			ram_percent, disk_percent, NULL, NULL FROM device_metrics WHERE device_id = %[2]s AND recorded_at >=
-			COALESCE((SELECT MAX(m.recorded_at) FROM device_metrics m WHERE m.device_id = %[2]s AND m.recorded_at < %[3]s), %[3]s)`,
-			factSample, dev, from))
+		parts = append(parts, devices.SelectSamples(kind(factSample)+`NULL, NULL, NULL, NULL, NULL, NULL, recorded_at, NULL,
+			cpu_percent, ram_percent, disk_percent, NULL, NULL`, dev, from))
 	}
 	if w.commands >= 0 {
-		parts = append(parts, fmt.Sprintf(`SELECT %d, NULL, NULL, NULL, NULL, NULL, type, completed_at, NULL, NULL, NULL,
-			NULL, NULL, NULL FROM device_commands WHERE device_id = %s AND status IN ('failed', 'timed_out')
-			AND completed_at >= %s`, factFailed, dev, a.Add(now.Add(-time.Duration(w.commands)*time.Minute))))
+		from := a.Add(now.Add(-time.Duration(w.commands) * time.Minute))
+		parts = append(parts, devices.SelectFailedCommands(kind(factFailed)+`NULL, NULL, NULL, NULL, NULL, type, completed_at, NULL,
+			NULL, NULL, NULL, NULL, NULL`, dev, from))
 	}
 	return strings.Join(parts, "\nUNION ALL\n"), a.Values()
 }
@@ -675,8 +675,8 @@ func (s *Service) EvaluateAll(ctx context.Context) error {
 	if err := s.endSuppressions(ctx); err != nil {
 		return err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.id FROM devices d WHERE d.decommissioned_at IS NULL
-		AND EXISTS (SELECT 1 FROM alert_rules r WHERE r.partner_id = d.partner_id AND r.enabled = $1) ORDER BY d.id`, true)
+	rows, err := s.db.QueryContext(ctx, devices.SelectLive("d.id", "",
+		`EXISTS (SELECT 1 FROM alert_rules r WHERE r.partner_id = d.partner_id AND r.enabled = $1)`)+` ORDER BY d.id`, true)
 	if err != nil {
 		return err
 	}
@@ -739,7 +739,7 @@ func (s *Service) TestRule(ctx context.Context, id string) (RuleTest, error) {
 		return RuleTest{}, err
 	}
 	var a store.Args
-	conds := []string{"d.decommissioned_at IS NULL", "d.partner_id = " + a.Add(r.PartnerID), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
+	conds := []string{"d.partner_id = " + a.Add(r.PartnerID), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
 	if r.OrgID != nil {
 		conds = append(conds, "d.org_id = "+a.Add(*r.OrgID))
 	}
@@ -751,9 +751,9 @@ func (s *Service) TestRule(ctx context.Context, id string) (RuleTest, error) {
 	case "device":
 		conds = append(conds, "d.id IN "+a.In(r.Targets.IDs))
 	case "group":
-		conds = append(conds, "d.id IN (SELECT m.device_id FROM device_group_members m WHERE m.group_id IN "+a.In(r.Targets.IDs)+")")
+		conds = append(conds, groups.MemberOf(&a, "d.id", r.Targets.IDs))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+evalDeviceColumns+` FROM devices d WHERE `+store.Where(conds)+
+	rows, err := s.db.QueryContext(ctx, devices.SelectLive(evalDeviceColumns, "", conds...)+
 		` ORDER BY d.hostname, d.id LIMIT `+a.Add(maxTestDevices+1), a.Values()...)
 	if err != nil {
 		return RuleTest{}, err

@@ -12,8 +12,6 @@ import (
 	"unicode/utf8"
 
 	"gale/internal/domains/audit"
-	"gale/internal/domains/devices"
-	"gale/internal/domains/groups"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -151,9 +149,9 @@ func manageableRule(ctx context.Context, q store.Querier, scope access.Scope, id
 // checkTargetsExist refuses target IDs that are not organizations, sites, groups or devices
 // of the rule's partner (and organization, for an organization's rule) within the caller's
 // reach.
-func checkTargetsExist(ctx context.Context, q store.Querier, t RuleTargets, partnerID, orgID string) error {
+func (s *Service) checkTargetsExist(ctx context.Context, q store.Querier, t RuleTargets, partnerID, orgID string) error {
 	dt := t.devicesTargets()
-	return devices.CheckTargets(ctx, q, &dt, tenancy.Owner{PartnerID: partnerID, OrgID: orgID}, groups.Owners)
+	return s.devices.CheckTargets(ctx, q, &dt, tenancy.Owner{PartnerID: partnerID, OrgID: orgID})
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
@@ -224,10 +222,10 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 		if tpl != nil && tpl.PartnerID != nil && *tpl.PartnerID != partnerID {
 			return apperr.Invalid("templateId", "no such template")
 		}
-		if err := checkTargetsExist(ctx, tx, targets, partnerID, orgID); err != nil {
+		if err := s.checkTargetsExist(ctx, tx, targets, partnerID, orgID); err != nil {
 			return err
 		}
-		if err := checkChannels(ctx, tx, in.ChannelIDs, partnerID, orgID); err != nil {
+		if err := s.checkChannels(ctx, tx, in.ChannelIDs, partnerID, orgID); err != nil {
 			return err
 		}
 		id, now := store.NewID(), store.Now()
@@ -296,12 +294,12 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 			return err
 		}
 		if in.Targets != nil {
-			if err := checkTargetsExist(ctx, tx, *in.Targets, before.PartnerID, store.Deref(before.OrgID)); err != nil {
+			if err := s.checkTargetsExist(ctx, tx, *in.Targets, before.PartnerID, store.Deref(before.OrgID)); err != nil {
 				return err
 			}
 		}
 		if in.ChannelIDs != nil {
-			if err := checkChannels(ctx, tx, in.ChannelIDs, before.PartnerID, store.Deref(before.OrgID)); err != nil {
+			if err := s.checkChannels(ctx, tx, in.ChannelIDs, before.PartnerID, store.Deref(before.OrgID)); err != nil {
 				return err
 			}
 			ch.Set("channel_ids", store.EncodeStrings(dedupe(in.ChannelIDs)))
@@ -332,28 +330,6 @@ func (s *Service) DeleteRule(ctx context.Context, id string) error {
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.delete", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
 	})
-}
-
-// checkChannels refuses notification channel IDs that are not channels of the rule's partner
-// usable for its organization (partner-wide channels or the organization's own).
-func checkChannels(ctx context.Context, q store.Querier, ids []string, partnerID, orgID string) error {
-	if len(ids) > 20 {
-		return apperr.Invalid("channelIds", "at most 20 channels")
-	}
-	for _, id := range ids {
-		if !store.ValidID(id) {
-			return apperr.Invalid("channelIds", "no such channel: "+id)
-		}
-		var chOrg sql.NullString
-		err := q.QueryRowContext(ctx, `SELECT org_id FROM notification_channels WHERE id = $1 AND partner_id = $2`, id, partnerID).Scan(&chOrg)
-		if errors.Is(err, sql.ErrNoRows) || (err == nil && chOrg.Valid && chOrg.String != orgID) {
-			return apperr.Invalid("channelIds", "no such channel: "+id)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func dedupe(ids []string) []string {

@@ -15,7 +15,6 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
-	"gale/internal/domains/groups"
 	"gale/internal/domains/maintenance"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/tenancy"
@@ -242,7 +241,7 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 		return Automation{}, err
 	}
 	if in.Targets != nil {
-		if err := devices.CheckTargets(ctx, s.db, in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, groups.Owners); err != nil {
+		if err := s.devices.CheckTargets(ctx, s.db, in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}); err != nil {
 			return Automation{}, err
 		}
 	}
@@ -350,7 +349,7 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 		}
 		if in.Targets != nil {
 			owner := tenancy.Owner{PartnerID: after.PartnerID, OrgID: store.Deref(after.OrgID)}
-			if err := devices.CheckTargets(ctx, tx, in.Targets, owner, groups.Owners); err != nil {
+			if err := s.devices.CheckTargets(ctx, tx, in.Targets, owner); err != nil {
 				return err
 			}
 		}

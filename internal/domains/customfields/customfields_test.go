@@ -482,6 +482,35 @@ func TestDeleteRemovesValues(t *testing.T) {
 	}
 }
 
+func TestMoveDropsValuesOfTheOrganizationLeft(t *testing.T) {
+	w := newWorld(t)
+	w.create(w.a.Partner, map[string]any{"key": "tier", "name": "Tier", "type": "text"})
+	room := w.create(w.a.Partner, map[string]any{"key": "room", "name": "Room", "type": "text", "orgId": w.a.OrgID})
+	w.e.Must(200, w.a.Partner, "PATCH", "/api/v1/devices/"+w.devA+"/custom-fields",
+		map[string]any{"values": map[string]any{"tier": "gold", "room": "B12"}})
+	count := func() (n int) {
+		t.Helper()
+		if err := w.e.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM device_custom_values WHERE device_id = $1`, w.devA).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	org2, _ := w.secondOrg("Alpha Two")
+	w.e.Must(200, w.a.Partner, "POST", "/api/v1/devices/"+w.devA+"/move-org", map[string]any{"orgId": org2})
+	var left int
+	if err := w.e.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM device_custom_values WHERE field_id = $1`, room["id"]).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(w, w.a.Partner, w.devA); left != 0 || count() != 1 || got["tier"]["value"] != "gold" {
+		t.Errorf("after the move: %d values of the old organization's field, %d in all, values %v; want 0, 1 and tier kept",
+			left, count(), got)
+	}
+	w.e.Must(204, w.a.Partner, "DELETE", "/api/v1/devices/"+w.devA, nil)
+	if n := count(); n != 1 {
+		t.Errorf("values after decommissioning = %d, want the 1 kept", n)
+	}
+}
+
 func TestHookRunsInTheTransaction(t *testing.T) {
 	w := newWorld(t)
 	var mu sync.Mutex

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
@@ -39,7 +40,7 @@ func (s *Service) ExportValues(ctx context.Context, sk store.Seek) ([]ExportedVa
 	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")}
 	keys := sk.Keys(&a, &conds, "v.updated_at", "v.device_id", "v.field_id")
 	return store.SeekPage(ctx, s.db, store.SeekQuery{Columns: "v.device_id, v.field_id, f.key, d.org_id, v.value, v.updated_at",
-		From:  " FROM device_custom_values v JOIN devices d ON d.id = v.device_id JOIN custom_fields f ON f.id = v.field_id",
+		From:  " FROM device_custom_values v" + devices.Join("d", "v.device_id") + " JOIN custom_fields f ON f.id = v.field_id",
 		Conds: conds, Args: &a, Keys: keys}, sk, func(sc store.Scanner) (ExportedValue, error) {
 		var r ExportedValue
 		var val sql.NullString

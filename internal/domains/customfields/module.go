@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/platform/access"
 	"gale/internal/platform/module"
 	"gale/internal/platform/partnerexport"
@@ -17,6 +18,7 @@ var Module = module.Module{Name: "customfields", Build: func(k *module.Kernel) e
 		s.plug(module.Declared[Hook](k))
 		return nil
 	})
+	k.Declare(devices.Hooks{Moved: s.DeviceMoved})
 	k.Provide(s)
 	k.Declare(partnerexport.Export[Field]{Name: "custom-fields", Scope: access.CustomFieldsRead,
 		Summary: "Export custom field definitions", Fetch: s.ExportFields,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -43,11 +44,10 @@ type device struct {
 // getDevice loads a device in scope that is not decommissioned (404 otherwise).
 func getDevice(ctx context.Context, q store.Querier, scope access.Scope, id string) (device, error) {
 	var a store.Args
-	conds := []string{"d.id = " + a.Add(id), "d.decommissioned_at IS NULL", scope.OrgFilter(&a, "d.org_id", "d.partner_id"),
-		tenancy.LiveOrg("d.org_id")}
 	var d device
-	err := q.QueryRowContext(ctx, `SELECT d.id, d.partner_id, d.org_id, d.hostname FROM devices d WHERE `+store.Where(conds),
-		a.Values()...).Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.Hostname)
+	err := q.QueryRowContext(ctx, devices.SelectLive("d.id, d.partner_id, d.org_id, d.hostname", "", "d.id = "+a.Add(id),
+		scope.OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")), a.Values()...).
+		Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.Hostname)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, apperr.NotFound("device")
 	}
@@ -238,8 +238,8 @@ func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map
 	if len(fields) == 0 {
 		return out, nil
 	}
-	rows, err = q.QueryContext(ctx, `SELECT d.id, v.field_id, v.value FROM devices d LEFT JOIN device_custom_values v ON v.device_id = d.id
-		WHERE d.org_id = $1 AND d.decommissioned_at IS NULL`, orgID)
+	rows, err = q.QueryContext(ctx, devices.SelectLive("d.id, v.field_id, v.value",
+		" LEFT JOIN device_custom_values v ON v.device_id = d.id", "d.org_id = $1"), orgID)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +275,15 @@ func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map
 		}
 	}
 	return out, nil
+}
+
+// DeviceMoved deletes, in the move's transaction, the device's values of fields that belong
+// to an organization other than orgID, where it moved (the devices hook Moved): they mean
+// nothing there.
+func (s *Service) DeviceMoved(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM device_custom_values WHERE device_id = $1 AND field_id IN
+		(SELECT id FROM custom_fields WHERE org_id IS NOT NULL AND org_id <> $2)`, deviceID, orgID)
+	return err
 }
 
 // ApplicableKeys returns the keys of the custom fields that apply to an organization: its

@@ -186,6 +186,9 @@ type Hooks struct {
 	Changed func(ctx context.Context, tx *sql.Tx, deviceID string) error
 	// LeftOrg runs when a device leaves its organization (moved or decommissioned).
 	LeftOrg func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
+	// Moved runs when a device moved to organization orgID, once its row says so and before
+	// Changed runs (custom values of the organization it left).
+	Moved func(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error
 	// Heartbeat runs in the transaction of every main-agent heartbeat, after its metrics are
 	// stored (alert evaluation).
 	Heartbeat func(ctx context.Context, tx *sql.Tx, deviceID string) error
@@ -254,12 +257,17 @@ type Service struct {
 	sc          scanner
 	// listRows caches device rows for lists (nil: none).
 	listRows *store.RowCache[*Device]
+	// groups renders the device list's group filter and finds the owners of targeted groups.
+	groups Groups
 }
 
-// KeyClaimer is the part of the enrollment-key service that enrollment and provisioning use.
+// KeyClaimer is the part of the enrollment-key service that enrollment, provisioning and
+// decommissioning use.
 type KeyClaimer interface {
 	Claim(ctx context.Context, tx *sql.Tx, rawKey, rawSecret, globalSecret string) (ClaimedKey, error)
 	MintForDevice(ctx context.Context, tx *sql.Tx, partnerID, orgID, siteID, deviceID string, ttl time.Duration) (rawKey, rawSecret, keyID string, err error)
+	// RevokeForDevice revokes, as of at, the keys bound to the device that are not revoked yet.
+	RevokeForDevice(ctx context.Context, tx *sql.Tx, deviceID string, at time.Time) error
 }
 
 // ClaimedKey is what a successfully claimed enrollment key grants.
@@ -314,6 +322,9 @@ func (s *Service) addHooks(h Hooks) {
 	if h.LeftOrg != nil {
 		s.hooks.leftOrg = append(s.hooks.leftOrg, h.LeftOrg)
 	}
+	if h.Moved != nil {
+		s.hooks.moved = append(s.hooks.moved, h.Moved)
+	}
 	if h.Heartbeat != nil {
 		s.hooks.heartbeat = append(s.hooks.heartbeat, h.Heartbeat)
 	}
@@ -326,6 +337,7 @@ func (s *Service) addHooks(h Hooks) {
 type hookLists struct {
 	changed, heartbeat, commandFinished []func(ctx context.Context, tx *sql.Tx, deviceID string) error
 	leftOrg                             []func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
+	moved                               []func(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error
 }
 
 // runHooks runs each hook in turn, stopping at the first error.
@@ -338,17 +350,26 @@ func runHooks(ctx context.Context, tx *sql.Tx, deviceID string, hooks []func(con
 	return nil
 }
 
+// runHooksWith is runHooks for hooks that take one more argument.
+func runHooksWith(ctx context.Context, tx *sql.Tx, deviceID, arg string, hooks []func(context.Context, *sql.Tx, string, string) error) error {
+	for _, h := range hooks {
+		if err := h(ctx, tx, deviceID, arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *Service) changed(ctx context.Context, tx *sql.Tx, deviceID string) error {
 	return runHooks(ctx, tx, deviceID, s.hooks.changed)
 }
 
 func (s *Service) leftOrg(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
-	for _, h := range s.hooks.leftOrg {
-		if err := h(ctx, tx, deviceID, reason); err != nil {
-			return err
-		}
-	}
-	return nil
+	return runHooksWith(ctx, tx, deviceID, reason, s.hooks.leftOrg)
+}
+
+func (s *Service) moved(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error {
+	return runHooksWith(ctx, tx, deviceID, orgID, s.hooks.moved)
 }
 
 // AgentConfig is the configuration every agent gets.

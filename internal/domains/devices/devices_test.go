@@ -223,6 +223,28 @@ func TestProvisionedDeviceIsClaimedByItsKey(t *testing.T) {
 	}
 }
 
+func TestDecommissioningRevokesTheProvisioningKey(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	var p struct {
+		Device struct {
+			ID string `json:"id"`
+		} `json:"device"`
+		EnrollmentKey    string `json:"enrollmentKey"`
+		EnrollmentSecret string `json:"enrollmentSecret"`
+	}
+	e.Must(201, ten.Partner, "POST", api+"/devices/provision", map[string]any{"orgId": ten.OrgID, "hostname": "planned-01"}).JSON(t, &p)
+	e.Must(204, ten.Partner, "DELETE", api+"/devices/"+p.Device.ID, nil)
+	var revoked int
+	if err := e.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM enrollment_keys WHERE device_id = $1 AND revoked_at IS NOT NULL`,
+		p.Device.ID).Scan(&revoked); err != nil || revoked != 1 {
+		t.Errorf("revoked keys of the decommissioned device = %d (%v), want 1", revoked, err)
+	}
+	if r := e.Do(apptest.Anonymous, "POST", api+"/agents/enroll", enrollBody(p.EnrollmentKey, p.EnrollmentSecret, "late")); r.Status != 401 {
+		t.Errorf("enrollment with the key of a decommissioned device = %d, want 401", r.Status)
+	}
+}
+
 // Cursor pages over a key many devices share (hostnames repeat) visit every device once, in
 // (key, ID) order, both ways.
 func TestDeviceCursorPagesThroughTies(t *testing.T) {

@@ -40,6 +40,35 @@ type ListFilter struct {
 	IncludeTotal          bool
 }
 
+// Groups is what the groups module declares for devices (see module.Kernel.Declare), which
+// cannot import it: MemberOf renders the condition that the device in column deviceCol is a
+// member of one of the groups groupIDs, with its arguments added to a, which the device list
+// splices into its one statement; Owners finds the owners of groups that targets name.
+type Groups struct {
+	MemberOf func(a *store.Args, deviceCol string, groupIDs []string) string
+	Owners   OwnerLookup
+}
+
+// useGroups takes what the groups module declared.
+func (s *Service) useGroups(declared []Groups) error {
+	if len(declared) > 1 {
+		return fmt.Errorf("%d group lookups declared for devices, want one", len(declared))
+	}
+	if len(declared) == 1 {
+		s.groups = declared[0]
+	}
+	return nil
+}
+
+// memberOf is the condition of the group filter; without a groups module no device is a
+// member of any group.
+func (s *Service) memberOf(a *store.Args, deviceCol string, groupIDs []string) string {
+	if s.groups.MemberOf == nil {
+		return "FALSE"
+	}
+	return s.groups.MemberOf(a, deviceCol, groupIDs)
+}
+
 // List returns a page of devices in scope, the next cursor, and the total when asked for
 // (always in legacy page mode).
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*Device, string, *int, error) {
@@ -62,8 +91,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*D
 		conds = append(conds, "d.site_id IN "+a.In(f.SiteIDs))
 	}
 	if len(f.GroupIDs) > 0 {
-		conds = append(conds, "EXISTS (SELECT 1 FROM device_group_members m WHERE m.device_id = d.id AND m.group_id IN "+
-			a.In(f.GroupIDs)+")")
+		conds = append(conds, s.memberOf(&a, "d.id", f.GroupIDs))
 	}
 	if !f.IncludeDecommissioned {
 		conds = append(conds, "d.decommissioned_at IS NULL")

@@ -153,9 +153,7 @@ func (s *Service) MoveOrg(ctx context.Context, id, orgID, siteID string) (Device
 		if _, err := tx.ExecContext(ctx, `UPDATE device_commands SET org_id = $1 WHERE device_id = $2`, orgID, id); err != nil {
 			return err
 		}
-		// Values of fields that belong to the old organization alone mean nothing in the new one.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM device_custom_values WHERE device_id = $1 AND field_id IN
-			(SELECT id FROM custom_fields WHERE org_id IS NOT NULL AND org_id <> $2)`, id, orgID); err != nil {
+		if err := s.moved(ctx, tx, id, orgID); err != nil {
 			return err
 		}
 		if err := s.changed(ctx, tx, id); err != nil {
@@ -198,7 +196,7 @@ func (s *Service) Decommission(ctx context.Context, id string) error {
 			WHERE device_id = $4 AND status IN ($5, $6)`, CommandCancelled, "device decommissioned", now, id, CommandQueued, CommandSent); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE enrollment_keys SET revoked_at = $1, updated_at = $1 WHERE device_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
+		if err := s.keys.RevokeForDevice(ctx, tx, id, now); err != nil {
 			return err
 		}
 		if err := s.leftOrg(ctx, tx, id, "device decommissioned"); err != nil {

@@ -31,7 +31,7 @@ var Module = module.Module{Name: "devices", Build: func(k *module.Kernel) error 
 			return err
 		}
 		s.DocumentCommandKinds(k.HTTP.API.OpenAPI())
-		return nil
+		return s.useGroups(module.Declared[Groups](k))
 	})
 	k.Provide(s)
 	k.Declare(partnerexport.Export[Device]{Name: "devices", Scope: access.DevicesRead, Summary: "Export devices",
@@ -63,4 +63,8 @@ func (k keyClaimer) Claim(ctx context.Context, tx *sql.Tx, rawKey, rawSecret, gl
 
 func (k keyClaimer) MintForDevice(ctx context.Context, tx *sql.Tx, partnerID, orgID, siteID, deviceID string, ttl time.Duration) (string, string, string, error) {
 	return k.keys.MintForDevice(ctx, tx, partnerID, orgID, siteID, deviceID, ttl)
+}
+
+func (k keyClaimer) RevokeForDevice(ctx context.Context, tx *sql.Tx, deviceID string, at time.Time) error {
+	return k.keys.RevokeForDevice(ctx, tx, deviceID, at)
 }

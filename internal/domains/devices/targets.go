@@ -106,17 +106,16 @@ func (t *Targets) CheckShape(orgID string) []apperr.Detail {
 // owner.OrgID is empty): CheckShape, then that each organization, site, group or device they
 // name is the owner's and within the scope of ctx's caller. A row of another tenant, and a
 // decommissioned device, are reported exactly as a missing one: what is accepted is what
-// ResolveTargets finds. q is the caller's transaction or the database; groupOwners is
-// groups.Owners (the groups domain imports this one, so its lookup is handed in). The
-// problems come back as one validation error, field by field.
-func CheckTargets(ctx context.Context, q store.Querier, t *Targets, owner tenancy.Owner, groupOwners OwnerLookup) error {
+// ResolveTargets finds. q is the caller's transaction or the database. The problems come back
+// as one validation error, field by field.
+func (s *Service) CheckTargets(ctx context.Context, q store.Querier, t *Targets, owner tenancy.Owner) error {
 	if details := t.CheckShape(owner.OrgID); len(details) > 0 {
 		return apperr.InvalidFields(details)
 	}
 	if len(t.IDs) == 0 {
 		return nil
 	}
-	lookup := map[string]OwnerLookup{TargetDevices: liveOwners, TargetGroups: groupOwners, TargetSites: tenancy.SiteOwners,
+	lookup := map[string]OwnerLookup{TargetDevices: liveOwners, TargetGroups: s.groupOwners, TargetSites: tenancy.SiteOwners,
 		TargetOrganization: tenancy.OrgOwners}[t.Type]
 	owners, err := lookup(ctx, q, t.IDs)
 	if err != nil {
@@ -134,6 +133,15 @@ func CheckTargets(ctx context.Context, q store.Querier, t *Targets, owner tenanc
 		return apperr.InvalidFields(details)
 	}
 	return nil
+}
+
+// groupOwners returns the owner of each group among ids; without a groups module there are
+// none.
+func (s *Service) groupOwners(ctx context.Context, q store.Querier, ids []string) (map[string]tenancy.Owner, error) {
+	if s.groups.Owners == nil {
+		return map[string]tenancy.Owner{}, nil
+	}
+	return s.groups.Owners(ctx, q, ids)
 }
 
 // liveOwners returns the owner of each device among ids that is not decommissioned.

@@ -8,7 +8,6 @@ import (
 
 	"gale/internal/app"
 	"gale/internal/domains/devices"
-	"gale/internal/domains/groups"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -124,7 +123,7 @@ func TestCheckTargets(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			targets := tc.targets
-			err := devices.CheckTargets(tc.ctx, e.App.DB, &targets, tc.owner, groups.Owners)
+			err := app.Service[*devices.Service](e.App).CheckTargets(tc.ctx, e.App.DB, &targets, tc.owner)
 			if tc.field == "" {
 				if err != nil {
 					t.Fatalf("CheckTargets(%+v) = %v, want nil", tc.targets, err)
@@ -139,7 +138,7 @@ func TestCheckTargets(t *testing.T) {
 
 	// An organization's work naming its own organization keeps no IDs: it is that organization.
 	own := devices.Targets{Type: devices.TargetOrganization, IDs: []string{ten.OrgID}}
-	if err := devices.CheckTargets(partnerWide, e.App.DB, &own, orgOwner, groups.Owners); err != nil || own.IDs == nil || len(own.IDs) != 0 {
+	if err := app.Service[*devices.Service](e.App).CheckTargets(partnerWide, e.App.DB, &own, orgOwner); err != nil || own.IDs == nil || len(own.IDs) != 0 {
 		t.Fatalf("own organization: %v %v", own.IDs, err)
 	}
 	if b, err := json.Marshal(devices.Targets{Type: devices.TargetOrganization}); err != nil || string(b) != `{"type":"organization","ids":[]}` {
@@ -159,7 +158,7 @@ func TestCheckTargetsTellsNothingOfOtherTenants(t *testing.T) {
 	owner := tenancy.Owner{PartnerID: ten.PartnerID, OrgID: ten.OrgID}
 	for kind, theirs := range map[string]string{devices.TargetSites: other.SiteID, devices.TargetGroups: theirGroup, devices.TargetDevices: theirDevice} {
 		check := func(id string) error {
-			return devices.CheckTargets(ctx, e.App.DB, &devices.Targets{Type: kind, IDs: []string{id}}, owner, groups.Owners)
+			return app.Service[*devices.Service](e.App).CheckTargets(ctx, e.App.DB, &devices.Targets{Type: kind, IDs: []string{id}}, owner)
 		}
 		foreign, missing := check(theirs), check(store.NewID())
 		fe, ok := apperr.As(foreign)

@@ -98,3 +98,11 @@ func (s *Service) MintForDevice(ctx context.Context, tx *sql.Tx, partnerID, orgI
 	}
 	return c.Key, c.EnrollmentSecret, c.ID, nil
 }
+
+// RevokeForDevice revokes, as of at, the keys bound to a device (its provisioning keys) that
+// are not revoked yet, inside the caller's transaction: the device is being decommissioned.
+func (s *Service) RevokeForDevice(ctx context.Context, tx *sql.Tx, deviceID string, at time.Time) error {
+	_, err := tx.ExecContext(ctx, `UPDATE enrollment_keys SET revoked_at = $1, updated_at = $1 WHERE device_id = $2 AND revoked_at IS NULL`,
+		at, deviceID)
+	return err
+}

@@ -15,6 +15,7 @@ var Module = module.Module{Name: "groups", Build: func(k *module.Kernel) error {
 	s.Register(k.HTTP)
 	k.Declare(devices.Hooks{Changed: s.DeviceChanged, LeftOrg: s.DeviceLeftOrg})
 	k.Declare(customfields.Hook(s.DeviceChanged))
+	k.Declare(devices.Groups{MemberOf: MemberOf, Owners: Owners})
 	k.Every("groups-recompute", 5*time.Minute, s.RecomputeAll)
 	k.Provide(s)
 	return nil

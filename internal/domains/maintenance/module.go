@@ -3,6 +3,7 @@ package maintenance
 import (
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/platform/module"
 )
 
@@ -13,7 +14,7 @@ const TickEvery = time.Minute
 // domains whose work a window holds back from its devices (scripts, alerts, automations,
 // rollouts, patches, software) are built after it and ask its service (Held).
 var Module = module.Module{Name: "maintenance", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger, k.Clock, k.Events.Wake)
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake, Devices: module.Get[*devices.Service](k)})
 	s.Register(k.HTTP)
 	k.Every("maintenance-occurrences", TickEvery, s.Tick)
 	k.Purge("maintenance-occurrences", s.Purge)

@@ -10,7 +10,6 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
-	"gale/internal/domains/groups"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -23,16 +22,29 @@ type Service struct {
 	db     *store.DB
 	logger *slog.Logger
 	clock  clock.Clock
-	// wake tells the event dispatcher that events were committed; nil in tests without one.
-	wake func()
+	// wake tells the event dispatcher that events were committed.
+	wake    func()
+	devices *devices.Service
+}
+
+// Deps is what the maintenance service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Wake, when set, tells the event dispatcher that a transaction recorded events.
+	Wake func()
+	// Devices checks what a window's targets name.
+	Devices *devices.Service
 }
 
 // New returns the maintenance service.
-func New(db *store.DB, logger *slog.Logger, clk clock.Clock, wake func()) *Service {
+func New(d Deps) *Service {
+	wake := d.Wake
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Service{db: db, logger: logger, clock: clock.Or(clk), wake: wake}
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), wake: wake, devices: d.Devices}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
@@ -110,9 +122,9 @@ func (s *Service) ListWindows(ctx context.Context, f WindowFilter, page store.Pa
 
 // checkOwners makes sure every target ID is a site, group or device of the window's
 // organization (owner), within the caller's reach.
-func checkOwners(ctx context.Context, q store.Querier, owner tenancy.Owner, t MaintenanceTargets) error {
+func (s *Service) checkOwners(ctx context.Context, q store.Querier, owner tenancy.Owner, t MaintenanceTargets) error {
 	dt := t.devicesTargets()
-	return devices.CheckTargets(ctx, q, &dt, owner, groups.Owners)
+	return s.devices.CheckTargets(ctx, q, &dt, owner)
 }
 
 func boolOr(v *bool, def bool) bool {
@@ -140,7 +152,7 @@ func (s *Service) CreateWindow(ctx context.Context, in MaintenanceWindowInput) (
 		if err != nil {
 			return err
 		}
-		if err := checkOwners(ctx, tx, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, d.Targets); err != nil {
+		if err := s.checkOwners(ctx, tx, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, d.Targets); err != nil {
 			return err
 		}
 		id, now := store.NewID(), s.now()
@@ -205,7 +217,7 @@ func (s *Service) UpdateWindow(ctx context.Context, id string, in MaintenanceWin
 		if err != nil {
 			return err
 		}
-		if err := checkOwners(ctx, tx, tenancy.Owner{PartnerID: before.PartnerID, OrgID: before.OrgID}, d.Targets); err != nil {
+		if err := s.checkOwners(ctx, tx, tenancy.Owner{PartnerID: before.PartnerID, OrgID: before.OrgID}, d.Targets); err != nil {
 			return err
 		}
 		now := s.now()

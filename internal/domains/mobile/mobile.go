@@ -102,7 +102,7 @@ func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Pa
 		return nil, "", nil, err
 	}
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), "d.decommissioned_at IS NULL"}
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id")}
 	if f.Search != "" {
 		p := a.Add("%" + f.Search + "%")
 		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
@@ -119,10 +119,8 @@ func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Pa
 		}
 		conds = append(conds, "d.org_id = "+a.Add(f.OrgID))
 	}
-	cols := `d.id, d.hostname, d.display_name, d.status, d.os_type, d.last_seen_at, d.org_id, o.name,
-		(SELECT COUNT(*) FROM alerts a WHERE a.device_id = d.id AND a.status IN ` + a.In(openStatuses) + `)`
-	return store.List(ctx, s.db, store.ListQuery{Columns: cols, From: " FROM devices d" + tenancy.JoinOrg("o", "d.org_id"),
-		Conds: conds, Args: &a, SortKey: "d.hostname", SortID: "d.id"}, page, scanDevice,
+	cols := `d.id, d.hostname, d.display_name, d.status, d.os_type, d.last_seen_at, d.org_id, o.name, ` + alerts.OpenCount(&a, "d.id")
+	return store.List(ctx, s.db, devices.ListLive(cols, tenancy.JoinOrg("o", "d.org_id"), conds, &a), page, scanDevice,
 		func(d DeviceRow) (string, string) { return d.Hostname, d.ID })
 }
 
@@ -282,9 +280,9 @@ func (s *Service) GetSummary(ctx context.Context) (HomeSummary, error) {
 		return out, err
 	}
 	var a store.Args
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN d.status = 'online' THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(CASE WHEN d.status = 'offline' THEN 1 ELSE 0 END), 0) FROM devices d
-		WHERE d.decommissioned_at IS NULL AND `+access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), a.Values()...).
+	err := s.db.QueryRowContext(ctx, devices.SelectLive(`COUNT(*), COALESCE(SUM(CASE WHEN d.status = 'online' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN d.status = 'offline' THEN 1 ELSE 0 END), 0)`, "", access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id")),
+		a.Values()...).
 		Scan(&out.Devices.Total, &out.Devices.Online, &out.Devices.Offline)
 	if err != nil {
 		return out, err

@@ -336,7 +336,7 @@ func (p *Policies) check(ctx context.Context, x *PatchPolicy) error {
 			return err
 		}
 	}
-	if err := devices.CheckTargets(ctx, p.db, &x.Targets, tenancy.Owner{PartnerID: x.PartnerID, OrgID: store.Deref(x.OrgID)}, groups.Owners); err != nil {
+	if err := p.devices.CheckTargets(ctx, p.db, &x.Targets, tenancy.Owner{PartnerID: x.PartnerID, OrgID: store.Deref(x.OrgID)}); err != nil {
 		return err
 	}
 	return p.checkRings(ctx, x)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/devices"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -339,11 +340,14 @@ func (s *Service) ListApprovals(ctx context.Context, f ApprovalFilter, page stor
 		func(ap PatchApproval) (string, string) { return ap.ID, ap.ID })
 }
 
+// summariesJoin joins the patch summary (alias s) of each device (alias d) that has one.
+const summariesJoin = " LEFT JOIN patch_device_summaries s ON s.device_id = d.id"
+
 // Compliance adds up the summaries of the live devices in scope (of an organization, a site).
 // Devices never scanned count in devicesNeverScanned only.
 func (s *Service) Compliance(ctx context.Context, orgID, siteID string) (PatchCompliance, error) {
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), "d.decommissioned_at IS NULL", tenancy.LiveOrg("d.org_id")}
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")}
 	if orgID != "" {
 		conds = append(conds, "d.org_id = "+a.Add(orgID))
 	}
@@ -352,10 +356,9 @@ func (s *Service) Compliance(ctx context.Context, orgID, siteID string) (PatchCo
 	}
 	var c PatchCompliance
 	var devicesTotal int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COUNT(s.device_id), COALESCE(SUM(s.installed), 0), COALESCE(SUM(s.pending), 0),
+	err := s.db.QueryRowContext(ctx, devices.SelectLive(`COUNT(*), COUNT(s.device_id), COALESCE(SUM(s.installed), 0), COALESCE(SUM(s.pending), 0),
 		COALESCE(SUM(s.failed), 0), COALESCE(SUM(s.critical_pending), 0), COALESCE(SUM(CASE WHEN s.pending > 0 THEN 1 ELSE 0 END), 0),
-		COALESCE(SUM(CASE WHEN s.reboot_required THEN 1 ELSE 0 END), 0)
-		FROM devices d LEFT JOIN patch_device_summaries s ON s.device_id = d.id WHERE `+store.Where(conds), a.Values()...).
+		COALESCE(SUM(CASE WHEN s.reboot_required THEN 1 ELSE 0 END), 0)`, summariesJoin, conds...), a.Values()...).
 		Scan(&devicesTotal, &c.DevicesScanned, &c.Installed, &c.Pending, &c.Failed, &c.CriticalPending, &c.DevicesNeedingPatches, &c.RebootRequired)
 	if err != nil {
 		return c, fmt.Errorf("add up patch compliance: %w", err)

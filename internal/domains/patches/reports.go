@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -256,17 +257,16 @@ func (s *Service) reportRows(ctx context.Context, id, partnerID, orgID string, f
 	after, written := "", 0
 	for {
 		var a store.Args
-		conds := []string{"d.partner_id = " + a.Add(partnerID), "d.decommissioned_at IS NULL", tenancy.LiveOrg("d.org_id")}
+		conds := []string{"d.partner_id = " + a.Add(partnerID), tenancy.LiveOrg("d.org_id")}
 		if orgID != "" {
 			conds = append(conds, "d.org_id = "+a.Add(orgID))
 		}
 		if after != "" {
 			conds = append(conds, "d.id > "+a.Add(after))
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT d.id, d.org_id, d.site_id, d.hostname, s.device_id IS NOT NULL, COALESCE(s.pending, 0),
-			COALESCE(s.critical_pending, 0), COALESCE(s.installed, 0), COALESCE(s.failed, 0), s.last_scan_at
-			FROM devices d LEFT JOIN patch_device_summaries s ON s.device_id = d.id WHERE `+store.Where(conds)+` ORDER BY d.id LIMIT 5000`,
-			a.Values()...)
+		rows, err := s.db.QueryContext(ctx, devices.SelectLive(`d.id, d.org_id, d.site_id, d.hostname, s.device_id IS NOT NULL,
+			COALESCE(s.pending, 0), COALESCE(s.critical_pending, 0), COALESCE(s.installed, 0), COALESCE(s.failed, 0), s.last_scan_at`,
+			summariesJoin, conds...)+` ORDER BY d.id LIMIT 5000`, a.Values()...)
 		if err != nil {
 			return fmt.Errorf("read the devices of report %s: %w", id, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"gale/internal/domains/devices"
 	"gale/internal/domains/identity"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
@@ -169,8 +170,8 @@ func collect(rows *sql.Rows, err error, scan func(*sql.Rows) (Result, error)) ([
 func (s *Service) devices(ctx context.Context, scope access.Scope, q Query) ([]Result, error) {
 	var a store.Args
 	cond, first := match(&a, q.Text, "d.hostname", "COALESCE(d.display_name, '')", "d.serial_number", "d.ip_address")
-	rows, err := s.db.QueryContext(ctx, `SELECT d.id, d.hostname, d.display_name, d.ip_address, d.serial_number, d.org_id
-		FROM devices d WHERE `+liveDevice(scope, &a)+` AND `+cond+` ORDER BY `+first+`, d.hostname, d.id LIMIT `+a.Add(q.Limit), a.Values()...)
+	rows, err := s.db.QueryContext(ctx, devices.SelectLive("d.id, d.hostname, d.display_name, d.ip_address, d.serial_number, d.org_id", "",
+		deviceInScope(scope, &a), cond)+` ORDER BY `+first+`, d.hostname, d.id LIMIT `+a.Add(q.Limit), a.Values()...)
 	return collect(rows, err, func(r *sql.Rows) (Result, error) {
 		var id, host, ip, serial, org string
 		var display sql.NullString

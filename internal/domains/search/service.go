@@ -29,8 +29,8 @@ func (s *Service) Register(api *httpapi.Server) {
 	s.registerSearch(api)
 }
 
-// liveDevice keeps devices (alias d) in scope that are not decommissioned and whose
-// organization is not deleted.
-func liveDevice(scope access.Scope, a *store.Args) string {
-	return "(d.decommissioned_at IS NULL AND " + scope.OrgFilter(a, "d.org_id", "d.partner_id") + " AND " + tenancy.LiveOrg("d.org_id") + ")"
+// deviceInScope keeps devices (alias d) in scope whose organization is not deleted; the
+// statements devices exports keep the live ones.
+func deviceInScope(scope access.Scope, a *store.Args) string {
+	return "(" + scope.OrgFilter(a, "d.org_id", "d.partner_id") + " AND " + tenancy.LiveOrg("d.org_id") + ")"
 }

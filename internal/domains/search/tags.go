@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/domains/devices"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/httpapi"
@@ -52,12 +53,12 @@ func (s *Service) Tags(ctx context.Context, search string, limit int) (TagList, 
 		limit = MaxTags
 	}
 	var a store.Args
-	conds := []string{liveDevice(access.ScopeFrom(ctx), &a)}
+	conds := []string{deviceInScope(access.ScopeFrom(ctx), &a)}
 	if search != "" {
 		conds = append(conds, "LOWER(t.tag) LIKE "+a.Add("%"+strings.ToLower(search)+"%"))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT t.tag, COUNT(*) FROM device_tags t JOIN devices d ON d.id = t.device_id
-		WHERE `+store.Where(conds)+` GROUP BY t.tag ORDER BY t.tag LIMIT `+a.Add(limit+1), a.Values()...)
+	rows, err := s.db.QueryContext(ctx, devices.SelectLive("t.tag, COUNT(*)", devices.JoinTags("t"), conds...)+
+		` GROUP BY t.tag ORDER BY t.tag LIMIT `+a.Add(limit+1), a.Values()...)
 	if err != nil {
 		return TagList{}, err
 	}
@@ -107,12 +108,12 @@ func scanTagged(row store.Scanner) (TaggedDevice, error) {
 // TaggedDevices lists live devices in scope that carry every one of tags, by hostname.
 func (s *Service) TaggedDevices(ctx context.Context, tags []string, page store.Page) ([]TaggedDevice, string, *int, error) {
 	var a store.Args
-	conds := []string{liveDevice(access.ScopeFrom(ctx), &a)}
+	conds := []string{deviceInScope(access.ScopeFrom(ctx), &a)}
 	for _, t := range tags {
-		conds = append(conds, "EXISTS (SELECT 1 FROM device_tags t WHERE t.device_id = d.id AND t.tag = "+a.Add(t)+")")
+		conds = append(conds, devices.HasTag(&a, "d.id", t))
 	}
-	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: taggedColumns, From: " FROM devices d", Conds: conds,
-		Args: &a, SortKey: "d.hostname", SortID: "d.id"}, page, scanTagged, func(d TaggedDevice) (string, string) { return d.Hostname, d.ID })
+	rows, next, total, err := store.List(ctx, s.db, devices.ListLive(taggedColumns, "", conds, &a), page, scanTagged,
+		func(d TaggedDevice) (string, string) { return d.Hostname, d.ID })
 	if err != nil || len(rows) == 0 {
 		return rows, next, total, err
 	}
@@ -120,27 +121,26 @@ func (s *Service) TaggedDevices(ctx context.Context, tags []string, page store.P
 }
 
 // loadTags fills the tags of a page of devices in one query.
-func (s *Service) loadTags(ctx context.Context, devices []TaggedDevice) error {
-	ids := make([]string, len(devices))
-	index := make(map[string]int, len(devices))
-	for i, d := range devices {
+func (s *Service) loadTags(ctx context.Context, page []TaggedDevice) error {
+	ids := make([]string, len(page))
+	index := make(map[string]int, len(page))
+	for i, d := range page {
 		ids[i], index[d.ID] = d.ID, i
-		devices[i].Tags = []string{}
+		page[i].Tags = []string{}
 	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT device_id, tag FROM device_tags WHERE device_id IN `+a.In(ids)+` ORDER BY tag`, a.Values()...)
+	type tagged struct{ device, tag string }
+	tags, err := store.QueryAll(ctx, s.db, devices.SelectTags(&a, ids), a.Values(), func(sc store.Scanner) (t tagged, err error) {
+		err = sc.Scan(&t.device, &t.tag)
+		return t, err
+	})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, tag string
-		if err := rows.Scan(&id, &tag); err != nil {
-			return err
-		}
-		devices[index[id]].Tags = append(devices[index[id]].Tags, tag)
+	for _, t := range tags {
+		page[index[t.device]].Tags = append(page[index[t.device]].Tags, t.tag)
 	}
-	return rows.Err()
+	return nil
 }
 
 type tagsInput struct {

@@ -11,7 +11,6 @@ import (
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
-	"gale/internal/domains/groups"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -271,7 +270,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 	if err != nil {
 		return SoftwareDeployment{}, err
 	}
-	if err := devices.CheckTargets(ctx, s.db, &in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}, groups.Owners); err != nil {
+	if err := s.devices.CheckTargets(ctx, s.db, &in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}); err != nil {
 		return SoftwareDeployment{}, err
 	}
 	v, err := getVersion(ctx, s.db, scope, in.VersionID)

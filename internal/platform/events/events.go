@@ -49,6 +49,15 @@ func Record(ctx context.Context, tx *sql.Tx, e Event, data any) (Event, error) {
 	return e, nil
 }
 
+// FirstData returns the data of the earliest event of type typ about resourceID, for a
+// consumer that repeats what the event said (sql.ErrNoRows when there is none).
+func FirstData(ctx context.Context, q store.Querier, typ, resourceID string) (string, error) {
+	var data string
+	err := q.QueryRowContext(ctx, `SELECT data FROM events WHERE resource_id = $1 AND type = $2 ORDER BY occurred_at LIMIT 1`,
+		resourceID, typ).Scan(&data)
+	return data, err
+}
+
 func nullable(s string) any {
 	if s == "" {
 		return nil
