@@ -21,13 +21,13 @@ build:
 # The backend follows TEST_DATABASE_URL, as for the tests; scripts/loadtest.sh measures a real
 # gale process with wrk instead.
 bench:
-	go test -run '^$$' -bench ListOrganizations -benchtime 4000x -count 3 ./internal/bench/
-	go test -run '^$$' -bench ListDevices -benchtime 4000x -count 2 ./internal/bench/
-	go test -run '^$$' -bench RequestFloor -benchtime 20000x -count 2 ./internal/bench/
-	go test -run '^$$' -bench PasswordVerify -benchtime 20x ./internal/bench/
-	go test -run '^$$' -bench PartnerExport -benchtime 3x ./internal/bench/
-	go test -run '^$$' -bench Deliveries -benchtime 2000x ./internal/webhooks/
-	go test -run '^$$' -bench AlertSweep -benchtime 3x ./internal/bench/
+	go test -run '^$$' -bench ListOrganizations -benchtime 4000x -count 3 ./test/bench/
+	go test -run '^$$' -bench ListDevices -benchtime 4000x -count 2 ./test/bench/
+	go test -run '^$$' -bench RequestFloor -benchtime 20000x -count 2 ./test/bench/
+	go test -run '^$$' -bench PasswordVerify -benchtime 20x ./test/bench/
+	go test -run '^$$' -bench PartnerExport -benchtime 3x ./test/bench/
+	go test -run '^$$' -bench Deliveries -benchtime 2000x ./internal/domains/webhooks/
+	go test -run '^$$' -bench AlertSweep -benchtime 3x ./test/bench/
 
 # Agent binaries for every supported platform, named as gale agent-release register-dir expects.
 # VERSION is what git describe makes of the latest v* tag (without its v, e.g. 1.2.3 or
