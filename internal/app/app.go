@@ -160,14 +160,14 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	if mailer != nil {
 		sender = mailer
 	}
-	blobs, err := blob.Open(ctx, db, blob.Config{Backend: cfg.BlobStore, MaxSize: cfg.BlobMaxBytes, S3: blob.S3Config{
+	clk := clock.Or(cfg.Clock)
+	blobs, err := blob.Open(ctx, db, blob.Config{Backend: cfg.BlobStore, MaxSize: cfg.BlobMaxBytes, Clock: clk, S3: blob.S3Config{
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, Prefix: cfg.S3Prefix,
 		AccessKeyID: cfg.S3AccessKeyID, SecretAccessKey: cfg.S3SecretAccessKey, PathStyle: cfg.S3PathStyle}})
 	if err != nil {
 		return nil, err
 	}
 	a := &App{Config: cfg, DB: db, Logger: logger, instance: store.NewID()}
-	clk := clock.Or(cfg.Clock)
 	k := &module.Kernel{Config: cfg, DB: db, Logger: logger, Bus: bus.New(db, logger), Events: events.NewDispatcher(db, logger),
 		Clock: clk, Limiter: ratelimit.New(db, clk), Box: box, Mail: sender, Blobs: blobs, Version: Version, AccessChanged: a.Wrote}
 	a.kernel, a.Events = k, k.Events

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -133,6 +134,8 @@ type Config struct {
 	MaxSize int64
 	// S3 configures the "s3" backend.
 	S3 S3Config
+	// Clock stamps blobs and ages abandoned uploads; nil is the system clock.
+	Clock clock.Clock
 }
 
 // Open returns the Store that cfg chooses: db's own tables, or an S3 bucket.
@@ -143,10 +146,10 @@ func Open(ctx context.Context, db *store.DB, cfg Config) (Store, error) {
 	var s Store
 	switch cfg.Backend {
 	case "", "database":
-		s = NewDatabase(db)
+		s = &database{db: db, clock: clock.Or(cfg.Clock)}
 	case "s3":
 		var err error
-		if s, err = NewS3(ctx, cfg.S3); err != nil {
+		if s, err = newS3(ctx, cfg.S3, clock.Or(cfg.Clock)); err != nil {
 			return nil, err
 		}
 	default:

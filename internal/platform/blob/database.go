@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"time"
 
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -18,10 +19,14 @@ const abandonAfter = 24 * time.Hour
 
 // database keeps blobs in the server's database: a row of blobs for each, and its content in
 // rows of blob_chunks numbered from 0.
-type database struct{ db *store.DB }
+type database struct {
+	db    *store.DB
+	clock clock.Clock
+}
 
-// NewDatabase returns a Store that keeps blobs in db, in the tables blobs and blob_chunks.
-func NewDatabase(db *store.DB) Store { return &database{db: db} }
+// NewDatabase returns a Store that keeps blobs in db, in the tables blobs and blob_chunks, on
+// the system clock.
+func NewDatabase(db *store.DB) Store { return &database{db: db, clock: clock.System{}} }
 
 // Put writes each chunk in a short transaction of its own under a staging key, and moves them
 // under key in a last one. One transaction for the whole upload would keep every other writer
@@ -34,7 +39,7 @@ func (d *database) Put(ctx context.Context, key string, r io.Reader, contentType
 	if contentType == "" {
 		contentType = defaultContentType
 	}
-	staging := stagingKey(time.Now())
+	staging := stagingKey(d.clock.Now())
 	seq := 0
 	size, sum, err := readChunks(ctx, r, func(chunk []byte) error {
 		err := d.db.Write(ctx, func(tx *sql.Tx) error {
@@ -44,7 +49,7 @@ func (d *database) Put(ctx context.Context, key string, r io.Reader, contentType
 		seq++
 		return err
 	})
-	info := Info{Key: key, Size: size, ContentType: contentType, SHA256: sum, CreatedAt: store.Now()}
+	info := Info{Key: key, Size: size, ContentType: contentType, SHA256: sum, CreatedAt: d.clock.Now()}
 	if err == nil {
 		err = d.commit(ctx, staging, seq, info)
 	}
@@ -86,7 +91,7 @@ func (d *database) commit(ctx context.Context, staging string, chunks int, info 
 			return fmt.Errorf("%d of %d staged chunks left to move", moved, chunks)
 		}
 		_, err = tx.ExecContext(ctx, `DELETE FROM blob_chunks WHERE key >= '~' AND key < $1`,
-			stagingKeyBefore(time.Now().Add(-abandonAfter)))
+			stagingKeyBefore(d.clock.Now().Add(-abandonAfter)))
 		return err
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/platform/clock"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -17,8 +19,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
-
-	"gale/internal/platform/store"
 )
 
 // S3Config locates the bucket of an S3-compatible store (AWS S3, MinIO, Ceph, ...).
@@ -72,11 +72,14 @@ type s3Store struct {
 	client *s3.Client
 	bucket string
 	prefix string
+	clock  clock.Clock
 }
 
 // NewS3 returns a Store that keeps blobs as objects of an S3-compatible bucket. It makes no
 // request: a wrong bucket or credentials show at the first use.
-func NewS3(ctx context.Context, cfg S3Config) (Store, error) {
+func NewS3(ctx context.Context, cfg S3Config) (Store, error) { return newS3(ctx, cfg, clock.System{}) }
+
+func newS3(ctx context.Context, cfg S3Config, clk clock.Clock) (*s3Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -110,7 +113,7 @@ func NewS3(ctx context.Context, cfg S3Config) (Store, error) {
 	if prefix != "" && !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	return &s3Store{client: client, bucket: cfg.Bucket, prefix: prefix}, nil
+	return &s3Store{client: client, bucket: cfg.Bucket, prefix: prefix, clock: clk}, nil
 }
 
 func (s *s3Store) object(key string) *string { return aws.String(s.prefix + key) }
@@ -152,7 +155,7 @@ func (s *s3Store) put(ctx context.Context, key string, r io.Reader, contentType 
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return Info{}, err
 	}
-	info := Info{Key: key, Size: size, ContentType: contentType, SHA256: sum, CreatedAt: store.Now()}
+	info := Info{Key: key, Size: size, ContentType: contentType, SHA256: sum, CreatedAt: s.clock.Now()}
 	_, err = s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &s.bucket,
 		Key:           s.object(key),
