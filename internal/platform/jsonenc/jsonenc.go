@@ -222,3 +222,12 @@ func Raw(b []byte, raw json.RawMessage) ([]byte, error) {
 	}
 	return append(b, raw...), nil
 }
+
+// NonNil returns l, or an empty slice when l is nil, so that it encodes as [] rather than
+// null.
+func NonNil[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
+}

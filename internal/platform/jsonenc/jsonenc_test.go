@@ -103,3 +103,13 @@ func TestKeysAndValues(t *testing.T) {
 		t.Errorf("got %s, %v; want %s", b, err, want)
 	}
 }
+
+func TestNonNil(t *testing.T) {
+	var none []string
+	if b, _ := json.Marshal(jsonenc.NonNil(none)); string(b) != "[]" {
+		t.Errorf("NonNil(nil) encodes as %s, want []", b)
+	}
+	if got := jsonenc.NonNil([]int{1, 2}); len(got) != 2 || got[1] != 2 {
+		t.Errorf("NonNil([1 2]) = %v, want it unchanged", got)
+	}
+}

@@ -113,3 +113,12 @@ func (db *DB) JSONRows(param, alias, columns string) (from string, col func(name
 	return "jsonb_each(" + param + ") " + alias,
 		func(name string) string { return "json_extract(" + alias + ".value, '$." + name + "')" }
 }
+
+// UTCDate is the UTC date (YYYY-MM-DD) of the time column col, as text: SQLite stores times
+// as text in UTC ("2026-11-22 04:40:45.123+00:00"), PostgreSQL as timestamptz.
+func (db *DB) UTCDate(col string) string {
+	if db.Dialect == Postgres {
+		return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	return "substr(" + col + ", 1, 10)"
+}

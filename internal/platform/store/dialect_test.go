@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"gale/internal/platform/store"
 	"gale/internal/platform/store/storetest"
@@ -183,5 +184,17 @@ func TestTypedParamAndJSONRows(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != "a1" || got[1] != "b2" {
 		t.Errorf("rows of the JSON array = %v, want [a1 b2]", got)
+	}
+}
+
+func TestUTCDate(t *testing.T) {
+	db := storetest.Open(t)
+	at := time.Date(2026, 11, 22, 23, 59, 59, 999000000, time.UTC)
+	var day string
+	if err := db.SQL.QueryRow(`SELECT `+db.UTCDate("t")+` FROM (SELECT `+db.TypedParam(1, "TIMESTAMPTZ")+` AS t) x`, at).Scan(&day); err != nil {
+		t.Fatal(err)
+	}
+	if day != "2026-11-22" {
+		t.Errorf("UTC date of %v = %q, want 2026-11-22", at, day)
 	}
 }
