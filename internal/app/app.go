@@ -146,15 +146,15 @@ func New(ctx context.Context, cfg config.Config, logger *slog.Logger) (*App, err
 
 func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *store.DB) (*App, error) {
 	if err := db.Migrate(ctx, logger); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("migrate the database: %w", err)
 	}
 	box, err := secrets.NewBox(cfg.EncryptionKey)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("secrets at rest: %w", err)
 	}
 	mailer, err := mail.NewSMTP(cfg.SMTPURL, cfg.SMTPFrom)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mail: %w", err)
 	}
 	var sender mail.Sender
 	if mailer != nil {
@@ -165,7 +165,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 		Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, Bucket: cfg.S3Bucket, Prefix: cfg.S3Prefix,
 		AccessKeyID: cfg.S3AccessKeyID, SecretAccessKey: cfg.S3SecretAccessKey, PathStyle: cfg.S3PathStyle}})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("blob store: %w", err)
 	}
 	a := &App{Config: cfg, DB: db, Logger: logger, instance: store.NewID()}
 	k := &module.Kernel{Config: cfg, DB: db, Logger: logger, Bus: bus.New(db, logger), Events: events.NewDispatcher(db, logger),
@@ -200,7 +200,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	}
 	k.Bus.Start(ctx)
 	if err := k.Ready(ctx); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("start the modules: %w", err)
 	}
 	built = true
 	return a, nil
@@ -246,7 +246,7 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 	opts.Periodic = append(opts.Periodic, k.Periodic()...)
 	r, err := jobs.Start(ctx, a.DB, a.Logger, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("start the jobs: %w", err)
 	}
 	a.jobs = r
 	eventsCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -277,7 +277,7 @@ func (a *App) Cleanup(ctx context.Context) error {
 	}
 	events, err := a.kernel.Events.Purge(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("purge events: %w", err)
 	}
 	attrs := []any{"rateLimitWindows", windows, "events", events}
 	for _, p := range a.kernel.Purges() {

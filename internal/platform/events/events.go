@@ -206,26 +206,23 @@ func (d *Dispatcher) drain(ctx context.Context, c Consumer) error {
 }
 
 func (d *Dispatcher) pending(ctx context.Context, consumer string) ([]Event, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT e.id, e.type, e.partner_id, e.org_id, e.resource_type, e.resource_id, e.data,
+	out, err := store.QueryAll(ctx, d.db, `SELECT e.id, e.type, e.partner_id, e.org_id, e.resource_type, e.resource_id, e.data,
 		e.occurred_at FROM events e WHERE e.occurred_at > $1
 		AND NOT EXISTS (SELECT 1 FROM event_consumptions c WHERE c.consumer = $2 AND c.event_id = e.id)
-		ORDER BY e.occurred_at, e.id LIMIT $3`, store.Now().Add(-window), consumer, batchSize)
+		ORDER BY e.occurred_at, e.id LIMIT $3`, []any{store.Now().Add(-window), consumer, batchSize}, scanEvent)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the events pending for %s: %w", consumer, err)
 	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		var e Event
-		var partner, org sql.NullString
-		var data string
-		if err := rows.Scan(&e.ID, &e.Type, &partner, &org, &e.ResourceType, &e.ResourceID, &data, &e.OccurredAt); err != nil {
-			return nil, err
-		}
-		e.PartnerID, e.OrgID, e.Data, e.OccurredAt = partner.String, org.String, json.RawMessage(data), e.OccurredAt.UTC()
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return out, nil
+}
+
+func scanEvent(row store.Scanner) (Event, error) {
+	var e Event
+	var partner, org sql.NullString
+	var data string
+	err := row.Scan(&e.ID, &e.Type, &partner, &org, &e.ResourceType, &e.ResourceID, &data, &e.OccurredAt)
+	e.PartnerID, e.OrgID, e.Data, e.OccurredAt = partner.String, org.String, json.RawMessage(data), e.OccurredAt.UTC()
+	return e, err
 }
 
 // consume marks the event consumed and runs the handler in one transaction. The mark comes
@@ -236,7 +233,7 @@ func (d *Dispatcher) consume(ctx context.Context, c Consumer, e Event) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO event_consumptions (consumer, event_id, consumed_at) VALUES ($1, $2, $3)
 			ON CONFLICT DO NOTHING`, c.Name, e.ID, store.Now())
 		if err != nil {
-			return err
+			return fmt.Errorf("mark consumed by %s: %w", c.Name, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 || !c.wants(e.Type) {
 			return nil
