@@ -147,12 +147,9 @@ func (s *Service) StartScan(ctx context.Context, deviceID string, in SecuritySca
 }
 
 func getScan(ctx context.Context, q store.Querier, id string) (SecurityScanRun, error) {
-	x, err := scanScan(q.QueryRowContext(ctx, `SELECT `+scanColumns+` FROM security_scans x`+devices.CommandJoin("x.command_id")+
-		` WHERE x.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("scan")
-	}
-	return x, err
+	var a store.Args
+	return store.ByID(ctx, q, "scan", `SELECT `+scanColumns+` FROM security_scans x`+devices.CommandJoin("x.command_id"), "x.id", id, &a, nil,
+		scanScan)
 }
 
 // ListScans lists a device's scans, newest first.
@@ -272,21 +269,16 @@ func (s *Service) RefreshStatuses(ctx context.Context) error {
 	if len(online) == 0 {
 		return nil
 	}
-	fresh := map[string]bool{}
 	cutoff := s.now().Add(-s.interval)
-	rows, err := s.db.QueryContext(ctx, `SELECT device_id FROM security_device_status WHERE requested_at >= $1 OR collected_at >= $1`, cutoff)
+	freshIDs, err := store.QueryStrings(ctx, s.db, `SELECT device_id FROM security_device_status WHERE requested_at >= $1 OR collected_at >= $1`,
+		cutoff)
 	if err != nil {
 		return fmt.Errorf("read status ages: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
+	fresh := make(map[string]bool, len(freshIDs))
+	for _, id := range freshIDs {
 		fresh[id] = true
 	}
-	rows.Close()
 	var due []devices.Device
 	for _, d := range online {
 		if !fresh[d.ID] && (d.OSType == "" || d.OSType == agentproto.OSLinux) {
