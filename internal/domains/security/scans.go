@@ -182,9 +182,11 @@ func (s *Service) onScan(ctx context.Context, tx *sql.Tx, deviceID string, r age
 		if msg == "" {
 			msg = "the agent answered " + r.Status
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE security_scans SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status = $5`,
-			ScanFailed, msg, now, id, ScanQueued)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE security_scans SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status = $5`,
+			ScanFailed, msg, now, id, ScanQueued); err != nil {
+			return fmt.Errorf("record failed scan %s: %w", id, err)
+		}
+		return nil
 	}
 	if len(res.Threats) > maxThreatsPerScan {
 		res.Threats, res.Truncated = res.Threats[:maxThreatsPerScan], true
@@ -198,7 +200,7 @@ func (s *Service) onScan(ctx context.Context, tx *sql.Tx, deviceID string, r age
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE security_device_status SET last_scan_at = $1 WHERE device_id = $2`, now, deviceID); err != nil {
-		return err
+		return fmt.Errorf("record the last scan of %s: %w", deviceID, err)
 	}
 	return s.restate(ctx, tx, deviceID)
 }
@@ -249,7 +251,7 @@ func (s *Service) requestStatus(ctx context.Context, tx *sql.Tx, d devices.Devic
 		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE security_device_status SET requested_at = $1 WHERE device_id = $2`, s.now(), d.ID); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("note the status request of %s: %w", d.ID, err)
 	}
 	return res.Commands, nil
 }
