@@ -33,23 +33,27 @@ type Service struct {
 	cache map[string]*ruleSet
 }
 
-// Options are the settings of a Service.
-type Options struct {
+// Deps are what a Service needs.
+type Deps struct {
+	DB     *store.DB
 	Logger *slog.Logger
 	Clock  clock.Clock
 	// Wake is called once events were committed; nil for none.
 	Wake func()
+	// Devices carries the decisions to the agents.
+	Devices *devices.Service
 }
 
 // New returns the PAM service.
-func New(db *store.DB, dev *devices.Service, opts Options) *Service {
-	if opts.Wake == nil {
-		opts.Wake = func() {}
+func New(d Deps) *Service {
+	logger, wake := d.Logger, d.Wake
+	if logger == nil {
+		logger = slog.Default()
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if wake == nil {
+		wake = func() {}
 	}
-	return &Service{db: db, logger: opts.Logger, clock: clock.Or(opts.Clock), devices: dev, wake: opts.Wake, cache: map[string]*ruleSet{}}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, wake: wake, cache: map[string]*ruleSet{}}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
