@@ -376,18 +376,20 @@ func (s *Service) CorrelateAll(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	total, after := 0, ""
+	total, after, done := 0, "", false
 	touched := groupSet{}
-	for {
-		ids, err := devices.LiveIDsAfter(ctx, s.db, after, deviceChunk)
-		if err != nil {
-			return total, err
-		}
-		if len(ids) == 0 {
-			break
-		}
-		after = ids[len(ids)-1]
+	for !done {
+		// Each chunk of devices is read in the transaction that correlates it.
 		err = s.db.Write(ctx, func(tx *sql.Tx) error {
+			ids, err := devices.LiveIDsAfter(ctx, tx, after, deviceChunk)
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				done = true
+				return nil
+			}
+			after = ids[len(ids)-1]
 			n, err := s.correlateDevices(ctx, tx, ids, nil, c, touched)
 			total += n
 			return err

@@ -28,12 +28,24 @@ type Service struct {
 	patches *patches.Service
 }
 
+// Deps are what a Service needs.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Devices sends the changelog commands.
+	Devices *devices.Service
+	// Patches approves and installs the patches that remediate findings.
+	Patches *patches.Service
+}
+
 // New returns the vulnerabilities service.
-func New(db *store.DB, logger *slog.Logger, clk clock.Clock, dev *devices.Service, pat *patches.Service) *Service {
+func New(d Deps) *Service {
+	logger := d.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Service{db: db, logger: logger, clock: clock.Or(clk), devices: dev, patches: pat}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, patches: d.Patches}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
