@@ -225,7 +225,7 @@ func (s *Service) Update(ctx context.Context, id string, in IncidentUpdate) (Inc
 			return fmt.Errorf("update incident %s: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return fmt.Errorf("update incident %s: %w", id, err)
 		} else if n == 0 {
 			return apperr.ConflictCode(CodeStatusConflict, "the incident's status changed meanwhile; reload it and retry")
 		}
@@ -268,7 +268,7 @@ func (s *Service) Promote(ctx context.Context, id string) (Incident, error) {
 			return fmt.Errorf("promote finding %s: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return fmt.Errorf("promote finding %s: %w", id, err)
 		} else if n == 0 {
 			return apperr.ConflictCode(CodeAlreadyPromoted, "the finding was promoted already")
 		}

@@ -494,7 +494,7 @@ func (s *Service) Expire(ctx context.Context) error {
 			}
 			if n, err := res.RowsAffected(); err != nil || n == 0 {
 				if err != nil {
-					return err
+					return fmt.Errorf("expire elevation request %s: %w", id, err)
 				}
 				continue
 			}

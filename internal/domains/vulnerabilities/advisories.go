@@ -592,7 +592,7 @@ func (s *Service) FetchChangelogs(ctx context.Context) (int, error) {
 			// Failed for good after maxFetchAttempts.
 			if _, err := tx.ExecContext(ctx, `UPDATE vuln_changelog_fetches SET status = $1, error = $2 WHERE status = $3 AND attempts >= $4
 				AND requested_at < $5`, fetchFailed, "no agent answered", fetchRequested, maxFetchAttempts, now.Add(-fetchRetryAfter)); err != nil {
-				return err
+				return fmt.Errorf("give up unanswered changelog fetches: %w", err)
 			}
 			var err error
 			cmds, err = s.requestChangelogs(ctx, tx, d, byDevice[d])

@@ -484,7 +484,9 @@ func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string
 	if err := s.CorrelateDevice(ctx, tx, deviceID); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO vuln_device_marks (device_id, inventory_at) VALUES ($1, $2)
-		ON CONFLICT (device_id) DO UPDATE SET inventory_at = excluded.inventory_at`, deviceID, at)
-	return err
+	if _, err := tx.ExecContext(ctx, `INSERT INTO vuln_device_marks (device_id, inventory_at) VALUES ($1, $2)
+		ON CONFLICT (device_id) DO UPDATE SET inventory_at = excluded.inventory_at`, deviceID, at); err != nil {
+		return fmt.Errorf("mark the correlation of device %s: %w", deviceID, err)
+	}
+	return nil
 }
