@@ -163,21 +163,9 @@ func (s *Service) listRulesOrdered(ctx context.Context, conds []string, a *store
 	} else {
 		q += fmt.Sprintf(" LIMIT %d", limit+1)
 	}
-	rows, err := s.db.QueryContext(ctx, q, a.Values()...)
+	out, err := store.QueryAll(ctx, s.db, q, a.Values(), scanRule)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list pam rules: %w", err)
-	}
-	defer rows.Close()
-	out := []PAMRule{}
-	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
 	}
 	next := ""
 	if page.Number == 0 && len(out) > limit {

@@ -60,6 +60,25 @@ func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
 	return conds
 }
 
+func scanCVE(r store.Scanner) (VulnCVE, error) {
+	var v VulnCVE
+	var cvss, epss sql.NullFloat64
+	var ke int
+	var fs store.NullTime
+	if err := r.Scan(&v.CVEID, &v.Severity, &cvss, &ke, &epss, &v.Summary, &v.AffectedDevices, &v.OpenFindings, &v.PatchReady, &fs); err != nil {
+		return v, err
+	}
+	v.KnownExploited = ke == 1
+	if cvss.Valid {
+		v.CVSSScore = &cvss.Float64
+	}
+	if epss.Valid {
+		v.EPSSScore = &epss.Float64
+	}
+	v.FirstSeen = fs.Time
+	return v, nil
+}
+
 // List is the by-CVE view: one row per CVE with open findings in scope, worst first
 // (severity, known exploited, CVSS, CVE ID).
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]VulnCVE, string, *int, error) {
@@ -80,35 +99,12 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Vu
 		}
 		total = &n
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
+	out, err := store.QueryAll(ctx, s.db, `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
 		g.devs, g.n, g.ready, g.fs FROM (`+inner+`) g LEFT JOIN vuln_cves c ON c.cve_id = g.cve_id
-		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values()...)
+		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(),
+		scanCVE)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list CVEs: %w", err)
-	}
-	out := []VulnCVE{}
-	for rows.Next() {
-		var v VulnCVE
-		var cvss, epss sql.NullFloat64
-		var ke int
-		var fs store.NullTime
-		if err := rows.Scan(&v.CVEID, &v.Severity, &cvss, &ke, &epss, &v.Summary, &v.AffectedDevices, &v.OpenFindings, &v.PatchReady, &fs); err != nil {
-			rows.Close()
-			return nil, "", nil, err
-		}
-		v.KnownExploited = ke == 1
-		if cvss.Valid {
-			v.CVSSScore = &cvss.Float64
-		}
-		if epss.Valid {
-			v.EPSSScore = &epss.Float64
-		}
-		v.FirstSeen = fs.Time
-		out = append(out, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
 	}
 	next := nextCursor(page, off, len(out))
 	if len(out) > page.Limit {
