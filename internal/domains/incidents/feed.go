@@ -101,18 +101,13 @@ func (s *Service) Feed(ctx context.Context, f FeedFilter, page, limit int) (Inci
 	// page's rows are read. The limit and offset are written into the text (validated
 	// integers), as store.List does: PostgreSQL plans a bound LIMIT generically and worse.
 	const order = " ORDER BY i.severity, i.detected_at DESC, i.id DESC"
-	rows, err := s.db.QueryContext(ctx, "SELECT "+feedColumns+" FROM incidents i WHERE i.id IN (SELECT i.id"+where+order+" LIMIT "+
-		strconv.Itoa(limit)+" OFFSET "+strconv.Itoa(offset)+")"+order, a.Values()...)
+	data, err := store.QueryAll(ctx, s.db, "SELECT "+feedColumns+" FROM incidents i WHERE i.id IN (SELECT i.id"+where+order+" LIMIT "+
+		strconv.Itoa(limit)+" OFFSET "+strconv.Itoa(offset)+")"+order, a.Values(), func(r store.Scanner) (IncidentFeedRow, error) {
+		return scanFeedRow(r)
+	})
 	if err != nil {
 		return out, fmt.Errorf("read the incident feed: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanFeedRow(rows)
-		if err != nil {
-			return out, fmt.Errorf("read the incident feed: %w", err)
-		}
-		out.Data = append(out.Data, r)
-	}
-	return out, rows.Err()
+	out.Data = data
+	return out, nil
 }

@@ -180,16 +180,25 @@ type Service struct {
 	wake         func()
 }
 
-// Options are the settings of a Service.
-type Options struct {
+// Deps are what a Service needs.
+type Deps struct {
+	DB     *store.DB
 	Logger *slog.Logger
 	Clock  clock.Clock
+	// Box seals the connectors' credentials.
+	Box *secrets.Box
+	// Devices finds the devices the connectors' findings name.
+	Devices *devices.Service
+	// Wake is called once a transaction that recorded events committed; nil for none.
+	Wake func()
+}
+
+// Options are the settings of a Service.
+type Options struct {
 	// Client is the HTTP client of provider calls; nil: a guarded client (no private targets
 	// unless AllowPrivateTargets).
 	Client              *http.Client
 	AllowPrivateTargets bool
-	// Wake is called once a transaction that recorded events committed; nil for none.
-	Wake func()
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }

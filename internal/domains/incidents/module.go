@@ -10,8 +10,8 @@ import (
 // that are due), and the events consumer that opens incidents from critical alerts and
 // detected threats.
 var Module = module.Module{Name: "incidents", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Box, module.Get[*devices.Service](k), Options{Logger: k.Logger, Clock: k.Clock,
-		AllowPrivateTargets: k.Config.WebhookAllowPrivateTargets, Wake: k.Events.Wake})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Box: k.Box, Devices: module.Get[*devices.Service](k), Wake: k.Events.Wake},
+		Options{AllowPrivateTargets: k.Config.WebhookAllowPrivateTargets})
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
 	k.Every("incidents-edr-poll", k.Config.EDRPollEvery, s.PollDue)

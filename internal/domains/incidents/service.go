@@ -18,23 +18,23 @@ import (
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/events"
-	"gale/internal/platform/secrets"
 	"gale/internal/platform/store"
 )
 
 // New returns the incidents service.
-func New(db *store.DB, box *secrets.Box, dev *devices.Service, opts Options) *Service {
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+func New(d Deps, o Options) *Service {
+	logger, wake := d.Logger, d.Wake
+	if logger == nil {
+		logger = slog.Default()
 	}
-	if opts.Wake == nil {
-		opts.Wake = func() {}
+	if wake == nil {
+		wake = func() {}
 	}
-	if opts.Client == nil {
-		opts.Client = webhooks.NewClient(opts.AllowPrivateTargets)
+	if o.Client == nil {
+		o.Client = webhooks.NewClient(o.AllowPrivateTargets)
 	}
-	return &Service{db: db, logger: opts.Logger, clock: clock.Or(opts.Clock), box: box, devices: dev, client: opts.Client,
-		allowPrivate: opts.AllowPrivateTargets, wake: opts.Wake}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), box: d.Box, devices: d.Devices, client: o.Client,
+		allowPrivate: o.AllowPrivateTargets, wake: wake}
 }
 
 // getRow reads a row of either kind in scope (findings only for a caller who may see them).
@@ -225,7 +225,7 @@ func (s *Service) Update(ctx context.Context, id string, in IncidentUpdate) (Inc
 			return fmt.Errorf("update incident %s: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return fmt.Errorf("update incident %s: %w", id, err)
 		} else if n == 0 {
 			return apperr.ConflictCode(CodeStatusConflict, "the incident's status changed meanwhile; reload it and retry")
 		}
@@ -268,7 +268,7 @@ func (s *Service) Promote(ctx context.Context, id string) (Incident, error) {
 			return fmt.Errorf("promote finding %s: %w", id, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return fmt.Errorf("promote finding %s: %w", id, err)
 		} else if n == 0 {
 			return apperr.ConflictCode(CodeAlreadyPromoted, "the finding was promoted already")
 		}

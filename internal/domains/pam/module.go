@@ -11,8 +11,7 @@ import (
 // agents send, the elevation_decision command kind that carries decisions back, and the
 // expiry of approvals and unanswered requests every 15 seconds.
 var Module = module.Module{Name: "pam", Build: func(k *module.Kernel) error {
-	dev := module.Get[*devices.Service](k)
-	s := New(k.DB, dev, Options{Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake, Devices: module.Get[*devices.Service](k)})
 	k.Declare(devices.CommandKind{Name: agentproto.CommandElevationDecision, Validate: validateDecision, DefaultTimeout: 60,
 		MaxTimeout: 600, OS: []string{agentproto.OSLinux},
 		PayloadDoc: "Sent by privileged access management: {localId, requestId, decision, reason, expiresAt, grant, user, path}."})

@@ -132,38 +132,37 @@ func (s *Service) ruleSet(ctx context.Context, q store.Querier, orgID string) (*
 }
 
 func loadRuleSet(ctx context.Context, q store.Querier, orgID string) (*ruleSet, error) {
-	groups := map[string]*signerSet{}
-	rows, err := q.QueryContext(ctx, `SELECT id, signers, thumbprints FROM pam_signer_groups WHERE org_id = $1`, orgID)
+	type signerGroup struct {
+		id  string
+		set *signerSet
+	}
+	groupRows, err := store.QueryAll(ctx, q, `SELECT id, signers, thumbprints FROM pam_signer_groups WHERE org_id = $1`, []any{orgID},
+		func(r store.Scanner) (signerGroup, error) {
+			var g signerGroup
+			var signers, thumbs string
+			if err := r.Scan(&g.id, &signers, &thumbs); err != nil {
+				return g, err
+			}
+			g.set = compileGroup(signers, thumbs)
+			return g, nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("load signer groups of %s: %w", orgID, err)
 	}
-	for rows.Next() {
-		var id, signers, thumbs string
-		if err := rows.Scan(&id, &signers, &thumbs); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		groups[id] = compileGroup(signers, thumbs)
+	groups := make(map[string]*signerSet, len(groupRows))
+	for _, g := range groupRows {
+		groups[g.id] = g.set
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rs := &ruleSet{}
-	rows, err = q.QueryContext(ctx, `SELECT `+ruleColumns+` FROM pam_rules r WHERE r.org_id = $1 AND r.enabled
-		ORDER BY r.priority, r.created_at, r.id`, orgID)
+	rules, err := store.QueryAll(ctx, q, `SELECT `+ruleColumns+` FROM pam_rules r WHERE r.org_id = $1 AND r.enabled
+		ORDER BY r.priority, r.created_at, r.id`, []any{orgID}, scanRule)
 	if err != nil {
 		return nil, fmt.Errorf("load pam rules of %s: %w", orgID, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
-			return nil, err
-		}
+	rs := &ruleSet{rules: make([]compiled, 0, len(rules))}
+	for _, r := range rules {
 		rs.rules = append(rs.rules, compile(r, groups))
 	}
-	return rs, rows.Err()
+	return rs, nil
 }
 
 func compileGroup(signers, thumbs string) *signerSet {
@@ -272,19 +271,19 @@ func (s *Service) HandleReport(ctx context.Context, a devices.Agent, payload jso
 		s.logger.WarnContext(ctx, "an elevation request was refused", "deviceId", a.DeviceID, "error", err)
 		return nil
 	}
-	sites, err := devices.Sites(ctx, s.db, []string{a.DeviceID})
-	if err != nil {
-		return fmt.Errorf("site of device %s: %w", a.DeviceID, err)
-	}
 	var cmds []devices.DeviceCommand
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		var dup int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM pam_requests WHERE device_id = $1 AND local_id = $2`, a.DeviceID, in.LocalID).
 			Scan(&dup); err != nil {
-			return err
+			return fmt.Errorf("look for elevation request %s of device %s: %w", in.LocalID, a.DeviceID, err)
 		}
 		if dup > 0 {
 			return nil // a report sent again (the agent's outbox): decided already
+		}
+		sites, err := devices.Sites(ctx, tx, []string{a.DeviceID})
+		if err != nil {
+			return fmt.Errorf("site of device %s: %w", a.DeviceID, err)
 		}
 		now := s.now()
 		rs, err := s.ruleSet(ctx, tx, a.OrgID)
@@ -495,7 +494,7 @@ func (s *Service) Expire(ctx context.Context) error {
 			}
 			if n, err := res.RowsAffected(); err != nil || n == 0 {
 				if err != nil {
-					return err
+					return fmt.Errorf("expire elevation request %s: %w", id, err)
 				}
 				continue
 			}
@@ -557,19 +556,13 @@ func (s *Service) Preview(ctx context.Context, in PAMRuleInput) (PAMPreview, err
 		groups[sp.GroupID] = compileGroup(signers, thumbs)
 	}
 	rule := compile(draft, groups)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+requestColumns+` FROM pam_requests q WHERE q.org_id = $1 AND q.requested_at >= $2
-		ORDER BY q.requested_at DESC, q.id DESC LIMIT `+fmt.Sprint(previewScan), at.OrgID, s.now().Add(-previewWindow))
+	recent, err := store.QueryAll(ctx, s.db, `SELECT `+requestColumns+` FROM pam_requests q WHERE q.org_id = $1 AND q.requested_at >= $2
+		ORDER BY q.requested_at DESC, q.id DESC LIMIT `+fmt.Sprint(previewScan), []any{at.OrgID, s.now().Add(-previewWindow)}, s.scanRequest)
 	if err != nil {
 		return PAMPreview{}, fmt.Errorf("read recent elevation requests: %w", err)
 	}
-	defer rows.Close()
-	out := PAMPreview{Requests: []PAMElevationRequest{}}
-	for rows.Next() {
-		r, err := s.scanRequest(rows)
-		if err != nil {
-			return out, err
-		}
-		out.Scanned++
+	out := PAMPreview{Requests: []PAMElevationRequest{}, Scanned: len(recent)}
+	for _, r := range recent {
 		l := lower(Subject{SiteID: store.Deref(r.SiteID), User: r.User, Path: r.Path, SHA256: r.SHA256, Signer: r.Signer,
 			Thumbprint: r.SignerThumbprint, Parent: r.ParentImage, CommandLine: r.CommandLine, Groups: r.Groups, At: r.RequestedAt})
 		if rule.matches(&l) {
@@ -579,5 +572,5 @@ func (s *Service) Preview(ctx context.Context, in PAMRuleInput) (PAMPreview, err
 			}
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }

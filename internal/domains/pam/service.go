@@ -33,23 +33,27 @@ type Service struct {
 	cache map[string]*ruleSet
 }
 
-// Options are the settings of a Service.
-type Options struct {
+// Deps are what a Service needs.
+type Deps struct {
+	DB     *store.DB
 	Logger *slog.Logger
 	Clock  clock.Clock
 	// Wake is called once events were committed; nil for none.
 	Wake func()
+	// Devices carries the decisions to the agents.
+	Devices *devices.Service
 }
 
 // New returns the PAM service.
-func New(db *store.DB, dev *devices.Service, opts Options) *Service {
-	if opts.Wake == nil {
-		opts.Wake = func() {}
+func New(d Deps) *Service {
+	logger, wake := d.Logger, d.Wake
+	if logger == nil {
+		logger = slog.Default()
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if wake == nil {
+		wake = func() {}
 	}
-	return &Service{db: db, logger: opts.Logger, clock: clock.Or(opts.Clock), devices: dev, wake: opts.Wake, cache: map[string]*ruleSet{}}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, wake: wake, cache: map[string]*ruleSet{}}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
@@ -159,21 +163,9 @@ func (s *Service) listRulesOrdered(ctx context.Context, conds []string, a *store
 	} else {
 		q += fmt.Sprintf(" LIMIT %d", limit+1)
 	}
-	rows, err := s.db.QueryContext(ctx, q, a.Values()...)
+	out, err := store.QueryAll(ctx, s.db, q, a.Values(), scanRule)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list pam rules: %w", err)
-	}
-	defer rows.Close()
-	out := []PAMRule{}
-	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
-			return nil, "", nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
 	}
 	next := ""
 	if page.Number == 0 && len(out) > limit {

@@ -22,8 +22,8 @@ const (
 // command kinds whose results it stores, the status refresh, the daily snapshot and the
 // policies' daily scans.
 var Module = module.Module{Name: "security", Build: func(k *module.Kernel) error {
-	dev := module.Get[*devices.Service](k)
-	s := New(k.DB, dev, Options{Logger: k.Logger, Clock: k.Clock, StatusInterval: k.Config.SecurityStatusInterval, Wake: k.Events.Wake})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake, Devices: module.Get[*devices.Service](k)},
+		Options{StatusInterval: k.Config.SecurityStatusInterval})
 	linux := []string{agentproto.OSLinux}
 	k.Declare(devices.CommandKind{Name: agentproto.CommandSecurityStatus, DefaultTimeout: 120, MaxTimeout: 600, OS: linux,
 		OnResult: s.onStatus, PayloadDoc: "No payload: the agent reports the firewall, encryption, password policy, administrators, listening ports, antivirus and automatic updates."})

@@ -125,26 +125,17 @@ func loadPolicies(ctx context.Context, q store.Querier, partnerIDs []string) (*p
 	ps := &policySet{byOrg: map[string]SecurityPolicy{}, byPartner: map[string]SecurityPolicy{}}
 	for first := 0; first < len(partnerIDs); first += maxParams {
 		var a store.Args
-		rows, err := q.QueryContext(ctx, `SELECT `+policyColumns+` FROM security_policies p WHERE p.partner_id IN `+
-			a.In(partnerIDs[first:min(first+maxParams, len(partnerIDs))]), a.Values()...)
+		policies, err := store.QueryAll(ctx, q, `SELECT `+policyColumns+` FROM security_policies p WHERE p.partner_id IN `+
+			a.In(partnerIDs[first:min(first+maxParams, len(partnerIDs))]), a.Values(), scanPolicy)
 		if err != nil {
 			return nil, fmt.Errorf("load security policies: %w", err)
 		}
-		for rows.Next() {
-			p, err := scanPolicy(rows)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
+		for _, p := range policies {
 			if p.OrgID != nil {
 				ps.byOrg[*p.OrgID] = p
 			} else {
 				ps.byPartner[p.PartnerID] = p
 			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
 		}
 	}
 	return ps, nil

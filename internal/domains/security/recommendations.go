@@ -179,24 +179,27 @@ func (s *Service) recStates(ctx context.Context, orgID string) (map[string]recSt
 	if orgID != "" {
 		conds = append(conds, "r.org_id = "+a.Add(orgID))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.org_id, r.rec_key, r.status, r.changed_by, r.changed_at FROM security_recommendation_states r
-		WHERE `+store.Where(conds), a.Values()...)
-	if err != nil {
-		return nil, fmt.Errorf("read recommendation states: %w", err)
+	type keyed struct {
+		key   string // organization|recommendation
+		state recState
 	}
-	defer rows.Close()
-	out := map[string]recState{}
-	for rows.Next() {
+	states, err := store.QueryAll(ctx, s.db, `SELECT r.org_id, r.rec_key, r.status, r.changed_by, r.changed_at
+		FROM security_recommendation_states r WHERE `+store.Where(conds), a.Values(), func(r store.Scanner) (keyed, error) {
 		var org, key string
 		var st recState
 		var by sql.NullString
-		if err := rows.Scan(&org, &key, &st.status, &by, &st.at); err != nil {
-			return nil, err
-		}
+		err := r.Scan(&org, &key, &st.status, &by, &st.at)
 		st.by, st.at = store.StringPtr(by), st.at.UTC()
-		out[org+"|"+key] = st
+		return keyed{org + "|" + key, st}, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read recommendation states: %w", err)
 	}
-	return out, rows.Err()
+	out := make(map[string]recState, len(states))
+	for _, k := range states {
+		out[k.key] = k.state
+	}
+	return out, nil
 }
 
 // SetRecommendation completes or dismisses a recommendation of an organization. The write is

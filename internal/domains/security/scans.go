@@ -147,12 +147,9 @@ func (s *Service) StartScan(ctx context.Context, deviceID string, in SecuritySca
 }
 
 func getScan(ctx context.Context, q store.Querier, id string) (SecurityScanRun, error) {
-	x, err := scanScan(q.QueryRowContext(ctx, `SELECT `+scanColumns+` FROM security_scans x`+devices.CommandJoin("x.command_id")+
-		` WHERE x.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("scan")
-	}
-	return x, err
+	var a store.Args
+	return store.ByID(ctx, q, "scan", `SELECT `+scanColumns+` FROM security_scans x`+devices.CommandJoin("x.command_id"), "x.id", id, &a, nil,
+		scanScan)
 }
 
 // ListScans lists a device's scans, newest first.
@@ -185,9 +182,11 @@ func (s *Service) onScan(ctx context.Context, tx *sql.Tx, deviceID string, r age
 		if msg == "" {
 			msg = "the agent answered " + r.Status
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE security_scans SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status = $5`,
-			ScanFailed, msg, now, id, ScanQueued)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE security_scans SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status = $5`,
+			ScanFailed, msg, now, id, ScanQueued); err != nil {
+			return fmt.Errorf("record failed scan %s: %w", id, err)
+		}
+		return nil
 	}
 	if len(res.Threats) > maxThreatsPerScan {
 		res.Threats, res.Truncated = res.Threats[:maxThreatsPerScan], true
@@ -201,7 +200,7 @@ func (s *Service) onScan(ctx context.Context, tx *sql.Tx, deviceID string, r age
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE security_device_status SET last_scan_at = $1 WHERE device_id = $2`, now, deviceID); err != nil {
-		return err
+		return fmt.Errorf("record the last scan of %s: %w", deviceID, err)
 	}
 	return s.restate(ctx, tx, deviceID)
 }
@@ -252,7 +251,7 @@ func (s *Service) requestStatus(ctx context.Context, tx *sql.Tx, d devices.Devic
 		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE security_device_status SET requested_at = $1 WHERE device_id = $2`, s.now(), d.ID); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("note the status request of %s: %w", d.ID, err)
 	}
 	return res.Commands, nil
 }
@@ -272,21 +271,16 @@ func (s *Service) RefreshStatuses(ctx context.Context) error {
 	if len(online) == 0 {
 		return nil
 	}
-	fresh := map[string]bool{}
 	cutoff := s.now().Add(-s.interval)
-	rows, err := s.db.QueryContext(ctx, `SELECT device_id FROM security_device_status WHERE requested_at >= $1 OR collected_at >= $1`, cutoff)
+	freshIDs, err := store.QueryStrings(ctx, s.db, `SELECT device_id FROM security_device_status WHERE requested_at >= $1 OR collected_at >= $1`,
+		cutoff)
 	if err != nil {
 		return fmt.Errorf("read status ages: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
+	fresh := make(map[string]bool, len(freshIDs))
+	for _, id := range freshIDs {
 		fresh[id] = true
 	}
-	rows.Close()
 	var due []devices.Device
 	for _, d := range online {
 		if !fresh[d.ID] && (d.OSType == "" || d.OSType == agentproto.OSLinux) {

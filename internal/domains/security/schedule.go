@@ -26,34 +26,19 @@ func (s *Service) RunScheduledScans(ctx context.Context) error {
 	ctx = systemCtx(ctx)
 	now := s.now().UTC()
 	day := now.Format(time.DateOnly)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+policyColumns+` FROM security_policies p
-		WHERE p.scan_schedule <> 'null' AND p.last_scheduled_day <> $1`, day)
+	scheduled, err := store.QueryAll(ctx, s.db, `SELECT `+policyColumns+` FROM security_policies p
+		WHERE p.scan_schedule <> 'null' AND p.last_scheduled_day <> $1`, []any{day}, scanPolicy)
 	if err != nil {
 		return fmt.Errorf("read scheduled policies: %w", err)
 	}
-	var due []SecurityPolicy
-	for rows.Next() {
-		p, err := scanPolicy(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
+	for _, p := range scheduled {
 		if p.ScanSchedule == nil {
 			continue
 		}
 		at, err := time.Parse("15:04", p.ScanSchedule.DailyTime)
-		if err != nil {
+		if err != nil || now.Before(time.Date(now.Year(), now.Month(), now.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)) {
 			continue
 		}
-		if !now.Before(time.Date(now.Year(), now.Month(), now.Day(), at.Hour(), at.Minute(), 0, 0, time.UTC)) {
-			due = append(due, p)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, p := range due {
 		if err := s.scheduledScan(ctx, p, day); err != nil {
 			s.logger.Error("scheduled security scan", "policy", p.ID, "error", err)
 		}

@@ -42,28 +42,36 @@ type Service struct {
 	wake     func()
 }
 
-// Options are the settings of a Service.
-type Options struct {
+// Deps are what a Service needs.
+type Deps struct {
+	DB     *store.DB
 	Logger *slog.Logger
 	Clock  clock.Clock
-	// StatusInterval is how old a status may grow before it is asked for again (default 6 h).
-	StatusInterval time.Duration
 	// Wake is called once events were committed; nil for none.
 	Wake func()
+	// Devices sends the status and scan commands and reads the devices' inventory.
+	Devices *devices.Service
+}
+
+// Options are the settings of a Service.
+type Options struct {
+	// StatusInterval is how old a status may grow before it is asked for again (default 6 h).
+	StatusInterval time.Duration
 }
 
 // New returns the security service.
-func New(db *store.DB, dev *devices.Service, o Options) *Service {
-	if o.Logger == nil {
-		o.Logger = slog.Default()
+func New(d Deps, o Options) *Service {
+	logger, wake := d.Logger, d.Wake
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if wake == nil {
+		wake = func() {}
 	}
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = 6 * time.Hour
 	}
-	if o.Wake == nil {
-		o.Wake = func() {}
-	}
-	return &Service{db: db, logger: o.Logger, clock: clock.Or(o.Clock), devices: dev, interval: o.StatusInterval, wake: o.Wake}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, interval: o.StatusInterval, wake: wake}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
@@ -211,30 +219,28 @@ func keys(m map[string]bool) []string {
 // maxParams bounds the IDs of one IN list.
 const maxParams = 500
 
+// osVersion is an OS version seen in an organization.
+type osVersion struct{ org, name, version string }
+
 // newestVersions returns the newest OS version of each organization's devices per OS name.
 func newestVersions(ctx context.Context, q store.Querier, orgs []string) (map[string]string, error) {
 	out := map[string]string{}
 	for first := 0; first < len(orgs); first += maxParams {
 		var a store.Args
-		rows, err := q.QueryContext(ctx, `SELECT org_id, os_name, os_version FROM security_device_status WHERE org_id IN `+
-			a.In(orgs[first:min(first+maxParams, len(orgs))])+` AND collected_at IS NOT NULL GROUP BY org_id, os_name, os_version`, a.Values()...)
+		versions, err := store.QueryAll(ctx, q, `SELECT org_id, os_name, os_version FROM security_device_status WHERE org_id IN `+
+			a.In(orgs[first:min(first+maxParams, len(orgs))])+` AND collected_at IS NOT NULL GROUP BY org_id, os_name, os_version`, a.Values(),
+			func(r store.Scanner) (osVersion, error) {
+				var v osVersion
+				return v, r.Scan(&v.org, &v.name, &v.version)
+			})
 		if err != nil {
 			return nil, fmt.Errorf("read os versions: %w", err)
 		}
-		for rows.Next() {
-			var org, name, ver string
-			if err := rows.Scan(&org, &name, &ver); err != nil {
-				rows.Close()
-				return nil, err
+		for _, v := range versions {
+			k := v.org + "|" + v.name
+			if cur, ok := out[k]; !ok || compareVersions(v.version, cur) > 0 {
+				out[k] = v.version
 			}
-			k := org + "|" + name
-			if cur, ok := out[k]; !ok || compareVersions(ver, cur) > 0 {
-				out[k] = ver
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
 		}
 	}
 	return out, nil
@@ -461,20 +467,11 @@ func (s *Service) restateOrgs(ctx context.Context, tx *sql.Tx, partnerID string,
 }
 
 func queryRows(ctx context.Context, q store.Querier, query string, args ...any) ([]row, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+	out, err := store.QueryAll(ctx, q, query, args, scanRow)
 	if err != nil {
 		return nil, fmt.Errorf("read security statuses: %w", err)
 	}
-	defer rows.Close()
-	var out []row
-	for rows.Next() {
-		r, err := scanRow(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // stateOf judges a device: offline when its device is; unprotected with an active threat or

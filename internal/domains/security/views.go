@@ -85,22 +85,23 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (SecurityDashboar
 	if orgID != "" {
 		conds = append(conds, "t.org_id = "+a.Add(orgID))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT t.severity, COUNT(*) FROM security_threats t WHERE `+store.Where(conds)+` GROUP BY t.severity`,
-		a.Values()...)
+	type severityCount struct {
+		severity string
+		n        int
+	}
+	counts, err := store.QueryAll(ctx, s.db, `SELECT t.severity, COUNT(*) FROM security_threats t WHERE `+store.Where(conds)+
+		` GROUP BY t.severity`, a.Values(), func(r store.Scanner) (severityCount, error) {
+		var c severityCount
+		return c, r.Scan(&c.severity, &c.n)
+	})
 	if err != nil {
 		return d, fmt.Errorf("count threats: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var sev string
-		var n int
-		if err := rows.Scan(&sev, &n); err != nil {
-			return d, err
-		}
-		d.ThreatsBySeverity[sev] += n
-		d.ActiveThreats += n
+	for _, c := range counts {
+		d.ThreatsBySeverity[c.severity] += c.n
+		d.ActiveThreats += c.n
 	}
-	return d, rows.Err()
+	return d, nil
 }
 
 // SecurityScoreBreakdown is the fleet's score factor by factor.
@@ -224,24 +225,30 @@ func (s *Service) snapshots(ctx context.Context, ids []string) (map[string]agent
 	if len(ids) == 0 {
 		return out, nil
 	}
+	type snapshot struct {
+		deviceID string
+		status   agentproto.SecurityStatus
+	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT device_id, snapshot FROM security_device_status WHERE device_id IN `+a.In(ids), a.Values()...)
+	snaps, err := store.QueryAll(ctx, s.db, `SELECT device_id, snapshot FROM security_device_status WHERE device_id IN `+a.In(ids), a.Values(),
+		func(r store.Scanner) (snapshot, error) {
+			var sn snapshot
+			var raw string
+			if err := r.Scan(&sn.deviceID, &raw); err != nil {
+				return sn, err
+			}
+			if err := json.Unmarshal([]byte(raw), &sn.status); err != nil {
+				return sn, fmt.Errorf("read snapshot of %s: %w", sn.deviceID, err)
+			}
+			return sn, nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read snapshots: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, raw string
-		if err := rows.Scan(&id, &raw); err != nil {
-			return nil, err
-		}
-		var st agentproto.SecurityStatus
-		if err := json.Unmarshal([]byte(raw), &st); err != nil {
-			return nil, fmt.Errorf("read snapshot of %s: %w", id, err)
-		}
-		out[id] = st
+	for _, sn := range snaps {
+		out[sn.deviceID] = sn.status
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func ids(rs []row) []string {
@@ -452,28 +459,26 @@ func (s *Service) Trends(ctx context.Context, orgID string, days int) ([]Securit
 	if orgID != "" {
 		conds = append(conds, "n.org_id = "+a.Add(orgID))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT n.day, SUM(n.score * n.devices), SUM(n.devices), SUM(n.protected), SUM(n.at_risk),
+	out, err := store.QueryAll(ctx, s.db, `SELECT n.day, SUM(n.score * n.devices), SUM(n.devices), SUM(n.protected), SUM(n.at_risk),
 		SUM(n.unprotected), SUM(n.offline), SUM(n.active_threats), COUNT(*), SUM(n.score) FROM security_snapshots n WHERE `+store.Where(conds)+
-		` GROUP BY n.day ORDER BY n.day`, a.Values()...)
-	if err != nil {
-		return nil, fmt.Errorf("read trends: %w", err)
-	}
-	defer rows.Close()
-	out := []SecurityTrendPoint{}
-	for rows.Next() {
+		` GROUP BY n.day ORDER BY n.day`, a.Values(), func(r store.Scanner) (SecurityTrendPoint, error) {
 		var p SecurityTrendPoint
 		var weighted, orgs, plain int
-		if err := rows.Scan(&p.Day, &weighted, &p.Devices, &p.Protected, &p.AtRisk, &p.Unprotected, &p.Offline, &p.ActiveThreats, &orgs, &plain); err != nil {
-			return nil, err
+		if err := r.Scan(&p.Day, &weighted, &p.Devices, &p.Protected, &p.AtRisk, &p.Unprotected, &p.Offline, &p.ActiveThreats, &orgs,
+			&plain); err != nil {
+			return p, err
 		}
 		if p.Devices > 0 {
 			p.Score = (weighted + p.Devices/2) / p.Devices
 		} else if orgs > 0 {
 			p.Score = plain / orgs
 		}
-		out = append(out, p)
+		return p, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read trends: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Snapshot records today's snapshot of every organization with collected statuses, once a

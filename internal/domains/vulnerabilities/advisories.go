@@ -68,14 +68,15 @@ func (s *Service) storeAdvisories(ctx context.Context, tx *sql.Tx, advs []adviso
 	for first := 0; first < len(ids); first += 300 {
 		var a store.Args
 		in := a.In(ids[first:min(first+300, len(ids))])
-		rows, err := tx.QueryContext(ctx, `UPDATE vuln_findings SET
+		err := groupsOf(ctx, tx, `UPDATE vuln_findings SET
 			severity = (SELECT c.severity FROM vuln_cves c WHERE c.cve_id = vuln_findings.cve_id),
 			known_exploited = (SELECT c.known_exploited FROM vuln_cves c WHERE c.cve_id = vuln_findings.cve_id),
 			severity_rank = (SELECT CASE c.severity WHEN 'critical' THEN 4 WHEN 'high' THEN 3 WHEN 'medium' THEN 2 WHEN 'low' THEN 1 ELSE 0 END
 				FROM vuln_cves c WHERE c.cve_id = vuln_findings.cve_id)
 			WHERE cve_id IN `+in+` AND EXISTS (SELECT 1 FROM vuln_cves c WHERE c.cve_id = vuln_findings.cve_id
-				AND (c.severity <> vuln_findings.severity OR c.known_exploited <> vuln_findings.known_exploited)) RETURNING org_id, group_key`, a.Values()...)
-		if err := groupsOf(rows, err, groups); err != nil {
+				AND (c.severity <> vuln_findings.severity OR c.known_exploited <> vuln_findings.known_exploited)) RETURNING org_id, group_key`,
+			a.Values(), groups)
+		if err != nil {
 			return nil, fmt.Errorf("copy CVE severities to findings: %w", err)
 		}
 	}
@@ -555,24 +556,14 @@ func dedupeCVEs(in []cveRow) []cveRow {
 func (s *Service) FetchChangelogs(ctx context.Context) (int, error) {
 	now := s.now()
 	type pair struct{ name, version, since string }
-	var todo []pair
-	rows, err := s.db.QueryContext(ctx, `SELECT package, version, since_version FROM vuln_changelog_fetches
+	todo, err := store.QueryAll(ctx, s.db, `SELECT package, version, since_version FROM vuln_changelog_fetches
 		WHERE status = $1 OR (status = $2 AND requested_at < $3 AND attempts < $4) ORDER BY created_at, package LIMIT 200`,
-		fetchPending, fetchRequested, now.Add(-fetchRetryAfter), maxFetchAttempts)
+		[]any{fetchPending, fetchRequested, now.Add(-fetchRetryAfter), maxFetchAttempts}, func(r store.Scanner) (pair, error) {
+			var p pair
+			return p, r.Scan(&p.name, &p.version, &p.since)
+		})
 	if err != nil {
 		return 0, fmt.Errorf("read pending changelogs: %w", err)
-	}
-	for rows.Next() {
-		var p pair
-		if err := rows.Scan(&p.name, &p.version, &p.since); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		todo = append(todo, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
 	}
 	byDevice := map[string][]agentproto.ChangelogRequest{}
 	var order []string
@@ -601,7 +592,7 @@ func (s *Service) FetchChangelogs(ctx context.Context) (int, error) {
 			// Failed for good after maxFetchAttempts.
 			if _, err := tx.ExecContext(ctx, `UPDATE vuln_changelog_fetches SET status = $1, error = $2 WHERE status = $3 AND attempts >= $4
 				AND requested_at < $5`, fetchFailed, "no agent answered", fetchRequested, maxFetchAttempts, now.Add(-fetchRetryAfter)); err != nil {
-				return err
+				return fmt.Errorf("give up unanswered changelog fetches: %w", err)
 			}
 			var err error
 			cmds, err = s.requestChangelogs(ctx, tx, d, byDevice[d])

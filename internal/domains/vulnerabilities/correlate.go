@@ -28,28 +28,30 @@ type cveInfo struct {
 // sources disagree on a CVE's fixed version, the highest holds.
 func loadAdvisories(ctx context.Context, q store.Querier, names []string) (map[string][]advisory, error) {
 	out := map[string][]advisory{}
+	type packageAdvisory struct {
+		pkg string
+		advisory
+	}
 	read := func(cond string, args []any) error {
-		rows, err := q.QueryContext(ctx, `SELECT package, cve_id, fixed_version FROM vuln_advisories`+cond+` ORDER BY package, cve_id`, args...)
+		rows, err := store.QueryAll(ctx, q, `SELECT package, cve_id, fixed_version FROM vuln_advisories`+cond+` ORDER BY package, cve_id`, args,
+			func(r store.Scanner) (packageAdvisory, error) {
+				var pa packageAdvisory
+				return pa, r.Scan(&pa.pkg, &pa.cve, &pa.fixed)
+			})
 		if err != nil {
 			return fmt.Errorf("read advisories: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var pkg string
-			var ad advisory
-			if err := rows.Scan(&pkg, &ad.cve, &ad.fixed); err != nil {
-				return err
-			}
-			list := out[pkg]
-			if n := len(list); n > 0 && list[n-1].cve == ad.cve {
-				if higher(list[n-1].fixed, ad.fixed) {
-					list[n-1].fixed = ad.fixed
+		for _, pa := range rows {
+			list := out[pa.pkg]
+			if n := len(list); n > 0 && list[n-1].cve == pa.cve {
+				if higher(list[n-1].fixed, pa.fixed) {
+					list[n-1].fixed = pa.fixed
 				}
 				continue
 			}
-			out[pkg] = append(list, ad)
+			out[pa.pkg] = append(list, pa.advisory)
 		}
-		return rows.Err()
+		return nil
 	}
 	if names == nil {
 		return out, read("", nil)
@@ -90,22 +92,24 @@ func managerOf(source string) string {
 
 func loadCVEs(ctx context.Context, q store.Querier, ids []string) (map[string]cveInfo, error) {
 	out := map[string]cveInfo{}
+	type cveRow struct {
+		id string
+		cveInfo
+	}
 	read := func(cond string, args []any) error {
-		rows, err := q.QueryContext(ctx, `SELECT cve_id, severity, known_exploited FROM vuln_cves`+cond, args...)
+		rows, err := store.QueryAll(ctx, q, `SELECT cve_id, severity, known_exploited FROM vuln_cves`+cond, args, func(r store.Scanner) (cveRow, error) {
+			var c cveRow
+			err := r.Scan(&c.id, &c.severity, &c.exploit)
+			c.rank = severityRank[c.severity]
+			return c, err
+		})
 		if err != nil {
 			return fmt.Errorf("read CVEs: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			var c cveInfo
-			if err := rows.Scan(&id, &c.severity, &c.exploit); err != nil {
-				return err
-			}
-			c.rank = severityRank[c.severity]
-			out[id] = c
+		for _, c := range rows {
+			out[c.id] = c.cveInfo
 		}
-		return rows.Err()
+		return nil
 	}
 	if ids == nil {
 		return out, read("", nil)
@@ -237,23 +241,22 @@ func (s *Service) correlateDevices(ctx context.Context, tx *sql.Tx, ids, names [
 		if names != nil {
 			cond = " AND package IN " + a.In(names)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT id, org_id, device_id, cve_id, package, status, installed_version, fixed_version, patch_id, severity,
-			known_exploited FROM vuln_findings WHERE device_id IN `+a.In(ids[first:min(first+deviceChunk, len(ids))])+cond, a.Values()...)
+		type keyed struct {
+			key findingKey
+			existing
+		}
+		rows, err := store.QueryAll(ctx, tx, `SELECT id, org_id, device_id, cve_id, package, status, installed_version, fixed_version, patch_id,
+			severity, known_exploited FROM vuln_findings WHERE device_id IN `+a.In(ids[first:min(first+deviceChunk, len(ids))])+cond, a.Values(),
+			func(r store.Scanner) (keyed, error) {
+				var e keyed
+				return e, r.Scan(&e.id, &e.org, &e.key.device, &e.key.cve, &e.key.pkg, &e.status, &e.installed, &e.fixed, &e.patchID, &e.severity,
+					&e.exploit)
+			})
 		if err != nil {
 			return 0, fmt.Errorf("read findings: %w", err)
 		}
-		for rows.Next() {
-			var k findingKey
-			var e existing
-			if err := rows.Scan(&e.id, &e.org, &k.device, &k.cve, &k.pkg, &e.status, &e.installed, &e.fixed, &e.patchID, &e.severity, &e.exploit); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			have[k] = e
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return 0, err
+		for _, e := range rows {
+			have[e.key] = e.existing
 		}
 	}
 	now := s.now()
@@ -373,18 +376,20 @@ func (s *Service) CorrelateAll(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	total, after := 0, ""
+	total, after, done := 0, "", false
 	touched := groupSet{}
-	for {
-		ids, err := devices.LiveIDsAfter(ctx, s.db, after, deviceChunk)
-		if err != nil {
-			return total, err
-		}
-		if len(ids) == 0 {
-			break
-		}
-		after = ids[len(ids)-1]
+	for !done {
+		// Each chunk of devices is read in the transaction that correlates it.
 		err = s.db.Write(ctx, func(tx *sql.Tx) error {
+			ids, err := devices.LiveIDsAfter(ctx, tx, after, deviceChunk)
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				done = true
+				return nil
+			}
+			after = ids[len(ids)-1]
 			n, err := s.correlateDevices(ctx, tx, ids, nil, c, touched)
 			total += n
 			return err
@@ -479,7 +484,9 @@ func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string
 	if err := s.CorrelateDevice(ctx, tx, deviceID); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO vuln_device_marks (device_id, inventory_at) VALUES ($1, $2)
-		ON CONFLICT (device_id) DO UPDATE SET inventory_at = excluded.inventory_at`, deviceID, at)
-	return err
+	if _, err := tx.ExecContext(ctx, `INSERT INTO vuln_device_marks (device_id, inventory_at) VALUES ($1, $2)
+		ON CONFLICT (device_id) DO UPDATE SET inventory_at = excluded.inventory_at`, deviceID, at); err != nil {
+		return fmt.Errorf("mark the correlation of device %s: %w", deviceID, err)
+	}
+	return nil
 }

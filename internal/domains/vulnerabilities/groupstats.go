@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"gale/internal/platform/store"
 )
 
 // groupRef is a group of one organization: the unit the by-software counts are kept by.
@@ -49,50 +51,27 @@ func (s *Service) refreshGroup(ctx context.Context, tx *sql.Tx, g groupRef) erro
 	if _, err := tx.ExecContext(ctx, `DELETE FROM vuln_group_stats WHERE org_id = $1 AND group_key = $2`, g.org, g.group); err != nil {
 		return fmt.Errorf("clear the counts of group %s: %w", g.group, err)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT status, fixed_version FROM vuln_findings WHERE org_id = $1 AND group_key = $2
-		GROUP BY status, fixed_version`, g.org, g.group)
+	versions, err := store.QueryAll(ctx, tx, `SELECT status, fixed_version FROM vuln_findings WHERE org_id = $1 AND group_key = $2
+		GROUP BY status, fixed_version`, []any{g.org, g.group}, scanKeyedVersion)
 	if err != nil {
 		return fmt.Errorf("read the fixed versions of group %s: %w", g.group, err)
 	}
-	fixed := map[string]string{}
-	for rows.Next() {
-		var st, v string
-		if err := rows.Scan(&st, &v); err != nil {
-			rows.Close()
-			return err
-		}
-		if have, ok := fixed[st]; v != "" && (!ok || higher(have, v)) {
-			fixed[st] = v
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	rows, err = tx.QueryContext(ctx, `SELECT status, partner_id, COUNT(*), COUNT(DISTINCT device_id),
-		SUM(CASE WHEN severity_rank = 4 THEN 1 ELSE 0 END), SUM(CASE WHEN known_exploited THEN 1 ELSE 0 END),
-		COUNT(DISTINCT CASE WHEN patch_id IS NOT NULL THEN device_id END),
-		SUM(severity_rank * severity_rank + CASE WHEN known_exploited THEN 25 ELSE 0 END)
-		FROM vuln_findings WHERE org_id = $1 AND group_key = $2 GROUP BY status, partner_id`, g.org, g.group)
-	if err != nil {
-		return fmt.Errorf("count group %s: %w", g.group, err)
-	}
+	fixed := highestFixed(versions)
 	type row struct {
 		status, partner                              string
 		findings, devices, critical, ke, ready, risk int
 	}
-	var out []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.status, &r.partner, &r.findings, &r.devices, &r.critical, &r.ke, &r.ready, &r.risk); err != nil {
-			rows.Close()
-			return err
-		}
-		out = append(out, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	out, err := store.QueryAll(ctx, tx, `SELECT status, partner_id, COUNT(*), COUNT(DISTINCT device_id),
+		SUM(CASE WHEN severity_rank = 4 THEN 1 ELSE 0 END), SUM(CASE WHEN known_exploited THEN 1 ELSE 0 END),
+		COUNT(DISTINCT CASE WHEN patch_id IS NOT NULL THEN device_id END),
+		SUM(severity_rank * severity_rank + CASE WHEN known_exploited THEN 25 ELSE 0 END)
+		FROM vuln_findings WHERE org_id = $1 AND group_key = $2 GROUP BY status, partner_id`, []any{g.org, g.group},
+		func(sc store.Scanner) (row, error) {
+			var r row
+			return r, sc.Scan(&r.status, &r.partner, &r.findings, &r.devices, &r.critical, &r.ke, &r.ready, &r.risk)
+		})
+	if err != nil {
+		return fmt.Errorf("count group %s: %w", g.group, err)
 	}
 	for _, r := range out {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO vuln_group_stats (partner_id, org_id, group_key, status, findings, devices, critical,
@@ -104,28 +83,42 @@ func (s *Service) refreshGroup(ctx context.Context, tx *sql.Tx, g groupRef) erro
 	return nil
 }
 
-// groupsOf returns the groups of the rows (org_id, group_key) a query returns.
-func groupsOf(rows *sql.Rows, err error, into groupSet) error {
-	if err != nil {
-		return err
+// groupsOf adds to into the groups of the rows (org_id, group_key) a statement returns.
+func groupsOf(ctx context.Context, q store.Querier, query string, args []any, into groupSet) error {
+	refs, err := store.QueryAll(ctx, q, query, args, func(r store.Scanner) (groupRef, error) {
+		var g groupRef
+		return g, r.Scan(&g.org, &g.group)
+	})
+	for _, g := range refs {
+		into[g] = true
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var org, group string
-		if err := rows.Scan(&org, &group); err != nil {
-			return err
+	return err
+}
+
+// keyedVersion is a fixed version of a group (or of a finding status).
+type keyedVersion struct{ key, version string }
+
+func scanKeyedVersion(r store.Scanner) (keyedVersion, error) {
+	var v keyedVersion
+	return v, r.Scan(&v.key, &v.version)
+}
+
+// highestFixed returns the highest fixed version of each key; no fix ("") is left out.
+func highestFixed(versions []keyedVersion) map[string]string {
+	best := map[string]string{}
+	for _, v := range versions {
+		if have, ok := best[v.key]; v.version != "" && (!ok || higher(have, v.version)) {
+			best[v.key] = v.version
 		}
-		into.add(org, group)
 	}
-	return rows.Err()
+	return best
 }
 
 // RecountGroups recomputes the by-software counts of every group that has findings (a
 // repair, and the benchmarks' setup).
 func (s *Service) RecountGroups(ctx context.Context) error {
 	groups := groupSet{}
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT org_id, group_key FROM vuln_findings`)
-	if err := groupsOf(rows, err, groups); err != nil {
+	if err := groupsOf(ctx, s.db, `SELECT DISTINCT org_id, group_key FROM vuln_findings`, nil, groups); err != nil {
 		return fmt.Errorf("list the groups: %w", err)
 	}
 	return s.refreshInBatches(ctx, groups)

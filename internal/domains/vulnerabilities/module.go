@@ -16,8 +16,8 @@ import (
 // findings of one that left), and the periodic jobs: changelog fetches left pending, expired
 // acceptances, and a full correlation.
 var Module = module.Module{Name: "vulnerabilities", Build: func(k *module.Kernel) error {
-	dev := module.Get[*devices.Service](k)
-	s := New(k.DB, k.Logger, k.Clock, dev, module.Get[*patches.Service](k))
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k),
+		Patches: module.Get[*patches.Service](k)})
 	k.Declare(devices.CommandKind{Name: agentproto.CommandPackageChangelog, Validate: validateChangelog, DefaultTimeout: fetchTimeout,
 		MaxTimeout: 3600, OS: []string{agentproto.OSLinux}, OnResult: s.onChangelog,
 		PayloadDoc: "Sent by the vulnerabilities domain: {packages: [{name, version, sinceVersion?}]} (1 to 50): the CVEs the Debian changelog names."})

@@ -60,6 +60,25 @@ func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
 	return conds
 }
 
+func scanCVE(r store.Scanner) (VulnCVE, error) {
+	var v VulnCVE
+	var cvss, epss sql.NullFloat64
+	var ke int
+	var fs store.NullTime
+	if err := r.Scan(&v.CVEID, &v.Severity, &cvss, &ke, &epss, &v.Summary, &v.AffectedDevices, &v.OpenFindings, &v.PatchReady, &fs); err != nil {
+		return v, err
+	}
+	v.KnownExploited = ke == 1
+	if cvss.Valid {
+		v.CVSSScore = &cvss.Float64
+	}
+	if epss.Valid {
+		v.EPSSScore = &epss.Float64
+	}
+	v.FirstSeen = fs.Time
+	return v, nil
+}
+
 // List is the by-CVE view: one row per CVE with open findings in scope, worst first
 // (severity, known exploited, CVSS, CVE ID).
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]VulnCVE, string, *int, error) {
@@ -80,35 +99,12 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Vu
 		}
 		total = &n
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
+	out, err := store.QueryAll(ctx, s.db, `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
 		g.devs, g.n, g.ready, g.fs FROM (`+inner+`) g LEFT JOIN vuln_cves c ON c.cve_id = g.cve_id
-		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values()...)
+		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(),
+		scanCVE)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list CVEs: %w", err)
-	}
-	out := []VulnCVE{}
-	for rows.Next() {
-		var v VulnCVE
-		var cvss, epss sql.NullFloat64
-		var ke int
-		var fs store.NullTime
-		if err := rows.Scan(&v.CVEID, &v.Severity, &cvss, &ke, &epss, &v.Summary, &v.AffectedDevices, &v.OpenFindings, &v.PatchReady, &fs); err != nil {
-			rows.Close()
-			return nil, "", nil, err
-		}
-		v.KnownExploited = ke == 1
-		if cvss.Valid {
-			v.CVSSScore = &cvss.Float64
-		}
-		if epss.Valid {
-			v.EPSSScore = &epss.Float64
-		}
-		v.FirstSeen = fs.Time
-		out = append(out, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
 	}
 	next := nextCursor(page, off, len(out))
 	if len(out) > page.Limit {
@@ -122,21 +118,19 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Vu
 		}
 		var b store.Args
 		conds := append(f.conds(access.ScopeFrom(ctx), &b), "f.cve_id IN "+b.In(ids))
-		pr, err := s.db.QueryContext(ctx, `SELECT DISTINCT f.cve_id, f.package FROM vuln_findings f WHERE `+store.Where(conds)+
-			` ORDER BY f.cve_id, f.package`, b.Values()...)
+		type cvePackage struct{ cve, pkg string }
+		pairs, err := store.QueryAll(ctx, s.db, `SELECT DISTINCT f.cve_id, f.package FROM vuln_findings f WHERE `+store.Where(conds)+
+			` ORDER BY f.cve_id, f.package`, b.Values(), func(r store.Scanner) (cvePackage, error) {
+			var p cvePackage
+			return p, r.Scan(&p.cve, &p.pkg)
+		})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("list the packages of CVEs: %w", err)
 		}
 		pk := map[string][]string{}
-		for pr.Next() {
-			var c, p string
-			if err := pr.Scan(&c, &p); err != nil {
-				pr.Close()
-				return nil, "", nil, err
-			}
-			pk[c] = append(pk[c], p)
+		for _, p := range pairs {
+			pk[p.cve] = append(pk[p.cve], p.pkg)
 		}
-		pr.Close()
 		for i := range out {
 			out[i].Packages = nonNil(pk[out[i].CVEID])
 		}
@@ -214,25 +208,16 @@ func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) (
 	if f.OrgID != "" {
 		conds = append(conds, "g.org_id = "+b.Add(f.OrgID))
 	}
-	fr, err := s.db.QueryContext(ctx, `SELECT DISTINCT g.group_key, g.fixed_version FROM vuln_group_stats g WHERE `+store.Where(conds), b.Values()...)
+	versions, err := store.QueryAll(ctx, s.db, `SELECT DISTINCT g.group_key, g.fixed_version FROM vuln_group_stats g WHERE `+store.Where(conds),
+		b.Values(), scanKeyedVersion)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("read fixed versions: %w", err)
 	}
-	defer fr.Close()
-	best := map[string]string{}
-	for fr.Next() {
-		var k, v string
-		if err := fr.Scan(&k, &v); err != nil {
-			return nil, "", nil, err
-		}
-		if have, ok := best[k]; v != "" && (!ok || higher(have, v)) {
-			best[k] = v
-		}
-	}
+	best := highestFixed(versions)
 	for i := range out {
 		out[i].FixedVersion = best[out[i].GroupKey]
 	}
-	return out, next, total, fr.Err()
+	return out, next, total, nil
 }
 
 // softwareFromFindings groups the findings themselves (a severity filter).
@@ -277,28 +262,16 @@ func (s *Service) fixedVersions(ctx context.Context, f ListFilter, groups []Vuln
 	}
 	var a store.Args
 	conds := append(f.conds(access.ScopeFrom(ctx), &a), "f.group_key IN "+a.In(keys))
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT f.group_key, f.fixed_version FROM vuln_findings f WHERE `+store.Where(conds), a.Values()...)
+	versions, err := store.QueryAll(ctx, s.db, `SELECT DISTINCT f.group_key, f.fixed_version FROM vuln_findings f WHERE `+store.Where(conds),
+		a.Values(), scanKeyedVersion)
 	if err != nil {
 		return fmt.Errorf("read fixed versions: %w", err)
 	}
-	defer rows.Close()
-	best := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			return err
-		}
-		if v == "" {
-			continue
-		}
-		if have, ok := best[k]; !ok || higher(have, v) {
-			best[k] = v
-		}
-	}
+	best := highestFixed(versions)
 	for i := range groups {
 		groups[i].FixedVersion = best[groups[i].GroupKey]
 	}
-	return rows.Err()
+	return nil
 }
 
 // SoftwareGroup returns one group with its devices (at most 500) and their findings; a
@@ -319,19 +292,14 @@ func (s *Service) SoftwareGroup(ctx context.Context, key string, f ListFilter) (
 	}
 	var b store.Args
 	conds = append(f.conds(access.ScopeFrom(ctx), &b), "f.group_key = "+b.Add(key))
-	rows, err := s.db.QueryContext(ctx, `SELECT `+findingColumns+findingFrom+` WHERE `+store.Where(conds)+
+	findings, err := store.QueryAll(ctx, s.db, `SELECT `+findingColumns+findingFrom+` WHERE `+store.Where(conds)+
 		` AND f.device_id IN (SELECT DISTINCT f.device_id FROM vuln_findings f WHERE `+store.Where(conds)+` ORDER BY f.device_id LIMIT 500)
-		ORDER BY f.device_id, f.severity_rank DESC, f.cve_id`, b.Values()...)
+		ORDER BY f.device_id, f.severity_rank DESC, f.cve_id`, b.Values(), scanFinding)
 	if err != nil {
 		return VulnSoftwareDetail{}, fmt.Errorf("list the findings of group %s: %w", key, err)
 	}
-	defer rows.Close()
 	out := VulnSoftwareDetail{Group: one[0], Devices: []VulnGroupDevice{}}
-	for rows.Next() {
-		x, err := scanFinding(rows)
-		if err != nil {
-			return out, err
-		}
+	for _, x := range findings {
 		n := len(out.Devices)
 		if n == 0 || out.Devices[n-1].DeviceID != x.DeviceID {
 			out.Devices = append(out.Devices, VulnGroupDevice{DeviceID: x.DeviceID, OrgID: x.OrgID, InstalledVersion: x.InstalledVersion})
@@ -341,7 +309,7 @@ func (s *Service) SoftwareGroup(ctx context.Context, key string, f ListFilter) (
 		d.PatchReady = d.PatchReady || x.PatchReady
 		d.Findings = append(d.Findings, x)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Stats counts the findings in scope.
@@ -424,32 +392,27 @@ func (s *Service) Remediate(ctx context.Context, in VulnRemediate) (VulnRemediat
 	if len(in.DeviceIDs) > 0 {
 		conds = append(conds, "f.device_id IN "+a.In(validIDs(in.DeviceIDs)))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT f.device_id, f.org_id, f.package, f.fixed_version FROM vuln_findings f WHERE `+store.Where(conds)+
-		` ORDER BY f.device_id LIMIT 20000`, a.Values()...)
+	type selected struct{ device, org, pkg, fixed string }
+	findings, err := store.QueryAll(ctx, s.db, `SELECT f.device_id, f.org_id, f.package, f.fixed_version FROM vuln_findings f WHERE `+
+		store.Where(conds)+` ORDER BY f.device_id LIMIT 20000`, a.Values(), func(r store.Scanner) (selected, error) {
+		var x selected
+		return x, r.Scan(&x.device, &x.org, &x.pkg, &x.fixed)
+	})
 	if err != nil {
 		return VulnRemediation{}, fmt.Errorf("read the findings to remediate: %w", err)
 	}
 	type need struct{ org, fixed string }
 	needs := map[[2]string]need{}
 	var devs []string
-	for rows.Next() {
-		var d, org, pkg, fixed string
-		if err := rows.Scan(&d, &org, &pkg, &fixed); err != nil {
-			rows.Close()
-			return VulnRemediation{}, err
-		}
-		k := [2]string{d, pkg}
-		if have, ok := needs[k]; ok && (fixed == "" || !higher(have.fixed, fixed)) {
+	for _, x := range findings {
+		k := [2]string{x.device, x.pkg}
+		if have, ok := needs[k]; ok && (x.fixed == "" || !higher(have.fixed, x.fixed)) {
 			continue
 		}
-		if len(devs) == 0 || devs[len(devs)-1] != d {
-			devs = append(devs, d)
+		if len(devs) == 0 || devs[len(devs)-1] != x.device {
+			devs = append(devs, x.device)
 		}
-		needs[k] = need{org, fixed}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return VulnRemediation{}, err
+		needs[k] = need{x.org, x.fixed}
 	}
 	if len(needs) == 0 {
 		return VulnRemediation{}, apperr.NotFound("finding")

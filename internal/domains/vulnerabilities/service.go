@@ -28,12 +28,24 @@ type Service struct {
 	patches *patches.Service
 }
 
+// Deps are what a Service needs.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Devices sends the changelog commands.
+	Devices *devices.Service
+	// Patches approves and installs the patches that remediate findings.
+	Patches *patches.Service
+}
+
 // New returns the vulnerabilities service.
-func New(db *store.DB, logger *slog.Logger, clk clock.Clock, dev *devices.Service, pat *patches.Service) *Service {
+func New(d Deps) *Service {
+	logger := d.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Service{db: db, logger: logger, clock: clock.Or(clk), devices: dev, patches: pat}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, patches: d.Patches}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
@@ -261,10 +273,9 @@ func (s *Service) ReopenExpired(ctx context.Context) error {
 	now := s.now()
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		groups := groupSet{}
-		rows, err := tx.QueryContext(ctx, `UPDATE vuln_findings SET status = $1, accepted_until = NULL, decided_by = $2, decided_at = $3,
-			updated_at = $3 WHERE status = $4 AND accepted_until IS NOT NULL AND accepted_until <= $3 RETURNING org_id, group_key`, StatusOpen,
-			"system: acceptance expired", now, StatusAccepted)
-		if err := groupsOf(rows, err, groups); err != nil {
+		if err := groupsOf(ctx, tx, `UPDATE vuln_findings SET status = $1, accepted_until = NULL, decided_by = $2, decided_at = $3,
+			updated_at = $3 WHERE status = $4 AND accepted_until IS NOT NULL AND accepted_until <= $3 RETURNING org_id, group_key`,
+			[]any{StatusOpen, "system: acceptance expired", now, StatusAccepted}, groups); err != nil {
 			return fmt.Errorf("reopen expired acceptances: %w", err)
 		}
 		return s.refreshGroups(ctx, tx, groups)
@@ -275,12 +286,12 @@ func (s *Service) ReopenExpired(ctx context.Context) error {
 // decommissioned): the next correlation finds them again where it now is.
 func (s *Service) DeviceLeftOrg(ctx context.Context, tx *sql.Tx, deviceID, _ string) error {
 	groups := groupSet{}
-	rows, err := tx.QueryContext(ctx, `DELETE FROM vuln_findings WHERE device_id = $1 RETURNING org_id, group_key`, deviceID)
-	if err := groupsOf(rows, err, groups); err != nil {
+	if err := groupsOf(ctx, tx, `DELETE FROM vuln_findings WHERE device_id = $1 RETURNING org_id, group_key`, []any{deviceID},
+		groups); err != nil {
 		return fmt.Errorf("drop the findings of device %s: %w", deviceID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM vuln_device_marks WHERE device_id = $1`, deviceID); err != nil {
-		return err
+		return fmt.Errorf("drop the marks of device %s: %w", deviceID, err)
 	}
 	return s.refreshGroups(ctx, tx, groups)
 }
