@@ -148,13 +148,11 @@ type Policies struct {
 	maintenance *maintenance.Service
 }
 
-// NewPolicies returns the patch policies of s, which run on its clock and honour its
+// newPolicies returns the patch policies of s, which run on its clock and honour its
 // maintenance windows.
-func NewPolicies(s *Service) *Policies {
+func newPolicies(s *Service) *Policies {
 	return &Policies{patches: s, db: s.db, logger: s.logger, clock: s.clock, devices: s.devices, maintenance: s.maintenance}
 }
-
-func (p *Policies) now() time.Time { return p.clock.Now().UTC().Truncate(time.Microsecond) }
 
 const policyColumns = `pp.id, pp.partner_id, pp.org_id, pp.name, pp.description, pp.enabled, pp.auto_approve, pp.deferral_days,
 	pp.deadline_days, pp.reboot_behavior, pp.schedule, pp.maintenance_window_id, pp.targets, pp.rings, pp.next_run_at, pp.last_run_at,
@@ -503,7 +501,7 @@ func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy
 		if err := p.check(ctx, tx, &x); err != nil {
 			return err
 		}
-		now := p.now()
+		now := p.clock.Now()
 		_, email := actor(ctx)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO patch_policies (id, partner_id, org_id, name, description, enabled, auto_approve,
 			deferral_days, deadline_days, reboot_behavior, schedule, maintenance_window_id, targets, rings, next_run_at, created_by,
@@ -564,7 +562,7 @@ func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) 
 		if err := p.check(ctx, tx, &after); err != nil {
 			return err
 		}
-		now := p.now()
+		now := p.clock.Now()
 		c := store.NewChanges(now)
 		c.Set("name", after.Name)
 		c.Set("description", after.Description)

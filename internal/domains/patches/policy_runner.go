@@ -29,7 +29,7 @@ const day = 24 * time.Hour
 // may run it at once: each run is claimed by a conditional UPDATE, so one node starts it.
 // A policy that fails is logged and tried again at the next call; the others go on.
 func (p *Policies) Run(ctx context.Context) error {
-	now := p.now()
+	now := p.clock.Now()
 	page := store.Page{Limit: 500}
 	for {
 		var a store.Args

@@ -167,7 +167,10 @@ func (s *Service) BuildNextReport(ctx context.Context) (bool, error) {
 			completed_at = $5 WHERE id = $6 AND status = $7`, status, errMsg, sizeArg, key, done, id, ReportRunning)
 		return err
 	})
-	return true, err
+	if err != nil {
+		return true, fmt.Errorf("record the end of patch report %s: %w", id, err)
+	}
+	return true, nil
 }
 
 // reportRow is one device of a report.
