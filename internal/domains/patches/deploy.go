@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"gale/internal/domains/rollouts"
@@ -55,7 +56,7 @@ func (d Deployer) Validate(ctx context.Context, raw json.RawMessage) (json.RawMe
 func (d Deployer) Deploy(ctx context.Context, tx *sql.Tx, raw json.RawMessage, deviceIDs []string) (rollouts.DeployResult, error) {
 	var p DeployPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return rollouts.DeployResult{}, err
+		return rollouts.DeployResult{}, fmt.Errorf("read the patch payload of a rollout: %w", err)
 	}
 	var out rollouts.DeployResult
 	for chunk := range slices.Chunk(deviceIDs, MaxInstallDevices) {

@@ -92,7 +92,7 @@ func (s *Service) scanRowsFrom() (from string, col func(name string) string) {
 // partner's patches and the device's pending ones (one statement each, whatever the number
 // of updates), the ones no longer offered as installed, and the device's summary.
 func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o tenancy.Owner, res agentproto.PatchScanResult) error {
-	now := store.Now()
+	now := s.clock.Now()
 	byID := map[string]agentproto.PackageUpdate{}
 	for _, u := range res.Updates {
 		if u.Name == "" || u.AvailableVersion == "" {
@@ -149,7 +149,8 @@ func (s *Service) IngestScan(ctx context.Context, tx *sql.Tx, deviceID string, o
 }
 
 // installGone marks installed the device's open Linux patches that the scan (whose updates
-// are offered) no longer offers: the package moved on.
+// are offered) no longer offers: the package moved on. Every scan result runs it, so it reads
+// through the statement cache (TxQueryContext), which store.QueryAll, taking a Querier, cannot.
 func (s *Service) installGone(ctx context.Context, tx *sql.Tx, deviceID string, offered map[string]agentproto.PackageUpdate, now time.Time) error {
 	rows, err := s.db.TxQueryContext(ctx, tx, `SELECT pd.patch_id, p.external_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 		WHERE pd.device_id = $1 AND pd.source = 'linux' AND pd.status IN ('pending', 'failed', 'skipped')`, deviceID)
@@ -161,7 +162,7 @@ func (s *Service) installGone(ctx context.Context, tx *sql.Tx, deviceID string, 
 		var id, ext string
 		if err := rows.Scan(&id, &ext); err != nil {
 			rows.Close()
-			return err
+			return fmt.Errorf("read the open patches of device %s: %w", deviceID, err)
 		}
 		if _, ok := offered[ext]; !ok {
 			gone = append(gone, id)
@@ -169,7 +170,7 @@ func (s *Service) installGone(ctx context.Context, tx *sql.Tx, deviceID string, 
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("read the open patches of device %s: %w", deviceID, err)
 	}
 	for first := 0; first < len(gone); first += maxParams {
 		var a store.Args
@@ -209,7 +210,7 @@ func (s *Service) refreshSummary(ctx context.Context, tx *sql.Tx, deviceID strin
 		ON CONFLICT (device_id) DO UPDATE SET partner_id = excluded.partner_id, org_id = excluded.org_id,
 			pending = excluded.pending, critical_pending = excluded.critical_pending, installed = excluded.installed,
 			failed = excluded.failed, reboot_required = `+rebootSet+`, last_scan_at = `+scanSet+`, updated_at = excluded.updated_at`,
-		deviceID, o.PartnerID, o.OrgID, pending, critical, installed, failed, reboot, scan, store.Now())
+		deviceID, o.PartnerID, o.OrgID, pending, critical, installed, failed, reboot, scan, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("refresh the patch summary of device %s: %w", deviceID, err)
 	}
@@ -247,7 +248,7 @@ func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID stri
 	for _, oc := range res.Packages {
 		outcomes[oc.Name] = oc
 	}
-	now := store.Now()
+	now := s.clock.Now()
 	for _, p := range pkgs {
 		oc, ok := outcomes[p.Name]
 		if !ok {
@@ -336,7 +337,7 @@ func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, 
 	}
 	var jobID string
 	err := s.db.TxQueryRowContext(ctx, tx, `UPDATE patch_job_devices SET status = $1, error = $2, updated_at = $3
-		WHERE command_id = $4 AND status = $5 RETURNING job_id`, status, store.NullIfEmpty(errMsg), store.Now(), commandID,
+		WHERE command_id = $4 AND status = $5 RETURNING job_id`, status, store.NullIfEmpty(errMsg), s.clock.Now(), commandID,
 		JobDeviceQueued).Scan(&jobID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
@@ -385,16 +386,18 @@ func (s *Service) finishJob(ctx context.Context, tx *sql.Tx, jobID string) error
 	var partnerID, kind string
 	var orgID sql.NullString
 	err = tx.QueryRowContext(ctx, `UPDATE patch_jobs SET status = $1, completed_at = $2 WHERE id = $3 AND status = $4
-		RETURNING partner_id, org_id, kind`, status, store.Now(), jobID, JobRunning).Scan(&partnerID, &orgID, &kind)
+		RETURNING partner_id, org_id, kind`, status, s.clock.Now(), jobID, JobRunning).Scan(&partnerID, &orgID, &kind)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("finish patch job %s: %w", jobID, err)
 	}
-	_, err = events.Record(ctx, tx, events.Event{Type: EventJobCompleted, PartnerID: partnerID, OrgID: orgID.String,
-		ResourceType: "patch_job", ResourceID: jobID}, map[string]any{"jobId": jobID, "kind": kind, "status": status, "totals": t})
-	return err
+	if _, err := events.Record(ctx, tx, events.Event{Type: EventJobCompleted, PartnerID: partnerID, OrgID: orgID.String,
+		ResourceType: "patch_job", ResourceID: jobID}, map[string]any{"jobId": jobID, "kind": kind, "status": status, "totals": t}); err != nil {
+		return fmt.Errorf("record the completion of patch job %s: %w", jobID, err)
+	}
+	return nil
 }
 
 // jobTotals counts a job's devices by state.
@@ -408,32 +411,33 @@ func totalsOf(ctx context.Context, q store.Querier, jobIDs []string) (map[string
 	if len(jobIDs) == 0 {
 		return out, nil
 	}
+	type count struct {
+		jobID, status string
+		n             int
+	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT job_id, status, COUNT(*) FROM patch_job_devices WHERE job_id IN `+a.In(jobIDs)+
-		` GROUP BY job_id, status`, a.Values()...)
+	counts, err := store.QueryAll(ctx, q, `SELECT job_id, status, COUNT(*) FROM patch_job_devices WHERE job_id IN `+a.In(jobIDs)+
+		` GROUP BY job_id, status`, a.Values(), func(sc store.Scanner) (c count, err error) {
+		err = sc.Scan(&c.jobID, &c.status, &c.n)
+		return c, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("count job devices: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, status string
-		var n int
-		if err := rows.Scan(&id, &status, &n); err != nil {
-			return nil, err
-		}
-		t := out[id]
-		t.Devices += n
-		switch status {
+	for _, c := range counts {
+		t := out[c.jobID]
+		t.Devices += c.n
+		switch c.status {
 		case JobDeviceWaiting:
-			t.Waiting += n
+			t.Waiting += c.n
 		case JobDeviceQueued:
-			t.Queued += n
+			t.Queued += c.n
 		case JobDeviceCompleted:
-			t.Completed += n
+			t.Completed += c.n
 		case JobDeviceFailed:
-			t.Failed += n
+			t.Failed += c.n
 		}
-		out[id] = t
+		out[c.jobID] = t
 	}
-	return out, rows.Err()
+	return out, nil
 }

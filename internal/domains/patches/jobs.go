@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
@@ -41,7 +42,7 @@ func (s *Service) Scan(ctx context.Context, in PatchScanRequest) (PatchJobStart,
 		if err != nil {
 			return err
 		}
-		job, err := insertJob(ctx, tx, JobScan, partnerID, orgID, "", "")
+		job, err := s.insertJob(ctx, tx, JobScan, partnerID, orgID, "", "")
 		if err != nil {
 			return err
 		}
@@ -143,9 +144,9 @@ type jobDeviceRow struct {
 	errMsg                             string
 }
 
-func insertJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID, reboot string) (PatchJob, error) {
+func (s *Service) insertJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID, reboot string) (PatchJob, error) {
 	by, email := actor(ctx)
-	j := PatchJob{ID: store.NewID(), Kind: kind, Status: JobRunning, CreatedAt: store.Now()}
+	j := PatchJob{ID: store.NewID(), Kind: kind, Status: JobRunning, CreatedAt: s.clock.Now()}
 	if orgID != "" {
 		j.OrgID = &orgID
 	}
@@ -170,7 +171,7 @@ func insertJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID,
 // recordJob writes a job's device rows and its skipped count, finishes a job left without
 // work, and returns it with its totals.
 func (s *Service) recordJob(ctx context.Context, tx *sql.Tx, j PatchJob, partnerID string, rows []jobDeviceRow, skipped int) (PatchJob, error) {
-	now := store.Now()
+	now := s.clock.Now()
 	err := insertRows(ctx, tx, `INSERT INTO patch_job_devices (job_id, device_id, partner_id, org_id, command_id, status, packages, error,
 		updated_at)`, "", rows, func(a *store.Args, r jobDeviceRow) []string {
 		var pkgs any
@@ -185,7 +186,7 @@ func (s *Service) recordJob(ctx context.Context, tx *sql.Tx, j PatchJob, partner
 	}
 	if skipped > 0 {
 		if _, err := tx.ExecContext(ctx, `UPDATE patch_jobs SET skipped = $1 WHERE id = $2`, skipped, j.ID); err != nil {
-			return j, err
+			return j, fmt.Errorf("record the skipped devices of patch job %s: %w", j.ID, err)
 		}
 	}
 	if err := s.finishJob(ctx, tx, j.ID); err != nil {
@@ -219,37 +220,33 @@ func (s *Service) InstallIn(ctx context.Context, tx *sql.Tx, deviceIDs, patchIDs
 	var thirdParty []thirdPartyItem
 	orgOf := map[string]string{}
 	if len(deviceIDs) > 0 && len(patchIDs) > 0 {
+		type open struct{ dev, org, patch, name, ext, version, source string }
 		var a store.Args
-		rows, err := tx.QueryContext(ctx, `SELECT pd.device_id, pd.org_id, pd.patch_id, p.package_id, p.external_id, pd.available_version,
+		list, err := store.QueryAll(ctx, tx, `SELECT pd.device_id, pd.org_id, pd.patch_id, p.package_id, p.external_id, pd.available_version,
 			p.source FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 			WHERE pd.device_id IN `+a.In(deviceIDs)+` AND pd.patch_id IN `+a.In(patchIDs)+` AND pd.status IN (`+
 			a.Add(DeviceStatePending)+`, `+a.Add(DeviceStateFailed)+`) AND `+orgRows(scope, &a, "pd.org_id", "pd.partner_id")+
-			` AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id")+` = `+a.Add(ApprovalApproved)+` ORDER BY pd.device_id, p.package_id`,
-			a.Values()...)
+			` AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id", s.clock.Now())+` = `+a.Add(ApprovalApproved)+
+			` ORDER BY pd.device_id, p.package_id`, a.Values(), func(sc store.Scanner) (o open, err error) {
+			err = sc.Scan(&o.dev, &o.org, &o.patch, &o.name, &o.ext, &o.version, &o.source)
+			return o, err
+		})
 		if err != nil {
 			return PatchJob{}, fmt.Errorf("read the patches to install: %w", err)
 		}
-		for rows.Next() {
-			var dev, org, patch, name, ext, version, source string
-			if err := rows.Scan(&dev, &org, &patch, &name, &ext, &version, &source); err != nil {
-				rows.Close()
-				return PatchJob{}, err
-			}
-			if source == SourceThirdParty {
-				thirdParty = append(thirdParty, thirdPartyItem{deviceID: dev, patchID: patch, entryID: name, version: version})
-				orgOf[dev] = org
+		for _, o := range list {
+			if o.source == SourceThirdParty {
+				thirdParty = append(thirdParty, thirdPartyItem{deviceID: o.dev, patchID: o.patch, entryID: o.name, version: o.version})
+				orgOf[o.dev] = o.org
 				continue
 			}
-			w := work[dev]
+			w := work[o.dev]
 			if w == nil {
-				w = &deviceWork{orgID: org}
-				work[dev] = w
+				w = &deviceWork{orgID: o.org}
+				work[o.dev] = w
 			}
-			w.packages = newest(w.packages, PatchPackageVersion{PatchID: patch, Name: name, Version: version}, strings.SplitN(ext, ":", 2)[0])
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return PatchJob{}, err
+			w.packages = newest(w.packages, PatchPackageVersion{PatchID: o.patch, Name: o.name, Version: o.version},
+				strings.SplitN(o.ext, ":", 2)[0])
 		}
 	}
 	installers, unavailable, err := s.thirdPartyInstallers(ctx, tx, thirdParty)
@@ -353,9 +350,9 @@ func newest(pkgs []PatchPackageVersion, p PatchPackageVersion, manager string) [
 
 // effectiveApproval is the expression of the decision that applies to a patch on a device of
 // an organization: the organization's own, else the partner's, else pending. A deferral
-// that has passed is pending again.
-func effectiveApproval(a *store.Args, patchCol, orgCol string) string {
-	return `COALESCE((SELECT CASE WHEN a.status = 'deferred' AND a.deferred_until <= ` + a.Add(store.Now()) + ` THEN 'pending' ELSE a.status END
+// that has passed (by now) is pending again.
+func effectiveApproval(a *store.Args, patchCol, orgCol string, now time.Time) string {
+	return `COALESCE((SELECT CASE WHEN a.status = 'deferred' AND a.deferred_until <= ` + a.Add(now) + ` THEN 'pending' ELSE a.status END
 		FROM patch_approvals a WHERE a.patch_id = ` + patchCol + ` AND a.org_key IN (CAST(` + orgCol + ` AS TEXT), '')
 		ORDER BY a.org_key DESC LIMIT 1), 'pending')`
 }
@@ -365,7 +362,7 @@ func effectiveApproval(a *store.Args, patchCol, orgCol string) string {
 func (s *Service) startPackageJob(ctx context.Context, tx *sql.Tx, kind, partnerID, orgID, patchID string, work map[string]*deviceWork,
 	rollback bool, opts InstallOptions, skipped []PatchSkippedDevice) (PatchJobStart, error) {
 	timeout := opts.TimeoutSeconds
-	job, err := insertJob(ctx, tx, kind, partnerID, orgID, patchID, opts.RebootBehavior)
+	job, err := s.insertJob(ctx, tx, kind, partnerID, orgID, patchID, opts.RebootBehavior)
 	if err != nil {
 		return PatchJobStart{}, err
 	}
@@ -450,7 +447,7 @@ func (s *Service) Rollback(ctx context.Context, patchID string, in PatchRollback
 	scope := access.ScopeFrom(ctx)
 	var out PatchJobStart
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		p, err := getPatch(ctx, tx, scope, patchID, "")
+		p, err := s.getPatch(ctx, tx, scope, patchID, "")
 		if err != nil {
 			return err
 		}
@@ -458,28 +455,21 @@ func (s *Service) Rollback(ctx context.Context, patchID string, in PatchRollback
 			return apperr.ConflictCode("ROLLBACK_UNSUPPORTED", "a third-party patch cannot be rolled back: install the older version from the software catalog")
 		}
 		ids := unique(in.DeviceIDs)
-		type row struct{ org, status, previous string }
+		type row struct{ id, org, status, previous string }
 		found := map[string]row{}
 		if v := validIDs(ids); len(v) > 0 {
 			var a store.Args
-			rows, err := tx.QueryContext(ctx, `SELECT pd.device_id, pd.org_id, pd.status, pd.previous_version FROM patch_devices pd
+			list, err := store.QueryAll(ctx, tx, `SELECT pd.device_id, pd.org_id, pd.status, pd.previous_version FROM patch_devices pd
 				WHERE pd.patch_id = `+a.Add(p.ID)+` AND pd.device_id IN `+a.In(v)+` AND `+orgRows(scope, &a, "pd.org_id", "pd.partner_id"),
-				a.Values()...)
+				a.Values(), func(sc store.Scanner) (r row, err error) {
+					err = sc.Scan(&r.id, &r.org, &r.status, &r.previous)
+					return r, err
+				})
 			if err != nil {
 				return fmt.Errorf("read the devices of patch %s: %w", p.ID, err)
 			}
-			for rows.Next() {
-				var id string
-				var r row
-				if err := rows.Scan(&id, &r.org, &r.status, &r.previous); err != nil {
-					rows.Close()
-					return err
-				}
-				found[id] = r
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return err
+			for _, r := range list {
+				found[r.id] = r
 			}
 		}
 		work := map[string]*deviceWork{}
@@ -519,30 +509,25 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 		jobOrg                                  sql.NullString
 		packages                                []PatchPackageVersion
 	}
-	var list []waiting
-	rows, err := s.db.QueryContext(ctx, `SELECT jd.job_id, jd.device_id, jd.partner_id, jd.org_id, j.kind, j.org_id, jd.packages
-		FROM patch_job_devices jd JOIN patch_jobs j ON j.id = jd.job_id WHERE jd.status = $1 ORDER BY jd.job_id LIMIT 500`, JobDeviceWaiting)
+	list, err := store.QueryAll(ctx, s.db, `SELECT jd.job_id, jd.device_id, jd.partner_id, jd.org_id, j.kind, j.org_id, jd.packages
+		FROM patch_job_devices jd JOIN patch_jobs j ON j.id = jd.job_id WHERE jd.status = $1 ORDER BY jd.job_id LIMIT 500`,
+		[]any{JobDeviceWaiting}, func(sc store.Scanner) (w waiting, err error) {
+			var raw sql.NullString
+			if err := sc.Scan(&w.jobID, &w.deviceID, &w.partnerID, &w.orgID, &w.kind, &w.jobOrg, &raw); err != nil {
+				return w, err
+			}
+			if raw.Valid {
+				if err := json.Unmarshal([]byte(raw.String), &w.packages); err != nil {
+					return w, fmt.Errorf("read waiting packages of job %s: %w", w.jobID, err)
+				}
+			}
+			return w, nil
+		})
 	if err != nil {
 		return fmt.Errorf("read waiting patch work: %w", err)
 	}
-	for rows.Next() {
-		var w waiting
-		var raw sql.NullString
-		if err := rows.Scan(&w.jobID, &w.deviceID, &w.partnerID, &w.orgID, &w.kind, &w.jobOrg, &raw); err != nil {
-			rows.Close()
-			return err
-		}
-		if raw.Valid {
-			if err := json.Unmarshal([]byte(raw.String), &w.packages); err != nil {
-				rows.Close()
-				return fmt.Errorf("read waiting packages of job %s: %w", w.jobID, err)
-			}
-		}
-		list = append(list, w)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(list) == 0 {
-		return err
+	if len(list) == 0 {
+		return nil
 	}
 	var cmds []devices.DeviceCommand
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -554,7 +539,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ask which devices are held: %w", err)
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		touched := map[string]bool{}
 		for _, w := range list {
 			if held[w.deviceID] {
@@ -601,29 +586,24 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 // SweepJobs fails the job work whose command ended without a result recorded here (timed
 // out, cancelled), so its job can finish.
 func (s *Service) SweepJobs(ctx context.Context) error {
+	type endedCommand struct{ id, status string }
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT jd.command_id, c.status FROM patch_job_devices jd`+devices.CommandJoin("jd.command_id")+
+	ended, err := store.QueryAll(ctx, s.db, `SELECT jd.command_id, c.status FROM patch_job_devices jd`+devices.CommandJoin("jd.command_id")+
 		` WHERE jd.status = `+a.Add(JobDeviceQueued)+` AND c.status IN (`+a.Add(devices.CommandTimedOut)+`, `+a.Add(devices.CommandCancelled)+
-		`, `+a.Add(devices.CommandFailed)+`, `+a.Add(devices.CommandCompleted)+`) LIMIT 1000`, a.Values()...)
+		`, `+a.Add(devices.CommandFailed)+`, `+a.Add(devices.CommandCompleted)+`) LIMIT 1000`, a.Values(),
+		func(sc store.Scanner) (c endedCommand, err error) {
+			err = sc.Scan(&c.id, &c.status)
+			return c, err
+		})
 	if err != nil {
 		return fmt.Errorf("read ended patch commands: %w", err)
 	}
-	ended := map[string]string{}
-	for rows.Next() {
-		var id, status string
-		if err := rows.Scan(&id, &status); err != nil {
-			rows.Close()
-			return err
-		}
-		ended[id] = status
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(ended) == 0 {
-		return err
+	if len(ended) == 0 {
+		return nil
 	}
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		for id, status := range ended {
-			if err := s.deviceDone(ctx, tx, id, false, "the command ended ("+status+") without a result recorded"); err != nil {
+		for _, c := range ended {
+			if err := s.deviceDone(ctx, tx, c.id, false, "the command ended ("+c.status+") without a result recorded"); err != nil {
 				return err
 			}
 		}
@@ -652,15 +632,9 @@ func jobFilter(scope access.Scope, a *store.Args) string {
 }
 
 func getJob(ctx context.Context, q store.Querier, scope access.Scope, id string, cmds []devices.DeviceCommand) (PatchJob, error) {
-	if !store.ValidID(id) {
-		return PatchJob{}, apperr.NotFound("patch job")
-	}
 	var a store.Args
-	j, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM patch_jobs j WHERE j.id = `+a.Add(id)+` AND `+jobFilter(scope, &a),
-		a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return j, apperr.NotFound("patch job")
-	}
+	j, err := store.ByID(ctx, q, "patch job", `SELECT `+jobColumns+` FROM patch_jobs j`, "j.id", id, &a,
+		[]string{jobFilter(scope, &a)}, scanJob)
 	if err != nil {
 		return j, err
 	}
@@ -714,27 +688,23 @@ func (s *Service) GetJob(ctx context.Context, id string) (PatchJobDetail, error)
 		return PatchJobDetail{}, err
 	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT jd.device_id, jd.org_id, jd.command_id, jd.status, jd.packages, jd.error, jd.updated_at
+	list, err := store.QueryAll(ctx, s.db, `SELECT jd.device_id, jd.org_id, jd.command_id, jd.status, jd.packages, jd.error, jd.updated_at
 		FROM patch_job_devices jd WHERE jd.job_id = `+a.Add(id)+` AND `+scope.OrgFilter(&a, "jd.org_id", "jd.partner_id")+
-		` ORDER BY jd.device_id`, a.Values()...)
-	if err != nil {
-		return PatchJobDetail{}, fmt.Errorf("read the devices of job %s: %w", id, err)
-	}
-	defer rows.Close()
-	out := PatchJobDetail{PatchJob: j, Devices: []PatchJobDevice{}}
-	for rows.Next() {
-		var d PatchJobDevice
+		` ORDER BY jd.device_id`, a.Values(), func(sc store.Scanner) (d PatchJobDevice, err error) {
 		var cmd, pkgs, errMsg sql.NullString
-		if err := rows.Scan(&d.DeviceID, &d.OrgID, &cmd, &d.Status, &pkgs, &errMsg, &d.UpdatedAt); err != nil {
-			return PatchJobDetail{}, err
+		if err := sc.Scan(&d.DeviceID, &d.OrgID, &cmd, &d.Status, &pkgs, &errMsg, &d.UpdatedAt); err != nil {
+			return d, err
 		}
 		d.CommandID, d.Error = store.StringPtr(cmd), store.StringPtr(errMsg)
 		if pkgs.Valid && pkgs.String != "" {
 			if err := json.Unmarshal([]byte(pkgs.String), &d.Packages); err != nil {
-				return PatchJobDetail{}, fmt.Errorf("read the packages of job %s: %w", id, err)
+				return d, fmt.Errorf("read the packages of job %s: %w", id, err)
 			}
 		}
-		out.Devices = append(out.Devices, d)
+		return d, nil
+	})
+	if err != nil {
+		return PatchJobDetail{}, fmt.Errorf("read the devices of job %s: %w", id, err)
 	}
-	return out, rows.Err()
+	return PatchJobDetail{PatchJob: j, Devices: list}, nil
 }

@@ -26,7 +26,7 @@ var Module = module.Module{Name: "patches", Build: func(k *module.Kernel) error 
 	k.Every("patch-jobs-sweep", time.Minute, s.SweepJobs)
 	k.Every("patch-jobs-release", time.Minute, s.ReleaseWaiting)
 	k.Worker("patch-reports", s.StartReports, s.StopReports)
-	pol := NewPolicies(s)
+	pol := newPolicies(s)
 	pol.Register(k.HTTP)
 	k.Every("patch-policies", time.Minute, pol.Run)
 	k.Provide(s)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -149,13 +148,11 @@ type Policies struct {
 	maintenance *maintenance.Service
 }
 
-// NewPolicies returns the patch policies of s, which run on its clock and honour its
+// newPolicies returns the patch policies of s, which run on its clock and honour its
 // maintenance windows.
-func NewPolicies(s *Service) *Policies {
+func newPolicies(s *Service) *Policies {
 	return &Policies{patches: s, db: s.db, logger: s.logger, clock: s.clock, devices: s.devices, maintenance: s.maintenance}
 }
-
-func (p *Policies) now() time.Time { return p.clock.Now().UTC().Truncate(time.Microsecond) }
 
 const policyColumns = `pp.id, pp.partner_id, pp.org_id, pp.name, pp.description, pp.enabled, pp.auto_approve, pp.deferral_days,
 	pp.deadline_days, pp.reboot_behavior, pp.schedule, pp.maintenance_window_id, pp.targets, pp.rings, pp.next_run_at, pp.last_run_at,
@@ -216,16 +213,9 @@ func policyFilter(scope access.Scope, a *store.Args) string {
 }
 
 func getPolicy(ctx context.Context, q store.Querier, scope access.Scope, id string) (PatchPolicy, error) {
-	if !store.ValidID(id) {
-		return PatchPolicy{}, apperr.NotFound("patch policy")
-	}
 	var a store.Args
-	x, err := scanPolicy(q.QueryRowContext(ctx, `SELECT `+policyColumns+` FROM patch_policies pp WHERE pp.id = `+a.Add(id)+` AND `+
-		policyFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("patch policy")
-	}
-	return x, err
+	return store.ByID(ctx, q, "patch policy", `SELECT `+policyColumns+` FROM patch_policies pp`, "pp.id", id, &a,
+		[]string{policyFilter(scope, &a)}, scanPolicy)
 }
 
 // Get returns a policy in scope.
@@ -299,8 +289,9 @@ func policyNameTaken(name string) error {
 }
 
 // check validates a policy's definition: its fields, and that the window, organizations,
-// sites and groups it names are within its reach (its organization, or its partner).
-func (p *Policies) check(ctx context.Context, x *PatchPolicy) error {
+// sites and groups it names are within its reach (its organization, or its partner), read
+// through q (the caller's transaction).
+func (p *Policies) check(ctx context.Context, q store.Querier, x *PatchPolicy) error {
 	x.Name = strings.TrimSpace(x.Name)
 	if x.Name == "" || len(x.Name) > 255 {
 		return apperr.Invalid("name", "a name of 1 to 255 characters")
@@ -336,10 +327,10 @@ func (p *Policies) check(ctx context.Context, x *PatchPolicy) error {
 			return err
 		}
 	}
-	if err := p.devices.CheckTargets(ctx, p.db, &x.Targets, tenancy.Owner{PartnerID: x.PartnerID, OrgID: store.Deref(x.OrgID)}); err != nil {
+	if err := p.devices.CheckTargets(ctx, q, &x.Targets, tenancy.Owner{PartnerID: x.PartnerID, OrgID: store.Deref(x.OrgID)}); err != nil {
 		return err
 	}
-	return p.checkRings(ctx, x)
+	return p.checkRings(ctx, q, x)
 }
 
 func checkList(field string, values, allowed []string) error {
@@ -401,7 +392,7 @@ func ownedBy(owners map[string]tenancy.Owner, id string, x *PatchPolicy) bool {
 	return ok && o.PartnerID == x.PartnerID && (x.OrgID == nil || o.OrgID == *x.OrgID)
 }
 
-func (p *Policies) checkRings(ctx context.Context, x *PatchPolicy) error {
+func (p *Policies) checkRings(ctx context.Context, q store.Querier, x *PatchPolicy) error {
 	x.Rings = nonNil(x.Rings)
 	if len(x.Rings) > MaxPolicyRings {
 		return apperr.Invalid("rings", "at most 10 rings")
@@ -436,7 +427,7 @@ func (p *Policies) checkRings(ctx context.Context, x *PatchPolicy) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	owners, err := groups.Owners(ctx, p.db, unique(ids))
+	owners, err := groups.Owners(ctx, q, unique(ids))
 	if err != nil {
 		return fmt.Errorf("read the owners of the rings' groups: %w", err)
 	}
@@ -485,33 +476,33 @@ func policyAudit(x PatchPolicy) map[string]any {
 // Create adds a policy.
 func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy, error) {
 	scope := access.ScopeFrom(ctx)
-	at, err := tenancy.Place(ctx, p.db, scope, in.OrgID, tenancy.PlaceOptions{Noun: "patch policy", PartnerID: in.PartnerID,
-		PartnerWide: true})
-	if err != nil {
-		return PatchPolicy{}, err
-	}
-	x := PatchPolicy{ID: store.NewID(), PartnerID: at.PartnerID, Name: in.Name, Description: in.Description, Enabled: in.Enabled == nil || *in.Enabled,
-		DeferralDays: in.DeferralDays, DeadlineDays: in.DeadlineDays, RebootBehavior: in.RebootBehavior, Schedule: in.Schedule,
-		Targets: in.Targets, Rings: in.Rings}
-	if at.OrgID != "" {
-		x.OrgID = &at.OrgID
-	}
-	if in.AutoApprove != nil {
-		x.AutoApprove = *in.AutoApprove
-	}
-	if in.MaintenanceWindowID != "" {
-		x.MaintenanceWindowID = &in.MaintenanceWindowID
-	}
-	if x.RebootBehavior == "" {
-		x.RebootBehavior = RebootIfRequired
-	}
-	if err := p.check(ctx, &x); err != nil {
-		return PatchPolicy{}, err
-	}
-	now := p.now()
-	_, email := actor(ctx)
 	var out PatchPolicy
-	err = p.db.Write(ctx, func(tx *sql.Tx) error {
+	err := p.db.Write(ctx, func(tx *sql.Tx) error {
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "patch policy", PartnerID: in.PartnerID,
+			PartnerWide: true})
+		if err != nil {
+			return err
+		}
+		x := PatchPolicy{ID: store.NewID(), PartnerID: at.PartnerID, Name: in.Name, Description: in.Description,
+			Enabled: in.Enabled == nil || *in.Enabled, DeferralDays: in.DeferralDays, DeadlineDays: in.DeadlineDays,
+			RebootBehavior: in.RebootBehavior, Schedule: in.Schedule, Targets: in.Targets, Rings: in.Rings}
+		if at.OrgID != "" {
+			x.OrgID = &at.OrgID
+		}
+		if in.AutoApprove != nil {
+			x.AutoApprove = *in.AutoApprove
+		}
+		if in.MaintenanceWindowID != "" {
+			x.MaintenanceWindowID = &in.MaintenanceWindowID
+		}
+		if x.RebootBehavior == "" {
+			x.RebootBehavior = RebootIfRequired
+		}
+		if err := p.check(ctx, tx, &x); err != nil {
+			return err
+		}
+		now := p.clock.Now()
+		_, email := actor(ctx)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO patch_policies (id, partner_id, org_id, name, description, enabled, auto_approve,
 			deferral_days, deadline_days, reboot_behavior, schedule, maintenance_window_id, targets, rings, next_run_at, created_by,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $17)`,
@@ -523,7 +514,6 @@ func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy
 			}
 			return fmt.Errorf("insert patch policy: %w", err)
 		}
-		var err error
 		if out, err = getPolicy(ctx, tx, access.SystemScope(), x.ID); err != nil {
 			return err
 		}
@@ -569,10 +559,10 @@ func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) 
 		if in.MaintenanceWindowID != nil {
 			after.Schedule, after.MaintenanceWindowID = nil, in.MaintenanceWindowID
 		}
-		if err := p.check(ctx, &after); err != nil {
+		if err := p.check(ctx, tx, &after); err != nil {
 			return err
 		}
-		now := p.now()
+		now := p.clock.Now()
 		c := store.NewChanges(now)
 		c.Set("name", after.Name)
 		c.Set("description", after.Description)

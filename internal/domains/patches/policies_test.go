@@ -606,3 +606,25 @@ func TestPartnerWidePatchPolicyDecidesForThePartner(t *testing.T) {
 		t.Fatalf("payload %+v", p)
 	}
 }
+
+func TestDeferralsEndOnTheServersClock(t *testing.T) {
+	f := newPolicyFixture(t)
+	c := f.a.Partner
+	web := f.device(f.a, "web-01", "linux")
+	ids := f.seedPatches(f.a, web, upd("a", "1", "2", false))
+	f.e.Must(200, c, "POST", api+"/patches/"+ids["a"]+"/defer", map[string]any{"until": f.clk.Now().Add(2 * time.Hour)})
+	if got := f.patch(c, ids["a"]).PatchApproval; got != patches.ApprovalDeferred {
+		t.Fatalf("approval right after the deferral = %s", got)
+	}
+	f.clk.Advance(3 * time.Hour)
+	if got := f.patch(c, ids["a"]).PatchApproval; got != patches.ApprovalPending {
+		t.Fatalf("approval once the server's clock passed the deferral = %s", got)
+	}
+	if got := f.patchList(c, "?status=pending"); len(got) != 1 || got[0].ID != ids["a"] {
+		t.Fatalf("pending patches once the deferral passed: %+v", got)
+	}
+	// An hour ahead of the real time lies in the past of the server's clock.
+	if r := f.e.Do(c, "POST", api+"/patches/"+ids["a"]+"/defer", map[string]any{"until": time.Now().Add(time.Hour)}); r.Status != 400 {
+		t.Fatalf("defer to before the server's now = %d %s", r.Status, r.Body)
+	}
+}

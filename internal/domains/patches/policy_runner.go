@@ -29,7 +29,7 @@ const day = 24 * time.Hour
 // may run it at once: each run is claimed by a conditional UPDATE, so one node starts it.
 // A policy that fails is logged and tried again at the next call; the others go on.
 func (p *Policies) Run(ctx context.Context) error {
-	now := p.now()
+	now := p.clock.Now()
 	page := store.Page{Limit: 500}
 	for {
 		var a store.Args
@@ -98,7 +98,7 @@ func (p *Policies) runPolicy(ctx context.Context, x PatchPolicy, now time.Time) 
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return errors.Join(err, errNotClaimed)
 		}
-		approved, err := p.autoApprove(actx, tx, x, ids)
+		approved, err := p.autoApprove(actx, tx, x, ids, now)
 		if err != nil {
 			return err
 		}
@@ -163,8 +163,9 @@ func chunks(ids []string, fn func([]string) error) error {
 
 // autoApprove approves, for the policy's scope (its organization, or its partner), the open
 // patches of the devices that match its categories and severities and that no decision
-// covers yet. It returns how many it approved.
-func (p *Policies) autoApprove(ctx context.Context, tx *sql.Tx, x PatchPolicy, ids []string) (int, error) {
+// covers yet (a deferral that has passed by now covers nothing). It returns how many it
+// approved.
+func (p *Policies) autoApprove(ctx context.Context, tx *sql.Tx, x PatchPolicy, ids []string, now time.Time) (int, error) {
 	cats, sevs := x.AutoApprove.Categories, x.AutoApprove.Severities
 	if len(cats) == 0 || len(sevs) == 0 {
 		return 0, nil
@@ -172,22 +173,15 @@ func (p *Policies) autoApprove(ctx context.Context, tx *sql.Tx, x PatchPolicy, i
 	var patchIDs []string
 	err := chunks(ids, func(chunk []string) error {
 		var a store.Args
-		rows, err := tx.QueryContext(ctx, `SELECT DISTINCT pd.patch_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
+		found, err := store.QueryStrings(ctx, tx, `SELECT DISTINCT pd.patch_id FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id
 			WHERE pd.device_id IN `+a.In(chunk)+` AND pd.status IN (`+a.Add(DeviceStatePending)+`, `+a.Add(DeviceStateFailed)+`)
-			AND p.category IN `+a.In(cats)+` AND p.severity IN `+a.In(sevs)+` AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id")+
+			AND p.category IN `+a.In(cats)+` AND p.severity IN `+a.In(sevs)+` AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id", now)+
 			` = `+a.Add(ApprovalPending), a.Values()...)
 		if err != nil {
 			return fmt.Errorf("read the patches patch policy %s approves: %w", x.ID, err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			patchIDs = append(patchIDs, id)
-		}
-		return rows.Err()
+		patchIDs = append(patchIDs, found...)
+		return nil
 	})
 	if err != nil {
 		return 0, err
@@ -224,30 +218,31 @@ func (p *Policies) installable(ctx context.Context, tx *sql.Tx, x PatchPolicy, i
 	}
 	perDevice := map[string][]string{}
 	err = chunks(ids, func(chunk []string) error {
+		type open struct {
+			dev, patch string
+			offered    time.Time
+		}
 		var a store.Args
-		rows, err := tx.QueryContext(ctx, `SELECT pd.device_id, pd.patch_id, pd.offered_at FROM patch_devices pd
+		list, err := store.QueryAll(ctx, tx, `SELECT pd.device_id, pd.patch_id, pd.offered_at FROM patch_devices pd
 			WHERE pd.device_id IN `+a.In(chunk)+` AND pd.status IN (`+a.Add(DeviceStatePending)+`, `+a.Add(DeviceStateFailed)+`)
-			AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id")+` = `+a.Add(ApprovalApproved)+`
+			AND `+effectiveApproval(&a, "pd.patch_id", "pd.org_id", now)+` = `+a.Add(ApprovalApproved)+`
 			AND NOT EXISTS (SELECT 1 FROM patch_job_devices jd JOIN patch_jobs j ON j.id = jd.job_id WHERE jd.device_id = pd.device_id
 				AND jd.status IN (`+a.Add(JobDeviceWaiting)+`, `+a.Add(JobDeviceQueued)+`) AND j.kind IN (`+a.Add(JobInstall)+`, `+
-			a.Add(JobRollback)+`))`, a.Values()...)
+			a.Add(JobRollback)+`))`, a.Values(), func(sc store.Scanner) (o open, err error) {
+			err = sc.Scan(&o.dev, &o.patch, &o.offered)
+			return o, err
+		})
 		if err != nil {
 			return fmt.Errorf("read the patches patch policy %s installs: %w", x.ID, err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var dev, patch string
-			var offered time.Time
-			if err := rows.Scan(&dev, &patch, &offered); err != nil {
-				return err
-			}
-			known := now.Sub(offered)
+		for _, o := range list {
+			known := now.Sub(o.offered)
 			deadline := x.DeadlineDays != nil && known >= time.Duration(*x.DeadlineDays)*day
-			if deadline || known >= time.Duration(x.DeferralDays+delays[dev])*day {
-				perDevice[dev] = append(perDevice[dev], patch)
+			if deadline || known >= time.Duration(x.DeferralDays+delays[o.dev])*day {
+				perDevice[o.dev] = append(perDevice[o.dev], o.patch)
 			}
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, err

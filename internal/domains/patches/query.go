@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -40,8 +39,9 @@ func scanPatch(row store.Scanner) (Patch, error) {
 }
 
 // withApprovals fills in the decision that applies to each patch: the organization's when
-// orgID is set and it has one, else the partner's.
-func withApprovals(ctx context.Context, q store.Querier, list []Patch, orgID string) error {
+// orgID is set and it has one, else the partner's; a deferral that has passed by now is
+// pending again.
+func withApprovals(ctx context.Context, q store.Querier, list []Patch, orgID string, now time.Time) error {
 	if len(list) == 0 {
 		return nil
 	}
@@ -50,31 +50,32 @@ func withApprovals(ctx context.Context, q store.Querier, list []Patch, orgID str
 	for i, p := range list {
 		ids[i], at[p.ID] = p.ID, i
 	}
+	type decision struct {
+		patchID, orgKey, status string
+		until                   sql.NullTime
+	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT patch_id, org_key, status, deferred_until FROM patch_approvals WHERE patch_id IN `+a.In(ids)+
-		` AND org_key IN ('', `+a.Add(orgID)+`)`, a.Values()...)
+	decisions, err := store.QueryAll(ctx, q, `SELECT patch_id, org_key, status, deferred_until FROM patch_approvals WHERE patch_id IN `+
+		a.In(ids)+` AND org_key IN ('', `+a.Add(orgID)+`)`, a.Values(), func(sc store.Scanner) (d decision, err error) {
+		err = sc.Scan(&d.patchID, &d.orgKey, &d.status, &d.until)
+		return d, err
+	})
 	if err != nil {
 		return fmt.Errorf("read patch approvals: %w", err)
 	}
-	defer rows.Close()
-	now := time.Now()
 	orgDecided := map[string]bool{}
-	for rows.Next() {
-		var id, key, status string
-		var until sql.NullTime
-		if err := rows.Scan(&id, &key, &status, &until); err != nil {
-			return err
-		}
-		if key == "" && orgDecided[id] {
+	for _, d := range decisions {
+		if d.orgKey == "" && orgDecided[d.patchID] {
 			continue
 		}
-		if status == ApprovalDeferred && until.Valid && !until.Time.After(now) {
+		status := d.status
+		if status == ApprovalDeferred && d.until.Valid && !d.until.Time.After(now) {
 			status = ApprovalPending
 		}
-		list[at[id]].PatchApproval = status
-		orgDecided[id] = orgDecided[id] || key != ""
+		list[at[d.patchID]].PatchApproval = status
+		orgDecided[d.patchID] = orgDecided[d.patchID] || d.orgKey != ""
 	}
-	return rows.Err()
+	return nil
 }
 
 // PatchFilter narrows a list of patches.
@@ -117,95 +118,88 @@ func (s *Service) ListPatches(ctx context.Context, f PatchFilter, page store.Pag
 		if f.OrgID != "" {
 			org = a.Add(f.OrgID)
 		}
-		conds = append(conds, effectiveApproval(&a, "p.id", org)+" = "+a.Add(f.Status))
+		conds = append(conds, effectiveApproval(&a, "p.id", org, s.clock.Now())+" = "+a.Add(f.Status))
 	}
 	list, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: patchColumns, From: " FROM patches p", Conds: conds, Args: &a,
 		SortKey: "p.id", SortID: "p.id", Desc: true}, page, scanPatch, func(p Patch) (string, string) { return p.ID, p.ID })
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return list, next, total, withApprovals(ctx, s.db, list, f.OrgID)
+	return list, next, total, withApprovals(ctx, s.db, list, f.OrgID, s.clock.Now())
 }
 
-func getPatch(ctx context.Context, q store.Querier, scope access.Scope, id, orgID string) (Patch, error) {
-	if !store.ValidID(id) {
-		return Patch{}, apperr.NotFound("patch")
-	}
+func (s *Service) getPatch(ctx context.Context, q store.Querier, scope access.Scope, id, orgID string) (Patch, error) {
 	var a store.Args
-	p, err := scanPatch(q.QueryRowContext(ctx, `SELECT `+patchColumns+` FROM patches p WHERE p.id = `+a.Add(id)+` AND `+
-		partnerRows(scope, &a, "p.partner_id"), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, apperr.NotFound("patch")
-	}
+	p, err := store.ByID(ctx, q, "patch", `SELECT `+patchColumns+` FROM patches p`, "p.id", id, &a,
+		[]string{partnerRows(scope, &a, "p.partner_id")}, scanPatch)
 	if err != nil {
 		return p, err
 	}
 	list := []Patch{p}
-	err = withApprovals(ctx, q, list, orgID)
+	err = withApprovals(ctx, q, list, orgID, s.clock.Now())
 	return list[0], err
 }
 
 // GetPatch returns a patch with the count of devices in scope by its state on them.
 func (s *Service) GetPatch(ctx context.Context, id string) (Patch, error) {
 	scope := access.ScopeFrom(ctx)
-	p, err := getPatch(ctx, s.db, scope, id, "")
+	p, err := s.getPatch(ctx, s.db, scope, id, "")
 	if err != nil {
 		return p, err
 	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT pd.status, COUNT(*) FROM patch_devices pd WHERE pd.patch_id = `+a.Add(id)+` AND `+
-		orgRows(scope, &a, "pd.org_id", "pd.partner_id")+` GROUP BY pd.status`, a.Values()...)
+	counts, err := store.QueryAll(ctx, s.db, `SELECT pd.status, COUNT(*) FROM patch_devices pd WHERE pd.patch_id = `+a.Add(id)+` AND `+
+		orgRows(scope, &a, "pd.org_id", "pd.partner_id")+` GROUP BY pd.status`, a.Values(), scanCount)
 	if err != nil {
 		return p, fmt.Errorf("count the devices of patch %s: %w", id, err)
 	}
-	defer rows.Close()
 	c := PatchStateCounts{}
-	for rows.Next() {
-		var status string
-		var n int
-		if err := rows.Scan(&status, &n); err != nil {
-			return p, err
-		}
-		switch status {
+	for _, n := range counts {
+		switch n.key {
 		case DeviceStatePending:
-			c.Pending = n
+			c.Pending = n.n
 		case DeviceStateInstalled:
-			c.Installed = n
+			c.Installed = n.n
 		case DeviceStateFailed:
-			c.Failed = n
+			c.Failed = n.n
 		case DeviceStateSkipped:
-			c.Skipped = n
+			c.Skipped = n.n
 		case DeviceStateMissing:
-			c.Missing = n
+			c.Missing = n.n
 		}
 	}
 	p.DeviceCounts = &c
-	return p, rows.Err()
+	return p, nil
+}
+
+// keyCount is a row of a count grouped by one text column.
+type keyCount struct {
+	key string
+	n   int
+}
+
+func scanCount(sc store.Scanner) (c keyCount, err error) {
+	err = sc.Scan(&c.key, &c.n)
+	return c, err
 }
 
 // SourcesWithCounts counts the partner's patches by source; every source is listed.
 func (s *Service) SourcesWithCounts(ctx context.Context) ([]PatchSourceCount, error) {
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT p.source, COUNT(*) FROM patches p WHERE `+partnerRows(access.ScopeFrom(ctx), &a, "p.partner_id")+
-		` GROUP BY p.source`, a.Values()...)
+	list, err := store.QueryAll(ctx, s.db, `SELECT p.source, COUNT(*) FROM patches p WHERE `+
+		partnerRows(access.ScopeFrom(ctx), &a, "p.partner_id")+` GROUP BY p.source`, a.Values(), scanCount)
 	if err != nil {
 		return nil, fmt.Errorf("count patches by source: %w", err)
 	}
-	defer rows.Close()
 	counts := map[string]int{}
-	for rows.Next() {
-		var src string
-		var n int
-		if err := rows.Scan(&src, &n); err != nil {
-			return nil, err
-		}
-		counts[src] = n
+	for _, c := range list {
+		counts[c.key] = c.n
 	}
 	out := make([]PatchSourceCount, len(Sources))
 	for i, src := range Sources {
 		out[i] = PatchSourceCount{Source: src, Count: counts[src]}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 var errConflict = func(have string) error {
@@ -218,7 +212,7 @@ var errConflict = func(have string) error {
 // decision: the conditional upsert lets one of them write it.
 func (s *Service) decide(ctx context.Context, tx *sql.Tx, patchID, status, note, orgID string, until *time.Time) (PatchApproval, error) {
 	scope := access.ScopeFrom(ctx)
-	p, err := getPatch(ctx, tx, scope, patchID, "")
+	p, err := s.getPatch(ctx, tx, scope, patchID, "")
 	if err != nil {
 		return PatchApproval{}, err
 	}
@@ -230,7 +224,7 @@ func (s *Service) decide(ctx context.Context, tx *sql.Tx, patchID, status, note,
 		return PatchApproval{}, apperr.NotFound("patch")
 	}
 	by, email := actor(ctx)
-	now := store.Now()
+	now := s.clock.Now()
 	var untilArg any
 	if until != nil {
 		untilArg = until.UTC()
@@ -247,11 +241,11 @@ func (s *Service) decide(ctx context.Context, tx *sql.Tx, patchID, status, note,
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return PatchApproval{}, err
+		return PatchApproval{}, fmt.Errorf("record a decision on patch %s: %w", p.ID, err)
 	}
 	ap, err := approvalOf(ctx, tx, p.ID, pl.OrgID)
 	if err != nil {
-		return ap, err
+		return ap, fmt.Errorf("read the decision on patch %s: %w", p.ID, err)
 	}
 	if n == 0 {
 		if ap.Status == status && status != ApprovalDeferred {
@@ -283,7 +277,7 @@ func approvalOf(ctx context.Context, q store.Querier, patchID, orgKey string) (P
 
 // Decide approves, declines or defers a patch in a transaction of its own.
 func (s *Service) Decide(ctx context.Context, patchID, status, note, orgID string, until *time.Time) (PatchApproval, error) {
-	if status == ApprovalDeferred && (until == nil || !until.After(time.Now())) {
+	if status == ApprovalDeferred && (until == nil || !until.After(s.clock.Now())) {
 		return PatchApproval{}, apperr.Invalid("until", "until must be a future date-time")
 	}
 	var ap PatchApproval

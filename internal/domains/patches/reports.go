@@ -59,7 +59,7 @@ func (s *Service) QueueReport(ctx context.Context, in PatchReportRequest) (Patch
 			return err
 		}
 		by, email := actor(ctx)
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO patch_reports (id, partner_id, org_id, format, status, created_by, created_by_email,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, id, pl.PartnerID, store.NullIfEmpty(pl.OrgID), in.Format,
 			ReportQueued, by, email, now); err != nil {
@@ -79,16 +79,9 @@ func reportFilter(scope access.Scope, a *store.Args) string {
 }
 
 func getReport(ctx context.Context, q store.Querier, scope access.Scope, id string) (PatchReport, error) {
-	if !store.ValidID(id) {
-		return PatchReport{}, apperr.NotFound("report")
-	}
 	var a store.Args
-	r, err := scanReport(q.QueryRowContext(ctx, `SELECT `+reportColumns+` FROM patch_reports r WHERE r.id = `+a.Add(id)+` AND `+
-		reportFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("report")
-	}
-	return r, err
+	return store.ByID(ctx, q, "report", `SELECT `+reportColumns+` FROM patch_reports r`, "r.id", id, &a,
+		[]string{reportFilter(scope, &a)}, scanReport)
 }
 
 // GetReport returns a report in scope.
@@ -144,7 +137,7 @@ func (s *Service) buildReports(ctx context.Context) error {
 // and builds it. The conditional claim lets one node alone take a report. It reports whether
 // there was one.
 func (s *Service) BuildNextReport(ctx context.Context) (bool, error) {
-	now := store.Now()
+	now := s.clock.Now()
 	stale := now.Add(-reportStale)
 	var id, partnerID, format string
 	var orgID sql.NullString
@@ -168,13 +161,16 @@ func (s *Service) BuildNextReport(ctx context.Context) (bool, error) {
 		status, errMsg, sizeArg = ReportFailed, err.Error(), nil
 		s.logger.ErrorContext(ctx, "patch report failed", "reportId", id, "error", err)
 	}
-	done := store.Now()
+	done := s.clock.Now()
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE patch_reports SET status = $1, error = $2, size_bytes = $3, blob_key = $4, updated_at = $5,
 			completed_at = $5 WHERE id = $6 AND status = $7`, status, errMsg, sizeArg, key, done, id, ReportRunning)
 		return err
 	})
-	return true, err
+	if err != nil {
+		return true, fmt.Errorf("record the end of patch report %s: %w", id, err)
+	}
+	return true, nil
 }
 
 // reportRow is one device of a report.
@@ -199,7 +195,7 @@ func (s *Service) buildReport(ctx context.Context, id, partnerID, orgID, format,
 	header := []string{"organization", "site", "hostname", "pending", "critical pending", "installed", "failed", "compliance %", "last scan"}
 	if format == FormatPDF {
 		pw := newPDFWriter(f)
-		pw.Line("Patch compliance report, " + store.Now().Format(time.RFC3339))
+		pw.Line("Patch compliance report, " + s.clock.Now().Format(time.RFC3339))
 		pw.Line("")
 		line := func(cols []string) string {
 			return fmt.Sprintf("%-24.24s %-16.16s %-32.32s %8s %8s %9s %6s %12s %-20s", cols[0], cols[1], cols[2], cols[3], cols[4], cols[5],
@@ -253,6 +249,10 @@ func reportCells(r reportRow, org, site string) []string {
 // organization's and site's names, recording the progress as it goes.
 func (s *Service) reportRows(ctx context.Context, id, partnerID, orgID string, fn func(r reportRow, org, site string) error) error {
 	type place struct{ org, site string }
+	type device struct {
+		id string
+		reportRow
+	}
 	names := map[place]place{}
 	after, written := "", 0
 	for {
@@ -264,34 +264,26 @@ func (s *Service) reportRows(ctx context.Context, id, partnerID, orgID string, f
 		if after != "" {
 			conds = append(conds, "d.id > "+a.Add(after))
 		}
-		rows, err := s.db.QueryContext(ctx, devices.SelectLive(`d.id, d.org_id, d.site_id, d.hostname, s.device_id IS NOT NULL,
+		page, err := store.QueryAll(ctx, s.db, devices.SelectLive(`d.id, d.org_id, d.site_id, d.hostname, s.device_id IS NOT NULL,
 			COALESCE(s.pending, 0), COALESCE(s.critical_pending, 0), COALESCE(s.installed, 0), COALESCE(s.failed, 0), s.last_scan_at`,
-			summariesJoin, conds...)+` ORDER BY d.id LIMIT 5000`, a.Values()...)
+			summariesJoin, conds...)+` ORDER BY d.id LIMIT 5000`, a.Values(), func(sc store.Scanner) (d device, err error) {
+			err = sc.Scan(&d.id, &d.orgID, &d.siteID, &d.hostname, &d.scanned, &d.pending, &d.critical, &d.installed, &d.failed,
+				&d.lastScan)
+			return d, err
+		})
 		if err != nil {
 			return fmt.Errorf("read the devices of report %s: %w", id, err)
 		}
-		var page []reportRow
-		for rows.Next() {
-			var r reportRow
-			var devID string
-			if err := rows.Scan(&devID, &r.orgID, &r.siteID, &r.hostname, &r.scanned, &r.pending, &r.critical, &r.installed, &r.failed,
-				&r.lastScan); err != nil {
-				rows.Close()
-				return err
-			}
-			after = devID
-			page = append(page, r)
+		if len(page) > 0 {
+			after = page[len(page)-1].id
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		for _, r := range page {
+		for _, d := range page {
+			r := d.reportRow
 			k := place{r.orgID, r.siteID}
 			n, ok := names[k]
 			if !ok {
 				if n.org, n.site, err = tenancy.Names(ctx, s.db, r.orgID, r.siteID); err != nil {
-					return err
+					return fmt.Errorf("read the names of organization %s and site %s: %w", r.orgID, r.siteID, err)
 				}
 				names[k] = n
 			}
@@ -302,10 +294,10 @@ func (s *Service) reportRows(ctx context.Context, id, partnerID, orgID string, f
 		written += len(page)
 		if len(page) > 0 && (written%progressEvery == 0 || len(page) < 5000) {
 			if err := s.db.Write(ctx, func(tx *sql.Tx) error {
-				_, err := tx.ExecContext(ctx, `UPDATE patch_reports SET progress = $1, updated_at = $2 WHERE id = $3`, written, store.Now(), id)
+				_, err := tx.ExecContext(ctx, `UPDATE patch_reports SET progress = $1, updated_at = $2 WHERE id = $3`, written, s.clock.Now(), id)
 				return err
 			}); err != nil {
-				return err
+				return fmt.Errorf("record the progress of report %s: %w", id, err)
 			}
 		}
 		if len(page) < 5000 {

@@ -129,7 +129,7 @@ func (s *Service) scanThirdParty(ctx context.Context, ids []string) (PatchJobSta
 		if err != nil {
 			return err
 		}
-		job, err := insertJob(ctx, tx, JobScan, partnerID, orgID, "", "")
+		job, err := s.insertJob(ctx, tx, JobScan, partnerID, orgID, "", "")
 		if err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func (s *Service) scanThirdParty(ctx context.Context, ids []string) (PatchJobSta
 		for _, n := range installs {
 			byDevice[n.DeviceID] = append(byDevice[n.DeviceID], n)
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		rows := make([]jobDeviceRow, 0, len(live))
 		for _, id := range live {
 			if err := s.ingestThirdParty(ctx, tx, id, owners[id], offered[id], ix, byDevice[id], now); err != nil {
@@ -246,24 +246,15 @@ func (s *Service) ingestThirdParty(ctx context.Context, tx *sql.Tx, deviceID str
 		}
 	}
 	type openRow struct{ patchID, ext, entryID, version string }
-	rows, err := tx.QueryContext(ctx, `SELECT pd.patch_id, p.external_id, p.package_id, p.version FROM patch_devices pd
+	open, err := store.QueryAll(ctx, tx, `SELECT pd.patch_id, p.external_id, p.package_id, p.version FROM patch_devices pd
 		JOIN patches p ON p.id = pd.patch_id WHERE pd.device_id = $1 AND pd.source = $2 AND pd.status IN ($3, $4, $5)`,
-		deviceID, SourceThirdParty, DeviceStatePending, DeviceStateFailed, DeviceStateSkipped)
+		[]any{deviceID, SourceThirdParty, DeviceStatePending, DeviceStateFailed, DeviceStateSkipped},
+		func(sc store.Scanner) (r openRow, err error) {
+			err = sc.Scan(&r.patchID, &r.ext, &r.entryID, &r.version)
+			return r, err
+		})
 	if err != nil {
 		return fmt.Errorf("read the open third-party patches of device %s: %w", deviceID, err)
-	}
-	var open []openRow
-	for rows.Next() {
-		var r openRow
-		if err := rows.Scan(&r.patchID, &r.ext, &r.entryID, &r.version); err != nil {
-			rows.Close()
-			return err
-		}
-		open = append(open, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for _, r := range open {
 		if keep[r.ext] {

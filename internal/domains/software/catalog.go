@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -18,6 +17,7 @@ import (
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/blob"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
@@ -26,6 +26,7 @@ import (
 type Service struct {
 	db      *store.DB
 	logger  *slog.Logger
+	clock   clock.Clock
 	devices *devices.Service
 	blobs   blob.Store
 	// hold says which devices a maintenance window keeps from installs now; nil: none.
@@ -37,8 +38,10 @@ type Service struct {
 
 // Deps is what the software service is built from.
 type Deps struct {
-	DB      *store.DB
-	Logger  *slog.Logger
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time rows are stamped with; nil: the system clock.
+	Clock   clock.Clock
 	Devices *devices.Service
 	Blobs   blob.Store
 	// Maintenance tells which of a deployment's devices must wait (a window suppressing
@@ -50,7 +53,7 @@ type Deps struct {
 
 // New returns the software service.
 func New(d Deps) *Service {
-	s := &Service{db: d.DB, logger: d.Logger, devices: d.Devices, blobs: d.Blobs}
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, blobs: d.Blobs}
 	if m := d.Maintenance; m != nil {
 		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 			return m.Held(ctx, tx, maintenance.Patches, ids)
@@ -134,20 +137,15 @@ func withLatest(ctx context.Context, q store.Querier, items []SoftwareCatalogIte
 		ids[i], at[it.ID] = it.ID, i
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id IN `+a.In(ids)+
-		` ORDER BY v.created_at, v.id`, a.Values()...)
+	versions, err := store.QueryAll(ctx, q, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id IN `+a.In(ids)+
+		` ORDER BY v.created_at, v.id`, a.Values(), scanVersion)
 	if err != nil {
 		return fmt.Errorf("read latest versions: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return err
-		}
-		items[at[v.CatalogID]].LatestVersion = &v
+	for i := range versions {
+		items[at[versions[i].CatalogID]].LatestVersion = &versions[i]
 	}
-	return rows.Err()
+	return nil
 }
 
 // CatalogFilter narrows a list of catalog items.
@@ -196,19 +194,9 @@ func (s *Service) GetItem(ctx context.Context, id string) (SoftwareCatalogItem, 
 }
 
 func getItem(ctx context.Context, q store.Querier, scope access.Scope, id string) (SoftwareCatalogItem, error) {
-	if !store.ValidID(id) {
-		return SoftwareCatalogItem{}, apperr.NotFound("catalog item")
-	}
 	var a store.Args
-	conds := []string{"s.id = " + a.Add(id), catalogFilter(scope, &a)}
-	it, err := scanItem(q.QueryRowContext(ctx, `SELECT `+catalogColumns+` FROM software_catalog s WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return it, apperr.NotFound("catalog item")
-	}
-	if err != nil {
-		return it, fmt.Errorf("load catalog item %s: %w", id, err)
-	}
-	return it, nil
+	return store.ByID(ctx, q, "catalog item", `SELECT `+catalogColumns+` FROM software_catalog s`, "s.id", id, &a,
+		[]string{catalogFilter(scope, &a)}, scanItem)
 }
 
 // manageable loads a catalog item in scope that the caller may change: a partner-wide one
@@ -266,7 +254,7 @@ func (s *Service) CreateItem(ctx context.Context, in SoftwareCatalogInput) (Soft
 		if err != nil {
 			return err
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO software_catalog (id, partner_id, org_id, name, package_name, vendor, description, category,
 			supported_os, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
 			id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.PackageName, strings.TrimSpace(in.Vendor), strings.TrimSpace(in.Description),
@@ -328,7 +316,7 @@ func (s *Service) UpdateItem(ctx context.Context, id string, in SoftwareCatalogP
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE software_catalog SET name = $1, package_name = $2, vendor = $3, description = $4, category = $5,
 			supported_os = $6, updated_at = $7 WHERE id = $8`, after.Name, after.PackageName, after.Vendor, after.Description, after.Category,
-			store.EncodeJSON(after.SupportedOS), store.Now(), id)
+			store.EncodeJSON(after.SupportedOS), s.clock.Now(), id)
 		if store.IsUniqueViolation(err) {
 			return nameTaken(after.Name)
 		}
@@ -366,23 +354,12 @@ func (s *Service) DeleteItem(ctx context.Context, id string) error {
 		if open > 0 {
 			return apperr.ConflictCode("SOFTWARE_DEPLOYING", fmt.Sprintf("%d deployments of this item have not ended; cancel them or wait", open))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE software_catalog SET deleted_at = $1 WHERE id = $2`, store.Now(), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE software_catalog SET deleted_at = $1 WHERE id = $2`, s.clock.Now(), id); err != nil {
 			return fmt.Errorf("delete catalog item %s: %w", id, err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT blob_key FROM software_versions WHERE catalog_id = $1 AND blob_key IS NOT NULL`, id)
+		keys, err = store.QueryStrings(ctx, tx, `SELECT blob_key FROM software_versions WHERE catalog_id = $1 AND blob_key IS NOT NULL`, id)
 		if err != nil {
 			return fmt.Errorf("list uploaded files of %s: %w", id, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				return err
-			}
-			keys = append(keys, k)
-		}
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.delete", ResourceType: "software_catalog", ResourceID: id,
 			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: store.Deref(it.OrgID)})
@@ -404,21 +381,12 @@ func (s *Service) Versions(ctx context.Context, id string) ([]SoftwareVersion, e
 	if _, err := getItem(ctx, s.db, access.ScopeFrom(ctx), id); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id = $1
-		ORDER BY v.created_at DESC, v.id DESC`, id)
+	out, err := store.QueryAll(ctx, s.db, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id = $1
+		ORDER BY v.created_at DESC, v.id DESC`, []any{id}, scanVersion)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of %s: %w", id, err)
 	}
-	defer rows.Close()
-	out := []SoftwareVersion{}
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // versionSpec is a checked version, of either origin.
@@ -481,7 +449,7 @@ func (s *Service) AddVersion(ctx context.Context, itemID string, in SoftwareVers
 		if err != nil {
 			return err
 		}
-		out, err = insertVersion(ctx, tx, it, store.NewID(), spec, u.String(), "", sum, size)
+		out, err = s.insertVersion(ctx, tx, it, store.NewID(), spec, u.String(), "", sum, size)
 		return err
 	})
 	return out, err
@@ -504,19 +472,21 @@ func versionTaken(v string) error {
 }
 
 // insertVersion records a version of an item and audits it.
-func insertVersion(ctx context.Context, tx *sql.Tx, it SoftwareCatalogItem, id string, spec versionSpec, link, blobKey, sum string, size *int64) (SoftwareVersion, error) {
+func (s *Service) insertVersion(ctx context.Context, tx *sql.Tx, it SoftwareCatalogItem, id string, spec versionSpec, link, blobKey, sum string,
+	size *int64) (SoftwareVersion, error) {
+	now := s.clock.Now()
 	_, err := tx.ExecContext(ctx, `INSERT INTO software_versions (id, catalog_id, partner_id, org_id, version, download_url, blob_key,
 		sha256, size_bytes, file_type, silent_args, supported_os, release_notes, created_by, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
 		id, it.ID, it.PartnerID, it.OrgID, spec.Version, store.NullIfEmpty(link), store.NullIfEmpty(blobKey), sum, size, spec.FileType,
-		spec.SilentArgs, store.EncodeJSON(spec.SupportedOS), spec.Notes, access.ActorName(ctx), store.Now())
+		spec.SilentArgs, store.EncodeJSON(spec.SupportedOS), spec.Notes, access.ActorName(ctx), now)
 	if store.IsUniqueViolation(err) {
 		return SoftwareVersion{}, versionTaken(spec.Version)
 	}
 	if err != nil {
 		return SoftwareVersion{}, fmt.Errorf("insert version: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE software_catalog SET updated_at = $1 WHERE id = $2`, store.Now(), it.ID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE software_catalog SET updated_at = $1 WHERE id = $2`, now, it.ID); err != nil {
 		return SoftwareVersion{}, fmt.Errorf("touch catalog item %s: %w", it.ID, err)
 	}
 	v, err := scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.id = $1`, id))
@@ -537,26 +507,27 @@ type versionRow struct {
 
 // getVersion loads a version of a live catalog item in scope.
 func getVersion(ctx context.Context, q store.Querier, scope access.Scope, id string) (versionRow, error) {
-	if !store.ValidID(id) {
-		return versionRow{}, apperr.NotFound("version")
+	type ref struct {
+		itemID  string
+		blobKey sql.NullString
 	}
 	var r versionRow
-	var itemID string
-	var key sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT catalog_id, blob_key FROM software_versions WHERE id = $1`, id).Scan(&itemID, &key)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("version")
-	}
+	var a store.Args
+	found, err := store.ByID(ctx, q, "version", `SELECT catalog_id, blob_key FROM software_versions`, "id", id, &a, nil,
+		func(sc store.Scanner) (f ref, err error) {
+			err = sc.Scan(&f.itemID, &f.blobKey)
+			return f, err
+		})
 	if err != nil {
-		return r, fmt.Errorf("load version %s: %w", id, err)
+		return r, err
 	}
-	if r.Item, err = getItem(ctx, q, scope, itemID); err != nil {
+	if r.Item, err = getItem(ctx, q, scope, found.itemID); err != nil {
 		if apperr.IsCode(err, apperr.CodeNotFound) {
 			return r, apperr.NotFound("version")
 		}
 		return r, err
 	}
-	r.BlobKey = key.String
+	r.BlobKey = found.blobKey.String
 	r.SoftwareVersion, err = scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM software_versions v WHERE v.id = $1`, id))
 	if err != nil {
 		return r, fmt.Errorf("load version %s: %w", id, err)

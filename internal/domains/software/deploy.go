@@ -50,7 +50,7 @@ func (d Deployer) Validate(ctx context.Context, raw json.RawMessage) (json.RawMe
 func (d Deployer) Deploy(ctx context.Context, tx *sql.Tx, raw json.RawMessage, deviceIDs []string) (rollouts.DeployResult, error) {
 	var p DeployPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return rollouts.DeployResult{}, err
+		return rollouts.DeployResult{}, fmt.Errorf("read the software payload of a rollout: %w", err)
 	}
 	s := d.Software
 	v, err := getVersion(ctx, tx, access.ScopeFrom(ctx), p.VersionID)

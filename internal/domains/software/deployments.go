@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
@@ -80,23 +81,25 @@ func withCounts(ctx context.Context, q store.Querier, list []SoftwareDeployment)
 		ids[i], at[x.ID] = x.ID, i
 		list[i].Counts = map[string]int{}
 	}
+	type count struct {
+		id, stored string
+		command    sql.NullString
+		n          int
+	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT r.deployment_id, r.status, c.status, COUNT(*) FROM software_deployment_devices r`+resultJoin()+
-		` WHERE r.deployment_id IN `+a.In(ids)+` GROUP BY r.deployment_id, r.status, c.status`, a.Values()...)
+	counts, err := store.QueryAll(ctx, q, `SELECT r.deployment_id, r.status, c.status, COUNT(*) FROM software_deployment_devices r`+
+		resultJoin()+` WHERE r.deployment_id IN `+a.In(ids)+` GROUP BY r.deployment_id, r.status, c.status`, a.Values(),
+		func(sc store.Scanner) (c count, err error) {
+			err = sc.Scan(&c.id, &c.stored, &c.command, &c.n)
+			return c, err
+		})
 	if err != nil {
 		return fmt.Errorf("count deployment devices: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, stored string
-		var command sql.NullString
-		var n int
-		if err := rows.Scan(&id, &stored, &command, &n); err != nil {
-			return err
-		}
-		list[at[id]].Counts[effectiveStatus(stored, command)] += n
+	for _, c := range counts {
+		list[at[c.id]].Counts[effectiveStatus(c.stored, c.command)] += c.n
 	}
-	return rows.Err()
+	return nil
 }
 
 // DeploymentFilter narrows a list of deployments.
@@ -139,19 +142,9 @@ func (s *Service) GetDeployment(ctx context.Context, id string) (SoftwareDeploym
 }
 
 func getDeployment(ctx context.Context, q store.Querier, scope access.Scope, id string) (SoftwareDeployment, error) {
-	if !store.ValidID(id) {
-		return SoftwareDeployment{}, apperr.NotFound("deployment")
-	}
 	var a store.Args
-	x, err := scanDeployment(q.QueryRowContext(ctx, `SELECT `+deploymentColumns+deploymentFrom+` WHERE d.id = `+a.Add(id)+` AND `+
-		deploymentFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("deployment")
-	}
-	if err != nil {
-		return x, fmt.Errorf("load deployment %s: %w", id, err)
-	}
-	return x, nil
+	return store.ByID(ctx, q, "deployment", `SELECT `+deploymentColumns+deploymentFrom, "d.id", id, &a,
+		[]string{deploymentFilter(scope, &a)}, scanDeployment)
 }
 
 const resultColumns = `r.id, r.deployment_id, r.device_id, r.status, r.command_id, r.reason, r.installed_version, r.previous_version,
@@ -330,7 +323,7 @@ type skippedDevice struct{ deviceID, reason string }
 // dispatch once tx commits), and the deployment's status is rolled up.
 func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement, v versionRow, devs []devices.Device,
 	n newDeployment) (string, []devices.DeviceCommand, []skippedDevice, error) {
-	id, now := store.NewID(), store.Now()
+	id, now := store.NewID(), s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO software_deployments (id, partner_id, org_id, name, catalog_id, version_id, targets,
 		schedule_mode, window_id, status, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
 		id, at.PartnerID, at.OrgID, n.name, v.Item.ID, v.ID, store.EncodeJSON(n.targets), n.schedule.Mode, store.NullIfEmpty(n.schedule.WindowID),
@@ -348,7 +341,7 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 			reason = "the version installs on " + strings.Join(v.SupportedOS, ", ") + ", not on " + d.OSType
 		}
 		if reason != "" {
-			if err := insertResult(ctx, tx, id, at, d.ID, v.ID, DeviceSkipped, "", reason); err != nil {
+			if err := insertResult(ctx, tx, id, at, d.ID, v.ID, DeviceSkipped, "", reason, now); err != nil {
 				return "", nil, nil, err
 			}
 			skipped = append(skipped, skippedDevice{d.ID, reason})
@@ -366,7 +359,7 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 	var send []string
 	for _, devID := range fits {
 		if !n.open || held[devID] {
-			if err := insertResult(ctx, tx, id, at, devID, v.ID, DeviceWaiting, "", ""); err != nil {
+			if err := insertResult(ctx, tx, id, at, devID, v.ID, DeviceWaiting, "", "", now); err != nil {
 				return "", nil, nil, err
 			}
 			continue
@@ -386,7 +379,7 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 			skipped = append(skipped, skippedDevice{devID, "the device could not be given the command"})
 		}
 	}
-	if err := rollup(ctx, tx, id); err != nil {
+	if err := rollup(ctx, tx, id, now); err != nil {
 		return "", nil, nil, err
 	}
 	err = audit.Record(ctx, tx, audit.Entry{Action: "software.deployment.create", ResourceType: "software_deployment", ResourceID: id,
@@ -395,10 +388,9 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, at tenancy.Placement
 	return id, cmds, skipped, err
 }
 
-// insertResult adds a device row of a deployment.
+// insertResult adds a device row of a deployment, made now.
 func insertResult(ctx context.Context, tx *sql.Tx, deploymentID string, at tenancy.Placement, deviceID, versionID, status, commandID,
-	reason string) error {
-	now := store.Now()
+	reason string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO software_deployment_devices (id, deployment_id, partner_id, org_id, device_id, version_id,
 		status, command_id, reason, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`,
 		store.NewID(), deploymentID, at.PartnerID, at.OrgID, deviceID, versionID, status, store.NullIfEmpty(commandID),
@@ -416,6 +408,7 @@ func insertResult(ctx context.Context, tx *sql.Tx, deploymentID string, at tenan
 func (s *Service) send(ctx context.Context, tx *sql.Tx, deploymentID string, at tenancy.Placement, v versionRow, deviceIDs []string,
 	claimed bool) ([]devices.DeviceCommand, error) {
 	var cmds []devices.DeviceCommand
+	now := s.clock.Now()
 	for _, devID := range deviceIDs {
 		res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{devID}, Audited: true,
 			CommandInput: devices.CommandInput{Type: agentproto.CommandSoftwareInstall, Payload: installPayload(v, devID)}})
@@ -433,13 +426,13 @@ func (s *Service) send(ctx context.Context, tx *sql.Tx, deploymentID string, at 
 			status, reason = DeviceSkipped, res.Failed[0].Reason
 		}
 		if !claimed {
-			if err := insertResult(ctx, tx, deploymentID, at, devID, v.ID, status, commandID, reason); err != nil {
+			if err := insertResult(ctx, tx, deploymentID, at, devID, v.ID, status, commandID, reason, now); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE software_deployment_devices SET status = $1, command_id = $2, reason = $3, updated_at = $4
-			WHERE deployment_id = $5 AND device_id = $6`, status, store.NullIfEmpty(commandID), store.NullIfEmpty(reason), store.Now(),
+			WHERE deployment_id = $5 AND device_id = $6`, status, store.NullIfEmpty(commandID), store.NullIfEmpty(reason), now,
 			deploymentID, devID); err != nil {
 			return nil, fmt.Errorf("record the command of a released device: %w", err)
 		}
@@ -451,9 +444,8 @@ func (s *Service) send(ctx context.Context, tx *sql.Tx, deploymentID string, at 
 // running once one did, and once no device is waiting or queued, completed (no failure),
 // failed (failures and no install) or partial. The final status is recorded once, with its
 // event. It first takes the deployment's row, so that results recorded at the same time
-// count each other's devices: the last one sees them all.
-func rollup(ctx context.Context, tx *sql.Tx, id string) error {
-	now := store.Now()
+// count each other's devices: the last one sees them all. now stamps the change.
+func rollup(ctx context.Context, tx *sql.Tx, id string, now time.Time) error {
 	var current string
 	err := tx.QueryRowContext(ctx, `UPDATE software_deployments SET updated_at = $1 WHERE id = $2 AND status IN ($3, $4) RETURNING status`,
 		now, id, DeploymentPending, DeploymentRunning).Scan(&current)
@@ -508,21 +500,23 @@ func rollup(ctx context.Context, tx *sql.Tx, id string) error {
 
 // storedCounts counts a deployment's devices per stored status.
 func storedCounts(ctx context.Context, tx *sql.Tx, id string) (map[string]int, error) {
-	counts := map[string]int{}
-	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*) FROM software_deployment_devices WHERE deployment_id = $1 GROUP BY status`, id)
+	type count struct {
+		status string
+		n      int
+	}
+	list, err := store.QueryAll(ctx, tx, `SELECT status, COUNT(*) FROM software_deployment_devices WHERE deployment_id = $1 GROUP BY status`,
+		[]any{id}, func(sc store.Scanner) (c count, err error) {
+			err = sc.Scan(&c.status, &c.n)
+			return c, err
+		})
 	if err != nil {
-		return nil, fmt.Errorf("count deployment devices: %w", err)
+		return nil, fmt.Errorf("count the devices of deployment %s: %w", id, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, err
-		}
-		counts[st] = n
+	counts := make(map[string]int, len(list))
+	for _, c := range list {
+		counts[c.status] = c.n
 	}
-	return counts, rows.Err()
+	return counts, nil
 }
 
 // recordCompleted records the software.deployment_completed event of a deployment that
@@ -533,10 +527,12 @@ func recordCompleted(ctx context.Context, tx *sql.Tx, id, status string, counts 
 		Scan(&partnerID, &orgID, &name, &versionID); err != nil {
 		return fmt.Errorf("load deployment %s: %w", id, err)
 	}
-	_, err := events.Record(ctx, tx, events.Event{Type: EventDeploymentCompleted, PartnerID: partnerID, OrgID: orgID,
+	if _, err := events.Record(ctx, tx, events.Event{Type: EventDeploymentCompleted, PartnerID: partnerID, OrgID: orgID,
 		ResourceType: "software_deployment", ResourceID: id}, map[string]any{"deploymentId": id, "name": name, "versionId": versionID,
-		"status": status, "counts": counts})
-	return err
+		"status": status, "counts": counts}); err != nil {
+		return fmt.Errorf("record the completion of deployment %s: %w", id, err)
+	}
+	return nil
 }
 
 // CancelDeployment cancels a pending or running deployment (409 DEPLOYMENT_ENDED otherwise;
@@ -552,7 +548,7 @@ func (s *Service) CancelDeployment(ctx context.Context, id string) (SoftwareDepl
 	type queued struct{ rowID, deviceID, commandID string }
 	var pending []queued
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE software_deployments SET status = $1, completed_at = $2, updated_at = $2
 			WHERE id = $3 AND status IN ($4, $5)`, DeploymentCancelled, now, id, DeploymentPending, DeploymentRunning)
 		if err != nil {
@@ -560,7 +556,7 @@ func (s *Service) CancelDeployment(ctx context.Context, id string) (SoftwareDepl
 		}
 		if n, err := res.RowsAffected(); err != nil || n != 1 {
 			if err != nil {
-				return err
+				return fmt.Errorf("cancel deployment %s: %w", id, err)
 			}
 			return apperr.ConflictCode("DEPLOYMENT_ENDED", "the deployment already ended")
 		}
@@ -568,23 +564,14 @@ func (s *Service) CancelDeployment(ctx context.Context, id string) (SoftwareDepl
 			WHERE deployment_id = $4 AND status = $5`, DeviceCancelled, "the deployment was cancelled", now, id, DeviceWaiting); err != nil {
 			return fmt.Errorf("cancel waiting devices: %w", err)
 		}
-		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.device_id, r.command_id FROM software_deployment_devices r`+
+		pending, err = store.QueryAll(ctx, tx, `SELECT r.id, r.device_id, r.command_id FROM software_deployment_devices r`+
 			devices.CommandJoin("r.command_id")+` WHERE r.deployment_id = $1 AND r.status = $2 AND c.status = $3`,
-			id, DeviceQueued, devices.CommandQueued)
+			[]any{id, DeviceQueued, devices.CommandQueued}, func(sc store.Scanner) (q queued, err error) {
+				err = sc.Scan(&q.rowID, &q.deviceID, &q.commandID)
+				return q, err
+			})
 		if err != nil {
 			return fmt.Errorf("list queued devices: %w", err)
-		}
-		for rows.Next() {
-			var q queued
-			if err := rows.Scan(&q.rowID, &q.deviceID, &q.commandID); err != nil {
-				rows.Close()
-				return err
-			}
-			pending = append(pending, q)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		counts, err := storedCounts(ctx, tx, id)
 		if err != nil {
@@ -610,7 +597,7 @@ func (s *Service) CancelDeployment(ctx context.Context, id string) (SoftwareDepl
 			return SoftwareDeployment{}, fmt.Errorf("cancel the command of device %s: %w", q.deviceID, err)
 		}
 		if _, err := s.db.ExecContext(ctx, `UPDATE software_deployment_devices SET status = $1, reason = $2, updated_at = $3
-			WHERE id = $4 AND status = $5`, DeviceCancelled, "the deployment was cancelled", store.Now(), q.rowID, DeviceQueued); err != nil {
+			WHERE id = $4 AND status = $5`, DeviceCancelled, "the deployment was cancelled", s.clock.Now(), q.rowID, DeviceQueued); err != nil {
 			return SoftwareDeployment{}, fmt.Errorf("record a cancelled device: %w", err)
 		}
 	}
@@ -621,7 +608,7 @@ func (s *Service) CancelDeployment(ctx context.Context, id string) (SoftwareDepl
 // device's row becomes installed (with the version the agent reports) or failed (with the
 // agent's error), and the deployment's status follows. Results of commands no deployment
 // carries change nothing.
-func onInstallResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error {
+func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error {
 	var rowID, deploymentID string
 	err := tx.QueryRowContext(ctx, `SELECT id, deployment_id FROM software_deployment_devices WHERE command_id = $1 AND device_id = $2
 		AND status = $3`, r.CommandID, deviceID, DeviceQueued).Scan(&rowID, &deploymentID)
@@ -629,7 +616,7 @@ func onInstallResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentpr
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("read the deployment of command %s: %w", r.CommandID, err)
 	}
 	status, reason := DeviceFailed, strings.TrimSpace(r.Error)
 	var installed, previous any
@@ -649,11 +636,12 @@ func onInstallResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentpr
 	if status != DeviceInstalled && reason == "" {
 		reason = "the agent reported " + r.Status
 	}
+	now := s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE software_deployment_devices SET status = $1, reason = $2, installed_version = $3,
-		previous_version = $4, updated_at = $5 WHERE id = $6`, status, store.NullIfEmpty(reason), installed, previous, store.Now(), rowID); err != nil {
+		previous_version = $4, updated_at = $5 WHERE id = $6`, status, store.NullIfEmpty(reason), installed, previous, now, rowID); err != nil {
 		return fmt.Errorf("record the outcome of deployment device %s: %w", rowID, err)
 	}
-	return rollup(ctx, tx, deploymentID)
+	return rollup(ctx, tx, deploymentID, now)
 }
 
 // Reconcile stores the end of devices whose command ended without a result of the agent
@@ -661,26 +649,16 @@ func onInstallResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentpr
 // periodically.
 func (s *Service) Reconcile(ctx context.Context) error {
 	type ended struct{ rowID, deploymentID, status, reason string }
-	var list []ended
-	rows, err := s.db.QueryContext(ctx, `SELECT r.id, r.deployment_id, c.status, c.error FROM software_deployment_devices r`+
+	list, err := store.QueryAll(ctx, s.db, `SELECT r.id, r.deployment_id, c.status, c.error FROM software_deployment_devices r`+
 		devices.CommandJoin("r.command_id")+` WHERE r.status = $1 AND c.status NOT IN ($2, $3) LIMIT 1000`,
-		DeviceQueued, devices.CommandQueued, devices.CommandSent)
+		[]any{DeviceQueued, devices.CommandQueued, devices.CommandSent}, func(sc store.Scanner) (e ended, err error) {
+			var reason sql.NullString
+			err = sc.Scan(&e.rowID, &e.deploymentID, &e.status, &reason)
+			e.reason = reason.String
+			return e, err
+		})
 	if err != nil {
 		return fmt.Errorf("list ended commands: %w", err)
-	}
-	for rows.Next() {
-		var e ended
-		var reason sql.NullString
-		if err := rows.Scan(&e.rowID, &e.deploymentID, &e.status, &reason); err != nil {
-			rows.Close()
-			return err
-		}
-		e.reason = reason.String
-		list = append(list, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for _, e := range list {
 		status := effectiveStatus(DeviceQueued, sql.NullString{String: e.status, Valid: true})
@@ -688,15 +666,16 @@ func (s *Service) Reconcile(ctx context.Context) error {
 			e.reason = "the command ended " + e.status
 		}
 		err := s.db.Write(ctx, func(tx *sql.Tx) error {
+			now := s.clock.Now()
 			res, err := tx.ExecContext(ctx, `UPDATE software_deployment_devices SET status = $1, reason = $2, updated_at = $3
-				WHERE id = $4 AND status = $5`, status, e.reason, store.Now(), e.rowID, DeviceQueued)
+				WHERE id = $4 AND status = $5`, status, e.reason, now, e.rowID, DeviceQueued)
 			if err != nil {
 				return err
 			}
 			if n, _ := res.RowsAffected(); n == 0 {
 				return nil
 			}
-			return rollup(ctx, tx, e.deploymentID)
+			return rollup(ctx, tx, e.deploymentID, now)
 		})
 		if err != nil {
 			return fmt.Errorf("reconcile deployment device %s: %w", e.rowID, err)
@@ -709,29 +688,20 @@ func (s *Service) Reconcile(ctx context.Context) error {
 // no longer held: the deployment's maintenance window (if it names one) is active and no
 // window holds them. It runs periodically; whoever changes a hold may call it too.
 func (s *Service) ReleaseWaiting(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT d.id, d.partner_id, d.org_id, d.version_id, d.schedule_mode, d.window_id
-		FROM software_deployments d JOIN software_deployment_devices r ON r.deployment_id = d.id
-		WHERE d.status IN ($1, $2) AND r.status = $3`, DeploymentPending, DeploymentRunning, DeviceWaiting)
-	if err != nil {
-		return fmt.Errorf("list waiting deployments: %w", err)
-	}
 	type waiting struct {
 		id, versionID, mode string
 		window              sql.NullString
 		at                  tenancy.Placement
 	}
-	var list []waiting
-	for rows.Next() {
-		var w waiting
-		if err := rows.Scan(&w.id, &w.at.PartnerID, &w.at.OrgID, &w.versionID, &w.mode, &w.window); err != nil {
-			rows.Close()
-			return err
-		}
-		list = append(list, w)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	list, err := store.QueryAll(ctx, s.db, `SELECT DISTINCT d.id, d.partner_id, d.org_id, d.version_id, d.schedule_mode, d.window_id
+		FROM software_deployments d JOIN software_deployment_devices r ON r.deployment_id = d.id
+		WHERE d.status IN ($1, $2) AND r.status = $3`, []any{DeploymentPending, DeploymentRunning, DeviceWaiting},
+		func(sc store.Scanner) (w waiting, err error) {
+			err = sc.Scan(&w.id, &w.at.PartnerID, &w.at.OrgID, &w.versionID, &w.mode, &w.window)
+			return w, err
+		})
+	if err != nil {
+		return fmt.Errorf("list waiting deployments: %w", err)
 	}
 	for _, w := range list {
 		if w.mode == ScheduleMaintenanceWindow {
@@ -766,7 +736,7 @@ func (s *Service) release(ctx context.Context, id, versionID string, at tenancy.
 		if err != nil {
 			return err
 		}
-		ids, err := deviceIDs(ctx, tx, `SELECT device_id FROM software_deployment_devices WHERE deployment_id = $1 AND status = $2
+		ids, err := store.QueryStrings(ctx, tx, `SELECT device_id FROM software_deployment_devices WHERE deployment_id = $1 AND status = $2
 			ORDER BY device_id`, id, DeviceWaiting)
 		if err != nil || len(ids) == 0 {
 			return err
@@ -780,9 +750,10 @@ func (s *Service) release(ctx context.Context, id, versionID string, at tenancy.
 			return nil
 		}
 		// Claim the rows first: a release running at the same time elsewhere sends nothing twice.
+		now := s.clock.Now()
 		var a store.Args
-		claimed, err := deviceIDs(ctx, tx, `UPDATE software_deployment_devices SET status = `+a.Add(DeviceQueued)+`, updated_at = `+
-			a.Add(store.Now())+` WHERE deployment_id = `+a.Add(id)+` AND status = `+a.Add(DeviceWaiting)+` AND device_id IN `+a.In(free)+
+		claimed, err := store.QueryStrings(ctx, tx, `UPDATE software_deployment_devices SET status = `+a.Add(DeviceQueued)+`, updated_at = `+
+			a.Add(now)+` WHERE deployment_id = `+a.Add(id)+` AND status = `+a.Add(DeviceWaiting)+` AND device_id IN `+a.In(free)+
 			` RETURNING device_id`, a.Values()...)
 		if err != nil {
 			return err
@@ -791,28 +762,11 @@ func (s *Service) release(ctx context.Context, id, versionID string, at tenancy.
 		if cmds, err = s.send(octx, tx, id, at, v, claimed, true); err != nil {
 			return err
 		}
-		return rollup(ctx, tx, id)
+		return rollup(ctx, tx, id, now)
 	})
 	if err != nil {
 		return fmt.Errorf("release deployment %s: %w", id, err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return nil
-}
-
-func deviceIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }

@@ -73,7 +73,7 @@ func (s *Service) Upload(ctx context.Context, itemID string, in SoftwareUpload, 
 		if err != nil {
 			return err
 		}
-		out, err = insertVersion(ctx, tx, it, id, spec, "", key, info.SHA256, &info.Size)
+		out, err = s.insertVersion(ctx, tx, it, id, spec, "", key, info.SHA256, &info.Size)
 		return err
 	})
 	if err != nil {

@@ -17,12 +17,12 @@ import (
 
 // Module serves the software catalog, deployments and inventory.
 var Module = module.Module{Name: "software", Build: func(k *module.Kernel) error {
-	s := New(Deps{DB: k.DB, Logger: k.Logger, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
 		Maintenance: module.Get[*maintenance.Service](k)})
 	// An installer that started is not interrupted: a sent software_install cannot be
 	// cancelled (CancelRefused), nor can an uninstall.
 	k.Declare(devices.CommandKind{Name: agentproto.CommandSoftwareInstall, DefaultTimeout: installTimeout,
-		Validate: validateInstall, OnResult: onInstallResult,
+		Validate: validateInstall, OnResult: s.onInstallResult,
 		PayloadDoc: "{url, sha256, sizeBytes?, fileType: deb|rpm|msi|exe|pkg|dmg, name, version, silentArgs?} (sent by software deployments)."})
 	k.Declare(devices.CommandKind{Name: agentproto.CommandSoftwareUninstall, DefaultTimeout: uninstallTimeout,
 		Validate: validateUninstall, PayloadDoc: "{name, version?}; packages the system needs are refused."})

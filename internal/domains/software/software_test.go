@@ -11,11 +11,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gale/internal/app"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/rollouts"
 	"gale/internal/domains/software"
+	"gale/internal/platform/clock"
 	"gale/internal/testkit/apptest"
 	"gale/internal/wire/agentproto"
 )
@@ -728,5 +730,18 @@ func TestRolloutOfASoftwareVersion(t *testing.T) {
 	f.e.Must(200, c, "GET", api+"/deployments/"+x.ID, nil).JSON(t, &x)
 	if x.Status != "completed" {
 		t.Fatalf("rollout after the install %+v", x)
+	}
+}
+
+func TestCatalogTimesComeFromTheServersClock(t *testing.T) {
+	at := time.Date(2026, 3, 1, 9, 30, 0, 0, time.UTC)
+	e := apptest.New(t, apptest.WithClock(clock.NewFake(at)))
+	f := fixture{e: e, a: e.NewTenant(e.Admin(), "Alpha")}
+	it := f.item(f.a.Partner, "Editor", nil)
+	v := f.version(f.a.Partner, it.ID, "1.0", "deb")
+	for what, got := range map[string]time.Time{"item": it.CreatedAt, "version": v.CreatedAt} {
+		if d := got.Sub(at); d < 0 || d > time.Minute {
+			t.Fatalf("%s created at %v on a server whose clock tells %v", what, got, at)
+		}
 	}
 }
