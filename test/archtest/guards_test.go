@@ -26,13 +26,12 @@ var rowLoopDebt = map[string]int{
 	"internal/domains/maintenance":    5,  // held work, occurrence top-up, transitions, events, rewrites
 	"internal/domains/monitors":       4,  // result ingest, dashboard, dispatch, claims
 	"internal/domains/notifications":  1,  // due pushes
-	"internal/domains/patches":        14, // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
+	"internal/domains/patches":        1,  // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
 	"internal/domains/remote":         1,  // expiry of stale sessions
 	"internal/domains/rollouts":       3,  // rollout devices, reconciliation, totals
 	"internal/domains/scripts":        6,  // batches, versions, usage, tags, categories
 	"internal/domains/search":         2,  // results, tags
 	"internal/domains/snmp":           14, // latest values, points, OIDs, metrics, dashboard, due polls, devices, thresholds, browse
-	"internal/domains/software":       9,  // versions, counts, deletion, deployments, reconciliation, releases
 	"internal/domains/tenancy":        3,  // sole organization, owners, slugs
 	"internal/domains/thirdparty":     3,  // test completion, entries
 	"internal/domains/webhooks":       2,  // the event handler, delivery logs
@@ -73,10 +72,8 @@ var clockDebt = map[string]int{
 	"internal/domains/groups":        12, // pins, previews, membership changes, recomputation, groups
 	"internal/domains/identity":      16, // roles, users, invites, access reviews, organization access
 	"internal/domains/notifications": 4,  // provider tokens, the service's clock
-	"internal/domains/patches":       18, // scans, summaries, installs, jobs, approvals, reports, third-party scans
 	"internal/domains/remote":        3,  // the shell and its bridge
 	"internal/domains/scripts":       11, // export, categories, executions, usage, versions, tags
-	"internal/domains/software":      14, // catalog, versions, deployments, results, rollups, reconciliation
 	"internal/domains/systemtools":   1,  // event log headers
 	"internal/domains/tenancy":       9,  // organizations, partners, sites
 	"internal/domains/tunnels":       1,  // opening a tunnel
@@ -110,11 +107,9 @@ var byIDDebt = map[string]int{
 	"internal/domains/identity":       4, // users (two), roles, access reviews
 	"internal/domains/maintenance":    4, // windows (three), occurrences
 	"internal/domains/partnerapi":     2, // service principals, their keys
-	"internal/domains/patches":        4, // patches, jobs, policies, reports
 	"internal/domains/remote":         1, // sessions
 	"internal/domains/scripts":        6, // scripts (two), executions, versions, categories, tags
 	"internal/domains/snmp":           1, // thresholds
-	"internal/domains/software":       3, // catalog items, versions, deployments
 	"internal/domains/tenancy":        3, // partners, organizations, sites
 	"internal/domains/thirdparty":     1, // packages
 	"internal/domains/tunnels":        1, // tunnels
@@ -139,7 +134,7 @@ var foreignCallDebt = map[string]int{
 	"internal/domains/incidents":       1, // devices.FindByAddress
 	"internal/domains/mobile":          2, // tenancy.Names
 	"internal/domains/pam":             1, // devices.Sites, tenancy.Place
-	"internal/domains/patches":         3, // tenancy.OrgOwners, Names and Place, groups.Owners
+	"internal/domains/patches":         1, // tenancy.OrgOwners, Names and Place, groups.Owners
 	"internal/domains/remote":          1, // auth.PrincipalForUser
 	"internal/domains/rollouts":        1, // tenancy.Place
 	"internal/domains/software":        1, // tenancy.Place
