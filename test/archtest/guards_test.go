@@ -45,11 +45,10 @@ func TestNoHandWrittenRowLoops(t *testing.T) {
 
 // pagerDebt counts the functions that page by hand (cursor, limit+1 or offset of their own).
 var pagerDebt = map[string]int{
-	"internal/domains/devices":         1, // the software summary, with a cursor of its own
-	"internal/domains/incidents":       1, // the feed's offset page
-	"internal/domains/pam":             1, // the rule list by priority
-	"internal/domains/search":          1, // the tag list's one-past-the-limit
-	"internal/domains/vulnerabilities": 5, // the offset cursor, its two helpers and the CVE and software lists
+	"internal/domains/devices":   1, // the software summary, with a cursor of its own
+	"internal/domains/incidents": 1, // the feed's offset page
+	"internal/domains/pam":       1, // the rule list by priority
+	"internal/domains/search":    1, // the tag list's one-past-the-limit
 }
 
 func TestNoOwnPagers(t *testing.T) {

@@ -14,28 +14,6 @@ import (
 	"gale/internal/platform/store"
 )
 
-// offsetOf reads a list's cursor (an offset) or legacy page.
-func offsetOf(page store.Page) (int, error) {
-	if page.Number > 0 {
-		return page.Offset(), nil
-	}
-	if page.Cursor == "" {
-		return 0, nil
-	}
-	var off int
-	if err := store.DecodeCursor(page.Cursor, &off); err != nil || off < 0 {
-		return 0, apperr.Invalid("cursor", "malformed cursor; pass back the cursor of a previous page")
-	}
-	return off, nil
-}
-
-func nextCursor(page store.Page, off, got int) string {
-	if page.Number > 0 || got <= page.Limit {
-		return ""
-	}
-	return store.EncodeCursor(off + page.Limit)
-}
-
 // ListFilter narrows the grouped lists.
 type ListFilter struct {
 	OrgID    string
@@ -82,33 +60,17 @@ func scanCVE(r store.Scanner) (VulnCVE, error) {
 // List is the by-CVE view: one row per CVE with open findings in scope, worst first
 // (severity, known exploited, CVSS, CVE ID).
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]VulnCVE, string, *int, error) {
-	off, err := offsetOf(page)
-	if err != nil {
-		return nil, "", nil, err
-	}
 	var a store.Args
 	where := store.Where(f.conds(access.ScopeFrom(ctx), &a))
 	inner := `SELECT f.cve_id, MAX(f.severity_rank) AS sr, MAX(CASE WHEN f.known_exploited THEN 1 ELSE 0 END) AS ke, COUNT(DISTINCT f.device_id) AS devs,
 		COUNT(*) AS n, SUM(CASE WHEN f.patch_id IS NOT NULL THEN 1 ELSE 0 END) AS ready, MIN(f.first_seen) AS fs
 		FROM vuln_findings f WHERE ` + where + ` GROUP BY f.cve_id`
-	var total *int
-	if page.Number > 0 {
-		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (`+inner+`) g`, a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, fmt.Errorf("count CVEs: %w", err)
-		}
-		total = &n
-	}
-	out, err := store.QueryAll(ctx, s.db, `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
-		g.devs, g.n, g.ready, g.fs FROM (`+inner+`) g LEFT JOIN vuln_cves c ON c.cve_id = g.cve_id
-		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(),
-		scanCVE)
+	out, next, total, err := store.RankedList(ctx, s.db, store.RankedQuery{Args: &a, Count: `SELECT COUNT(*) FROM (` + inner + `) g`,
+		Select: `SELECT g.cve_id, COALESCE(c.severity, 'unknown'), c.cvss_score, g.ke, c.epss_score, COALESCE(c.summary, ''),
+		g.devs, g.n, g.ready, g.fs FROM (` + inner + `) g LEFT JOIN vuln_cves c ON c.cve_id = g.cve_id
+		ORDER BY g.sr DESC, g.ke DESC, COALESCE(c.cvss_score, 0) DESC, g.cve_id`}, page, scanCVE)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list CVEs: %w", err)
-	}
-	next := nextCursor(page, off, len(out))
-	if len(out) > page.Limit {
-		out = out[:page.Limit]
 	}
 	// The packages of each CVE on the page.
 	if len(out) > 0 {
@@ -163,10 +125,6 @@ func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) (
 	if f.Severity != "" {
 		return s.softwareFromFindings(ctx, f, page)
 	}
-	off, err := offsetOf(page)
-	if err != nil {
-		return nil, "", nil, err
-	}
 	status := f.Status
 	if status == "" {
 		status = StatusOpen
@@ -177,23 +135,13 @@ func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) (
 		conds = append(conds, "g.org_id = "+a.Add(f.OrgID))
 	}
 	where := store.Where(conds)
-	var total *int
-	if page.Number > 0 {
-		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT g.group_key) FROM vuln_group_stats g WHERE `+where, a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, fmt.Errorf("count groups: %w", err)
-		}
-		total = &n
-	}
-	out, err := store.QueryAll(ctx, s.db, `SELECT g.group_key, SUM(g.devices), SUM(g.findings), SUM(g.critical), SUM(g.known_exploited),
-		SUM(g.patch_ready), SUM(g.risk) AS risk FROM vuln_group_stats g WHERE `+where+` GROUP BY g.group_key ORDER BY risk DESC, g.group_key
-		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(), scanGroup)
+	out, next, total, err := store.RankedList(ctx, s.db, store.RankedQuery{Args: &a,
+		Count: `SELECT COUNT(DISTINCT g.group_key) FROM vuln_group_stats g WHERE ` + where,
+		Select: `SELECT g.group_key, SUM(g.devices), SUM(g.findings), SUM(g.critical), SUM(g.known_exploited),
+		SUM(g.patch_ready), SUM(g.risk) AS risk FROM vuln_group_stats g WHERE ` + where + ` GROUP BY g.group_key ORDER BY risk DESC, g.group_key`},
+		page, scanGroup)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list groups: %w", err)
-	}
-	next := nextCursor(page, off, len(out))
-	if len(out) > page.Limit {
-		out = out[:page.Limit]
 	}
 	if len(out) == 0 {
 		return out, next, total, nil
@@ -222,28 +170,14 @@ func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) (
 
 // softwareFromFindings groups the findings themselves (a severity filter).
 func (s *Service) softwareFromFindings(ctx context.Context, f ListFilter, page store.Page) ([]VulnSoftwareGroup, string, *int, error) {
-	off, err := offsetOf(page)
-	if err != nil {
-		return nil, "", nil, err
-	}
 	var a store.Args
 	where := store.Where(f.conds(access.ScopeFrom(ctx), &a))
-	var total *int
-	if page.Number > 0 {
-		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT f.group_key) FROM vuln_findings f WHERE `+where, a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, fmt.Errorf("count groups: %w", err)
-		}
-		total = &n
-	}
-	out, err := store.QueryAll(ctx, s.db, groupSelect+` FROM vuln_findings f WHERE `+where+` GROUP BY f.group_key ORDER BY risk DESC, f.group_key
-		LIMIT `+a.Add(page.Limit+1)+` OFFSET `+a.Add(off), a.Values(), scanGroup)
+	out, next, total, err := store.RankedList(ctx, s.db, store.RankedQuery{Args: &a,
+		Count:  `SELECT COUNT(DISTINCT f.group_key) FROM vuln_findings f WHERE ` + where,
+		Select: groupSelect + ` FROM vuln_findings f WHERE ` + where + ` GROUP BY f.group_key ORDER BY risk DESC, f.group_key`},
+		page, scanGroup)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list groups: %w", err)
-	}
-	next := nextCursor(page, off, len(out))
-	if len(out) > page.Limit {
-		out = out[:page.Limit]
 	}
 	if err := s.fixedVersions(ctx, f, out); err != nil {
 		return nil, "", nil, err
