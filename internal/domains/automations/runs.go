@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -67,16 +66,8 @@ func runFilter(scope access.Scope, a *store.Args) string {
 }
 
 func loadRun(ctx context.Context, q store.Querier, scope access.Scope, id string) (runRow, error) {
-	if !store.ValidID(id) {
-		return runRow{}, apperr.NotFound("run")
-	}
 	var a store.Args
-	r, err := scanRun(q.QueryRowContext(ctx, `SELECT `+runColumns+` FROM automation_runs r WHERE r.id = `+a.Add(id)+` AND `+
-		runFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("run")
-	}
-	return r, err
+	return store.ByID(ctx, q, "run", `SELECT `+runColumns+` FROM automation_runs r`, "r.id", id, &a, []string{runFilter(scope, &a)}, scanRun)
 }
 
 // GetRun returns a run in scope with its steps.
@@ -133,20 +124,11 @@ func (s *Service) steps(ctx context.Context, q store.Querier, runID string, acti
 		query += ` AND st.action_index = $2`
 		args = append(args, action)
 	}
-	rows, err := q.QueryContext(ctx, query+` ORDER BY st.action_index, st.id`, args...)
+	out, err := store.QueryAll(ctx, q, query+` ORDER BY st.action_index, st.id`, args, scanStep)
 	if err != nil {
 		return nil, fmt.Errorf("read run %s steps: %w", runID, err)
 	}
-	defer rows.Close()
-	out := []AutomationRunStep{}
-	for rows.Next() {
-		st, err := scanStep(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, st)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // start says how a run begins.
@@ -205,7 +187,7 @@ func (s *Service) insertRun(ctx context.Context, tx *sql.Tx, x Automation, st st
 	if _, err := events.Record(ctx, tx, events.Event{Type: EventStarted, PartnerID: x.PartnerID, OrgID: org, ResourceType: "automation_run",
 		ResourceID: id}, map[string]any{"automationId": x.ID, "automationName": x.Name, "runId": id, "triggeredBy": st.by,
 		"status": RunRunning, "depth": st.depth}); err != nil {
-		return "", false, err
+		return "", false, fmt.Errorf("record start of run %s: %w", id, err)
 	}
 	return id, true, audit.Record(ctx, tx, audit.Entry{Action: "automation.run", ResourceType: "automation", ResourceID: x.ID,
 		ResourceName: x.Name, PartnerID: x.PartnerID, OrgID: org, Details: map[string]any{"runId": id, "triggeredBy": st.by}})
@@ -348,7 +330,7 @@ func (s *Service) resolveDevices(ctx context.Context, r runRow) ([]string, error
 	}
 	res, err := s.devices.ResolveTargets(ctx, kind, ids, maxTargetDevices)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolve the targets of run %s: %w", r.ID, err)
 	}
 	list := res.Devices
 	if r.def.OnlyDevice != "" {
@@ -368,7 +350,7 @@ func (s *Service) resolveDevices(ctx context.Context, r runRow) ([]string, error
 	}
 	held, err := s.maintenance.HeldFromAutomations(ctx, out)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("check maintenance windows for run %s: %w", r.ID, err)
 	}
 	out = slices.DeleteFunc(out, func(id string) bool { return held[id] })
 	if len(out) == 0 {
@@ -723,7 +705,7 @@ func (s *Service) batchOutcomes(ctx context.Context, scriptID string, steps []Au
 				break
 			}
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("list executions of batch %s: %w", st.batchID, err)
 			}
 			for _, x := range list {
 				out[x.ID] = x
@@ -746,7 +728,7 @@ func (s *Service) stepOutcome(ctx context.Context, st AutomationRunStep) (ended,
 			return gone, true, nil
 		}
 		if err != nil {
-			return ended{}, false, err
+			return ended{}, false, fmt.Errorf("read execution %s: %w", *st.ExecutionID, err)
 		}
 		e, over := executionOutcome(x)
 		return e, over, nil
@@ -757,7 +739,7 @@ func (s *Service) stepOutcome(ctx context.Context, st AutomationRunStep) (ended,
 			return gone, true, nil
 		}
 		if err != nil {
-			return ended{}, false, err
+			return ended{}, false, fmt.Errorf("read command %s: %w", *st.CommandID, err)
 		}
 		switch c.Status {
 		case devices.CommandQueued, devices.CommandSent:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -133,16 +132,9 @@ func filter(scope access.Scope, a *store.Args) string {
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (Automation, error) {
-	if !store.ValidID(id) {
-		return Automation{}, apperr.NotFound("automation")
-	}
 	var a store.Args
-	conds := []string{"a.id = " + a.Add(id), filter(scope, &a)}
-	x, err := s.scanAutomation(q.QueryRowContext(ctx, `SELECT `+automationColumns+` FROM automations a WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("automation")
-	}
-	return x, err
+	return store.ByID(ctx, q, "automation", `SELECT `+automationColumns+` FROM automations a`, "a.id", id, &a,
+		[]string{filter(scope, &a)}, s.scanAutomation)
 }
 
 // Get returns an automation in scope.
@@ -197,7 +189,7 @@ func (s *Service) checkReferences(ctx context.Context, actor *access.Principal, 
 			if _, err := s.scripts.Get(ctx, a.ScriptID); apperr.IsCode(err, apperr.CodeNotFound) {
 				c.fail(fmt.Sprintf("actions[%d].scriptId", i), "no such script within the automation's reach")
 			} else if err != nil {
-				return err
+				return fmt.Errorf("check script %s: %w", a.ScriptID, err)
 			}
 		case ActionRunCommand:
 			if kinds := s.devices.CommandKindNames(); !slices.Contains(kinds, a.Command.Type) {
@@ -220,7 +212,7 @@ func (s *Service) checkChannels(ctx context.Context, c *checker, field string, i
 		if _, err := s.notify.GetChannel(ctx, id); apperr.IsCode(err, apperr.CodeNotFound) {
 			c.fail(field, "no such channel within the automation's reach: %s", id)
 		} else if err != nil {
-			return err
+			return fmt.Errorf("check channel %s: %w", id, err)
 		}
 	}
 	return nil
@@ -232,32 +224,34 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 		in.OnFailure = OnFailureStop
 	}
 	scope := access.ScopeFrom(ctx)
-	at, err := tenancy.Place(ctx, s.db, scope, in.OrgID, tenancy.PlaceOptions{Noun: "automation", PartnerID: in.PartnerID, PartnerWide: true})
-	if err != nil {
-		return Automation{}, err
-	}
-	if err := validate(in.Name, in.Description, &in.Trigger, in.Conditions, in.Actions, in.Targets, in.OnFailure, in.NotifyChannelIDs,
-		at.OrgID); err != nil {
-		return Automation{}, err
-	}
-	if in.Targets != nil {
-		if err := s.devices.CheckTargets(ctx, s.db, in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}); err != nil {
-			return Automation{}, err
-		}
-	}
 	id := store.NewID()
-	var org *string
-	if at.OrgID != "" {
-		org = &at.OrgID
-	}
-	if err := s.checkReferences(ctx, actorFor(id, in.Name, at.PartnerID, org), in.Actions, in.NotifyChannelIDs); err != nil {
-		return Automation{}, err
-	}
 	enabled := in.Enabled == nil || *in.Enabled
-	now := s.clock.Now()
-	secret, sealed, hint := s.newSecret(in.Trigger.Type)
 	var x Automation
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+	var secret string
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "automation", PartnerID: in.PartnerID, PartnerWide: true})
+		if err != nil {
+			return err
+		}
+		if err := validate(in.Name, in.Description, &in.Trigger, in.Conditions, in.Actions, in.Targets, in.OnFailure, in.NotifyChannelIDs,
+			at.OrgID); err != nil {
+			return err
+		}
+		if in.Targets != nil {
+			if err := s.devices.CheckTargets(ctx, tx, in.Targets, tenancy.Owner{PartnerID: at.PartnerID, OrgID: at.OrgID}); err != nil {
+				return err
+			}
+		}
+		var org *string
+		if at.OrgID != "" {
+			org = &at.OrgID
+		}
+		if err := s.checkReferences(ctx, actorFor(id, in.Name, at.PartnerID, org), in.Actions, in.NotifyChannelIDs); err != nil {
+			return err
+		}
+		now := s.clock.Now()
+		var sealed, hint any
+		secret, sealed, hint = s.newSecret(in.Trigger.Type)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO automations (id, partner_id, org_id, name, description, enabled, trigger_type,
 			trigger_config, event_type, webhook_secret, webhook_secret_hint, conditions, actions, targets, on_failure, notify_channel_ids,
 			created_by, created_at, updated_at, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
@@ -270,7 +264,6 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			}
 			return fmt.Errorf("insert automation: %w", err)
 		}
-		var err error
 		if x, err = s.get(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
 		}
@@ -278,8 +271,11 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			ResourceName: in.Name, PartnerID: at.PartnerID, OrgID: at.OrgID,
 			Details: map[string]any{"trigger": in.Trigger.Type, "actions": len(in.Actions), "enabled": enabled}})
 	})
+	if err != nil {
+		return Automation{}, err
+	}
 	x.Trigger.Secret = secret
-	return x, err
+	return x, nil
 }
 
 // nameTaken is the answer to a name that another automation of the scope holds.

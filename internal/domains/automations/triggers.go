@@ -50,7 +50,7 @@ func (s *Service) RunSchedules(ctx context.Context) error {
 func (s *Service) fireSchedule(ctx context.Context, x Automation, now time.Time) error {
 	sched, err := clock.ParseCron(x.Trigger.Cron, x.Trigger.Timezone)
 	if err != nil {
-		return err
+		return fmt.Errorf("read schedule of automation %s: %w", x.ID, err)
 	}
 	stored := x.NextRunAt.UTC()
 	occ := stored
@@ -104,24 +104,13 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	} else {
 		conds = append(conds, "a.org_id IS NULL")
 	}
-	var list []Automation
-	err := func() error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+automationColumns+` FROM automations a WHERE `+store.Where(conds)+` ORDER BY a.id`, a.Values()...)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			x, err := s.scanAutomation(rows)
-			if err != nil {
-				return err
-			}
-			list = append(list, x)
-		}
-		return rows.Err()
-	}()
-	if err != nil || len(list) == 0 {
-		return err
+	list, err := store.QueryAll(ctx, tx, `SELECT `+automationColumns+` FROM automations a WHERE `+store.Where(conds)+` ORDER BY a.id`,
+		a.Values(), s.scanAutomation)
+	if err != nil {
+		return fmt.Errorf("read automations waiting for %s: %w", e.Type, err)
+	}
+	if len(list) == 0 {
+		return nil
 	}
 	var data map[string]any
 	_ = json.Unmarshal(e.Data, &data)
@@ -214,7 +203,10 @@ func originOf(ctx context.Context, tx *sql.Tx, e events.Event, data map[string]a
 	if err == sql.ErrNoRows {
 		return origin{depth: -1}, nil
 	}
-	return o, err
+	if err != nil {
+		return o, fmt.Errorf("find the run behind event %s: %w", e.ID, err)
+	}
+	return o, nil
 }
 
 // Webhook timing: how far a call's timestamp may be from the clock.
@@ -292,7 +284,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, id, timestamp, signature s
 func (s *Service) PurgeSignatures(ctx context.Context) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM automation_webhook_signatures WHERE expires_at < $1`, s.clock.Now())
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("purge webhook signatures: %w", err)
 	}
 	return res.RowsAffected()
 }

@@ -76,24 +76,18 @@ func (s *Service) DeviceReport(ctx context.Context, deviceID string) (PolicyDevi
 		return PolicyDeviceReport{}, err
 	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT `+complianceColumns+complianceFrom+` WHERE c.device_id = `+a.Add(d.ID)+` AND `+
-		rowFilter(access.ScopeFrom(ctx), &a)+` ORDER BY p.name, p.id`, a.Values()...)
+	list, err := store.QueryAll(ctx, s.db, `SELECT `+complianceColumns+complianceFrom+` WHERE c.device_id = `+a.Add(d.ID)+` AND `+
+		rowFilter(access.ScopeFrom(ctx), &a)+` ORDER BY p.name, p.id`, a.Values(), scanCompliance)
 	if err != nil {
 		return PolicyDeviceReport{}, fmt.Errorf("read device compliance: %w", err)
 	}
-	defer rows.Close()
-	out := PolicyDeviceReport{DeviceID: d.ID, State: StateCompliant, Policies: []PolicyDeviceCompliance{}}
-	for rows.Next() {
-		x, err := scanCompliance(rows)
-		if err != nil {
-			return out, err
-		}
-		out.Policies = append(out.Policies, x)
+	out := PolicyDeviceReport{DeviceID: d.ID, State: StateCompliant, Policies: list}
+	for _, x := range list {
 		if rank(x.State) > rank(out.State) {
 			out.State = x.State
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // rank orders states from best to worst.
@@ -119,27 +113,26 @@ func (s *Service) Summary(ctx context.Context, f ListFilter, page store.Page) ([
 	for i, p := range list {
 		ids[i] = p.ID
 	}
+	type count struct {
+		policyID, state string
+		n               int
+	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT c.policy_id, c.state, COUNT(*) FROM policy_compliance c WHERE c.policy_id IN `+a.In(ids)+
-		` AND `+rowFilter(access.ScopeFrom(ctx), &a)+` GROUP BY c.policy_id, c.state`, a.Values()...)
+	byState, err := store.QueryAll(ctx, s.db, `SELECT c.policy_id, c.state, COUNT(*) FROM policy_compliance c WHERE c.policy_id IN `+
+		a.In(ids)+` AND `+rowFilter(access.ScopeFrom(ctx), &a)+` GROUP BY c.policy_id, c.state`, a.Values(),
+		func(row store.Scanner) (count, error) {
+			var c count
+			return c, row.Scan(&c.policyID, &c.state, &c.n)
+		})
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("count compliance: %w", err)
 	}
-	defer rows.Close()
 	counts := map[string]*PolicyStateCounts{}
-	for rows.Next() {
-		var id, state string
-		var n int
-		if err := rows.Scan(&id, &state, &n); err != nil {
-			return nil, "", nil, err
+	for _, c := range byState {
+		if counts[c.policyID] == nil {
+			counts[c.policyID] = &PolicyStateCounts{}
 		}
-		if counts[id] == nil {
-			counts[id] = &PolicyStateCounts{}
-		}
-		counts[id].add(state, n)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", nil, err
+		counts[c.policyID].add(c.state, c.n)
 	}
 	out := make([]PolicyComplianceSummary, len(list))
 	for i, p := range list {
@@ -169,6 +162,8 @@ func (s *Service) Stats(ctx context.Context, orgID string) (PolicyComplianceStat
 	var a store.Args
 	conds := ListFilter{OrgID: orgID}.conds(scope, &a)
 	conds = append(conds, rowFilter(scope, &a))
+	// One row per active policy and device in scope: they are counted as they stream in,
+	// never held all at once.
 	rows, err := s.db.QueryContext(ctx, `SELECT c.device_id, c.policy_id, c.state FROM policy_compliance c JOIN policies p ON p.id = c.policy_id
 		WHERE p.status = `+a.Add(StatusActive)+` AND `+store.Where(conds), a.Values()...)
 	if err != nil {
@@ -179,7 +174,7 @@ func (s *Service) Stats(ctx context.Context, orgID string) (PolicyComplianceStat
 		var dev, pol, state string
 		if err := rows.Scan(&dev, &pol, &state); err != nil {
 			rows.Close()
-			return out, err
+			return out, fmt.Errorf("read compliance: %w", err)
 		}
 		out.Rows.add(state, 1)
 		if w, ok := worstDevice[dev]; !ok || rank(state) > rank(w) {
@@ -191,30 +186,29 @@ func (s *Service) Stats(ctx context.Context, orgID string) (PolicyComplianceStat
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return out, err
+		return out, fmt.Errorf("read compliance: %w", err)
 	}
 	for _, st := range worstDevice {
 		out.Devices.add(st, 1)
 	}
+	type policyStatus struct{ id, status string }
 	var b store.Args
-	prow, err := s.db.QueryContext(ctx, `SELECT p.id, p.status FROM policies p WHERE `+store.Where(ListFilter{OrgID: orgID}.conds(scope, &b)),
-		b.Values()...)
+	policies, err := store.QueryAll(ctx, s.db, `SELECT p.id, p.status FROM policies p WHERE `+
+		store.Where(ListFilter{OrgID: orgID}.conds(scope, &b)), b.Values(), func(row store.Scanner) (policyStatus, error) {
+		var p policyStatus
+		return p, row.Scan(&p.id, &p.status)
+	})
 	if err != nil {
 		return out, fmt.Errorf("read policies: %w", err)
 	}
-	defer prow.Close()
-	for prow.Next() {
-		var id, status string
-		if err := prow.Scan(&id, &status); err != nil {
-			return out, err
-		}
+	for _, p := range policies {
 		out.Policies.Total++
-		if status != StatusActive {
+		if p.status != StatusActive {
 			out.Policies.Inactive++
 			continue
 		}
 		out.Policies.Active++
-		switch worstPolicy[id] {
+		switch worstPolicy[p.id] {
 		case StateCompliant:
 			out.Policies.Compliant++
 		case StateNonCompliant:
@@ -225,5 +219,5 @@ func (s *Service) Stats(ctx context.Context, orgID string) (PolicyComplianceStat
 			out.Policies.Pending++
 		}
 	}
-	return out, prow.Err()
+	return out, nil
 }

@@ -58,7 +58,7 @@ func validatePayload(raw json.RawMessage, _ string) (any, error) {
 func (s *Service) resolveDevices(ctx context.Context, p Policy) ([]devices.Device, error) {
 	r, err := s.devices.ResolveTargets(access.WithPrincipal(ctx, actorFor(p)), p.Targets.Type, p.Targets.IDs, maxTargetDevices)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolve the targets of policy %s: %w", p.ID, err)
 	}
 	if r.Exceeds {
 		return nil, devices.TooManyTargets(maxTargetDevices)
@@ -153,7 +153,7 @@ func (s *Service) evaluate(ctx context.Context, p Policy) (PolicyEvaluation, err
 			res, err := s.devices.SendBulkIn(actx, tx, devices.BulkInput{DeviceIDs: chunk, Audited: true,
 				CommandInput: devices.CommandInput{Type: agentproto.CommandPolicyEvaluate, Payload: payload}})
 			if err != nil {
-				return err
+				return fmt.Errorf("send the evaluations of policy %s: %w", p.ID, err)
 			}
 			for _, c := range res.Commands {
 				if _, err := tx.ExecContext(ctx, `UPDATE policy_compliance SET command_id = $1, queued_at = $2 WHERE policy_id = $3
@@ -185,26 +185,23 @@ func (s *Service) evaluate(ctx context.Context, p Policy) (PolicyEvaluation, err
 // evaluation queued now reports.
 func (s *Service) syncRows(ctx context.Context, tx *sql.Tx, p Policy, devs []devices.Device, now time.Time) ([]string, int, error) {
 	type row struct {
-		orgID  string
-		queued *time.Time
+		deviceID, orgID string
+		queued          *time.Time
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT device_id, org_id, queued_at FROM policy_compliance WHERE policy_id = $1`, p.ID)
+	rows, err := store.QueryAll(ctx, tx, `SELECT device_id, org_id, queued_at FROM policy_compliance WHERE policy_id = $1`, []any{p.ID},
+		func(sc store.Scanner) (row, error) {
+			var r row
+			var q sql.NullTime
+			err := sc.Scan(&r.deviceID, &r.orgID, &q)
+			r.queued = store.TimePtr(q)
+			return r, err
+		})
 	if err != nil {
 		return nil, 0, fmt.Errorf("read compliance of policy %s: %w", p.ID, err)
 	}
-	have := map[string]row{}
-	for rows.Next() {
-		var id, org string
-		var q sql.NullTime
-		if err := rows.Scan(&id, &org, &q); err != nil {
-			rows.Close()
-			return nil, 0, err
-		}
-		have[id] = row{orgID: org, queued: store.TimePtr(q)}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, 0, err
+	have := make(map[string]row, len(rows))
+	for _, r := range rows {
+		have[r.deviceID] = r
 	}
 	want := map[string]bool{}
 	var idle []string
@@ -333,10 +330,12 @@ func (s *Service) onEvaluateResult(ctx context.Context, tx *sql.Tx, deviceID str
 			failed = append(failed, x)
 		}
 	}
-	_, err = events.Record(ctx, tx, events.Event{Type: typ, PartnerID: p.PartnerID, OrgID: orgID, ResourceType: "policy", ResourceID: p.ID},
+	if _, err := events.Record(ctx, tx, events.Event{Type: typ, PartnerID: p.PartnerID, OrgID: orgID, ResourceType: "policy", ResourceID: p.ID},
 		map[string]any{"policyId": p.ID, "policyName": p.Name, "deviceId": deviceID, "state": state, "previousState": prev,
-			"enforcement": p.Enforcement, "failedRules": failed})
-	return err
+			"enforcement": p.Enforcement, "failedRules": failed}); err != nil {
+		return fmt.Errorf("record %s of policy %s: %w", typ, p.ID, err)
+	}
+	return nil
 }
 
 // outcome reads a result: the state, the per-rule results and the error of a failed command.

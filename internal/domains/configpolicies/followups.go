@@ -44,25 +44,17 @@ type dueRow struct {
 // became non-compliant (warn and enforce), run the remediation script on it first (enforce),
 // resolve the alert once it is compliant again, and evaluate it again once a remediation ended.
 func (s *Service) RunFollowUps(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT c.policy_id, c.device_id, c.follow_up, c.state, c.alert_id FROM policy_compliance c
-		WHERE c.follow_up IS NOT NULL AND `+tenancy.LiveOrg("c.org_id")+` ORDER BY c.policy_id, c.device_id LIMIT 500`)
+	due, err := store.QueryAll(ctx, s.db, `SELECT c.policy_id, c.device_id, c.follow_up, c.state, c.alert_id FROM policy_compliance c
+		WHERE c.follow_up IS NOT NULL AND `+tenancy.LiveOrg("c.org_id")+` ORDER BY c.policy_id, c.device_id LIMIT 500`, nil,
+		func(row store.Scanner) (dueRow, error) {
+			var r dueRow
+			var alert sql.NullString
+			err := row.Scan(&r.policyID, &r.deviceID, &r.follow, &r.state, &alert)
+			r.alertID = store.StringPtr(alert)
+			return r, err
+		})
 	if err != nil {
 		return fmt.Errorf("list policy follow-ups: %w", err)
-	}
-	var due []dueRow
-	for rows.Next() {
-		var r dueRow
-		var alert sql.NullString
-		if err := rows.Scan(&r.policyID, &r.deviceID, &r.follow, &r.state, &alert); err != nil {
-			rows.Close()
-			return err
-		}
-		r.alertID = store.StringPtr(alert)
-		due = append(due, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	policies := map[string]*Policy{}
 	for _, r := range due {
@@ -147,9 +139,11 @@ func (s *Service) followUp(ctx context.Context, p Policy, r dueRow) error {
 			if won, err = claim(ctx, tx, r, nil); err != nil || !won {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, `UPDATE policy_compliance SET alert_id = NULL WHERE policy_id = $1 AND device_id = $2`,
-				r.policyID, r.deviceID)
-			return err
+			if _, err := tx.ExecContext(ctx, `UPDATE policy_compliance SET alert_id = NULL WHERE policy_id = $1 AND device_id = $2`,
+				r.policyID, r.deviceID); err != nil {
+				return fmt.Errorf("forget the alert of %s: %w", r.deviceID, err)
+			}
+			return nil
 		})
 		if err != nil || !won || r.alertID == nil {
 			return err
@@ -159,7 +153,10 @@ func (s *Service) followUp(ctx context.Context, p Policy, r dueRow) error {
 		if ae, ok := apperr.As(err); ok && (ae.Kind == apperr.KindConflict || ae.Code == apperr.CodeNotFound) {
 			return nil // someone resolved or dismissed it already
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("resolve alert %s: %w", *r.alertID, err)
+		}
+		return nil
 	}
 	return s.release(ctx, r, nil)
 }
@@ -179,7 +176,7 @@ func (s *Service) raise(ctx context.Context, p Policy, r dueRow) error {
 	var results string
 	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(results, '[]') FROM policy_compliance WHERE policy_id = $1 AND device_id = $2`,
 		r.policyID, r.deviceID).Scan(&results); err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return err
+		return fmt.Errorf("read the results of %s: %w", r.deviceID, err)
 	}
 	var outcomes []PolicyRuleOutcome
 	_ = json.Unmarshal([]byte(results), &outcomes)
@@ -202,11 +199,13 @@ func (s *Service) raise(ctx context.Context, p Policy, r dueRow) error {
 		if rerr := s.release(context.WithoutCancel(ctx), dueRow{policyID: r.policyID, deviceID: r.deviceID}, followAlert); rerr != nil {
 			s.logger.WarnContext(ctx, "put back a policy alert", "policy", r.policyID, "device", r.deviceID, "error", rerr)
 		}
-		return err
+		return fmt.Errorf("raise the alert of %s: %w", r.deviceID, err)
 	}
-	_, err = s.db.ExecContext(ctx, `UPDATE policy_compliance SET alert_id = $1 WHERE policy_id = $2 AND device_id = $3`, x.ID, r.policyID,
-		r.deviceID)
-	return err
+	if _, err := s.db.ExecContext(ctx, `UPDATE policy_compliance SET alert_id = $1 WHERE policy_id = $2 AND device_id = $3`, x.ID, r.policyID,
+		r.deviceID); err != nil {
+		return fmt.Errorf("record alert %s on %s: %w", x.ID, r.deviceID, err)
+	}
+	return nil
 }
 
 // reevaluate queues a new evaluation of a device whose remediation ended (unless one is
@@ -220,19 +219,22 @@ func (s *Service) reevaluate(ctx context.Context, p Policy, r dueRow) error {
 		}
 		var outstanding sql.NullString
 		if err := tx.QueryRowContext(ctx, `SELECT command_id FROM policy_compliance WHERE policy_id = $1 AND device_id = $2`, r.policyID,
-			r.deviceID).Scan(&outstanding); err != nil || outstanding.Valid || p.Status != StatusActive {
-			return err
+			r.deviceID).Scan(&outstanding); err != nil {
+			return fmt.Errorf("read the evaluation outstanding on %s: %w", r.deviceID, err)
+		}
+		if outstanding.Valid || p.Status != StatusActive {
+			return nil
 		}
 		res, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{r.deviceID}, Audited: true,
 			CommandInput: devices.CommandInput{Type: agentproto.CommandPolicyEvaluate, Payload: payload}})
 		if err != nil {
-			return err
+			return fmt.Errorf("send the evaluation of %s: %w", r.deviceID, err)
 		}
 		now := s.clock.Now()
 		for _, c := range res.Commands {
 			if _, err := tx.ExecContext(ctx, `UPDATE policy_compliance SET command_id = $1, queued_at = $2 WHERE policy_id = $3 AND device_id = $4`,
 				c.ID, now, r.policyID, r.deviceID); err != nil {
-				return err
+				return fmt.Errorf("record the evaluation of %s: %w", r.deviceID, err)
 			}
 		}
 		cmds = res.Commands
@@ -250,7 +252,7 @@ func (s *Service) reevaluate(ctx context.Context, p Policy, r dueRow) error {
 func (s *Service) remediateIn(ctx context.Context, tx *sql.Tx, p Policy, deviceIDs []string, out *PolicyRemediation) ([]devices.DeviceCommand, error) {
 	res, cmds, err := s.scripts.ExecuteIn(ctx, tx, *p.RemediationScriptID, scripts.ScriptRun{DeviceIDs: deviceIDs})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("run the remediation of policy %s: %w", p.ID, err)
 	}
 	for _, x := range res.Executions {
 		if _, err := tx.ExecContext(ctx, `UPDATE policy_compliance SET remediation_execution_id = $1, remediation_command_id = $2

@@ -17,7 +17,8 @@ import (
 // evaluation schedule, each node's follow-up worker and the partner-API exports.
 var Module = module.Module{Name: "policies", Build: func(k *module.Kernel) error {
 	dev := module.Get[*devices.Service](k)
-	s := New(k.DB, k.Logger, k.Clock, dev, module.Get[*scripts.Service](k), module.Get[*alerts.Service](k))
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Devices: dev, Scripts: module.Get[*scripts.Service](k),
+		Alerts: module.Get[*alerts.Service](k)})
 	k.Declare(s.commandKind())
 	k.Declare(devices.ResultHook{Kind: agentproto.CommandRunScript, Run: s.onRemediationResult})
 	s.Register(k.HTTP)

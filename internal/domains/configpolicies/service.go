@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -34,10 +33,23 @@ type Service struct {
 	followUps *jobs.Loop
 }
 
+// Deps is what the policies service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time evaluations are scheduled and taken for lost on; nil: the system clock.
+	Clock   clock.Clock
+	Devices *devices.Service
+	// Scripts runs the remediation scripts.
+	Scripts *scripts.Service
+	// Alerts raises and resolves the alerts of non-compliant devices.
+	Alerts *alerts.Service
+}
+
 // New returns the policies service.
-func New(db *store.DB, logger *slog.Logger, clk clock.Clock, dev *devices.Service, sc *scripts.Service, al *alerts.Service) *Service {
-	s := &Service{db: db, logger: logger, clock: clock.Or(clk), devices: dev, scripts: sc, alerts: al}
-	s.followUps = jobs.NewLoop("policy follow-ups", followUpEvery, logger, s.RunFollowUps)
+func New(d Deps) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, scripts: d.Scripts, alerts: d.Alerts}
+	s.followUps = jobs.NewLoop("policy follow-ups", followUpEvery, d.Logger, s.RunFollowUps)
 	return s
 }
 
@@ -73,21 +85,20 @@ func withTargets(ctx context.Context, q store.Querier, list []Policy) error {
 	for i, p := range list {
 		ids[i], at[p.ID] = p.ID, i
 	}
+	type target struct{ policyID, targetID string }
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT policy_id, target_id FROM policy_targets WHERE policy_id IN `+a.In(ids)+
-		` AND target_id IS NOT NULL ORDER BY policy_id, target_key`, a.Values()...)
+	targets, err := store.QueryAll(ctx, q, `SELECT policy_id, target_id FROM policy_targets WHERE policy_id IN `+a.In(ids)+
+		` AND target_id IS NOT NULL ORDER BY policy_id, target_key`, a.Values(), func(row store.Scanner) (target, error) {
+		var t target
+		return t, row.Scan(&t.policyID, &t.targetID)
+	})
 	if err != nil {
 		return fmt.Errorf("read policy targets: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var pid, tid string
-		if err := rows.Scan(&pid, &tid); err != nil {
-			return err
-		}
-		list[at[pid]].Targets.IDs = append(list[at[pid]].Targets.IDs, tid)
+	for _, t := range targets {
+		list[at[t.policyID]].Targets.IDs = append(list[at[t.policyID]].Targets.IDs, t.targetID)
 	}
-	return rows.Err()
+	return nil
 }
 
 // filter keeps the policies (alias p) in scope: partner-wide ones only for callers that reach
@@ -97,15 +108,9 @@ func filter(scope access.Scope, a *store.Args) string {
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (Policy, error) {
-	if !store.ValidID(id) {
-		return Policy{}, apperr.NotFound("policy")
-	}
 	var a store.Args
-	x, err := scanPolicy(q.QueryRowContext(ctx, `SELECT `+policyColumns+` FROM policies p WHERE p.id = `+a.Add(id)+` AND `+
-		filter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("policy")
-	}
+	x, err := store.ByID(ctx, q, "policy", `SELECT `+policyColumns+` FROM policies p`, "p.id", id, &a, []string{filter(scope, &a)},
+		scanPolicy)
 	if err != nil {
 		return x, err
 	}
@@ -179,7 +184,10 @@ func (s *Service) checkScript(ctx context.Context, p Policy) error {
 	if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && p.OrgID == nil && sc.OrgID != nil) {
 		return apperr.Invalid("remediationScriptId", "no such script within the policy's reach")
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("check remediation script %s: %w", *p.RemediationScriptID, err)
+	}
+	return nil
 }
 
 func nameTaken(name string) error {
@@ -200,24 +208,24 @@ func fromInput(in PolicyInput) Policy {
 // Create adds a policy. An active policy is evaluated on its devices at once.
 func (s *Service) Create(ctx context.Context, in PolicyInput) (Policy, error) {
 	scope := access.ScopeFrom(ctx)
-	at, err := tenancy.Place(ctx, s.db, scope, in.OrgID, tenancy.PlaceOptions{Noun: "policy", PartnerID: in.PartnerID, PartnerWide: true})
-	if err != nil {
-		return Policy{}, err
-	}
-	p := fromInput(in)
-	p.ID, p.PartnerID = store.NewID(), at.PartnerID
-	if at.OrgID != "" {
-		p.OrgID = &at.OrgID
-	}
-	if err := normalize(&p); err != nil {
-		return Policy{}, err
-	}
-	if err := s.checkScript(ctx, p); err != nil {
-		return Policy{}, err
-	}
-	now := s.clock.Now()
 	var x Policy
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "policy", PartnerID: in.PartnerID, PartnerWide: true})
+		if err != nil {
+			return err
+		}
+		p := fromInput(in)
+		p.ID, p.PartnerID = store.NewID(), at.PartnerID
+		if at.OrgID != "" {
+			p.OrgID = &at.OrgID
+		}
+		if err := normalize(&p); err != nil {
+			return err
+		}
+		if err := s.checkScript(ctx, p); err != nil {
+			return err
+		}
+		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO policies (id, partner_id, org_id, name, description, status, enforcement,
 			check_interval_minutes, rules, remediation_script_id, target_type, created_by, created_at, updated_at, next_evaluation_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14)`, p.ID, p.PartnerID, p.OrgID, p.Name,
@@ -231,7 +239,6 @@ func (s *Service) Create(ctx context.Context, in PolicyInput) (Policy, error) {
 		if err := writeTargets(ctx, tx, p, now); err != nil {
 			return err
 		}
-		var err error
 		if x, err = s.get(ctx, tx, access.SystemScope(), p.ID); err != nil {
 			return err
 		}

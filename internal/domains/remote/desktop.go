@@ -52,7 +52,7 @@ func (s *Service) CallerICEServers(ctx context.Context) ([]agentproto.ICEServer,
 func (s *Service) signal(ctx context.Context, x RemoteSession, method string, args, out any) error {
 	live, err := s.agents.LiveChannel(ctx, x.DeviceID)
 	if err != nil {
-		return err
+		return fmt.Errorf("check the live channel of device %s: %w", x.DeviceID, err)
 	}
 	if !live {
 		return &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.CodeAgentOffline,
@@ -60,7 +60,7 @@ func (s *Service) signal(ctx context.Context, x RemoteSession, method string, ar
 	}
 	raw, err := s.agents.Call(ctx, x.DeviceID, method, args, signallingTimeout)
 	if err != nil {
-		return err
+		return fmt.Errorf("relay %s to device %s: %w", method, x.DeviceID, err)
 	}
 	if out != nil && json.Unmarshal(raw, out) != nil {
 		return &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
@@ -146,7 +146,11 @@ func (s *Service) ConnectCode(ctx context.Context, id string) (string, time.Time
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	return s.tickets.Issue(ctx, desktopCodeKind, x.ID, user, desktopCodeTTL)
+	code, expires, err := s.tickets.Issue(ctx, desktopCodeKind, x.ID, user, desktopCodeTTL)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("issue a connect code for remote session %s: %w", x.ID, err)
+	}
+	return code, expires, nil
 }
 
 // OfferWithCode is Offer for a desktop viewer that holds a connect code instead of a bearer

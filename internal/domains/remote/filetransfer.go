@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"gale/internal/domains/systemtools"
@@ -29,9 +30,11 @@ func (s *Service) transferSession(ctx context.Context, id string) (RemoteSession
 	if x.Status == StatusActive {
 		// A transfer keeps its session from being idle.
 		return x, s.db.Write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `UPDATE remote_sessions SET updated_at = $1 WHERE id = $2 AND status = $3`,
-				s.clock.Now(), x.ID, StatusActive)
-			return err
+			if _, err := tx.ExecContext(ctx, `UPDATE remote_sessions SET updated_at = $1 WHERE id = $2 AND status = $3`,
+				s.clock.Now(), x.ID, StatusActive); err != nil {
+				return fmt.Errorf("mark remote session %s used: %w", x.ID, err)
+			}
+			return nil
 		})
 	}
 	active, err := s.change(ctx, access.ScopeFrom(ctx), id, []string{StatusPending}, StatusActive, func(ch *store.Changes, now time.Time) {

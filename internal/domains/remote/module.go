@@ -16,9 +16,10 @@ import (
 // sessions every minute.
 var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
 	c := k.Config
-	s := New(k.DB, k.Clock, k.Logger, module.Get[*devices.Service](k), module.Get[*agenthub.Hub](k), module.Get[*authtickets.Service](k),
-		module.Get[*systemtools.Service](k), Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs,
-			TURNSecret: c.RemoteTURNSecret, TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})
+	s := New(Deps{DB: k.DB, Clock: k.Clock, Logger: k.Logger, Devices: module.Get[*devices.Service](k), Agents: module.Get[*agenthub.Hub](k),
+		Tickets: module.Get[*authtickets.Service](k), Files: module.Get[*systemtools.Service](k)},
+		Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs, TURNSecret: c.RemoteTURNSecret,
+			TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})
 	s.Register(k.HTTP)
 	k.Declare(agenthub.Message{Type: agentproto.TypeDesktopState, Handle: s.DesktopState})
 	k.Every("remote-sessions-expire", time.Minute, s.expireAll)

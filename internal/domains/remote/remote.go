@@ -106,11 +106,25 @@ type Service struct {
 	opts    Options
 }
 
-// New returns the remote-session service; files carries the transfers of file_transfer
-// sessions.
-func New(db *store.DB, clk clock.Clock, logger *slog.Logger, dev *devices.Service, agents systemtools.Caller, t *authtickets.Service,
-	files *systemtools.Service, opts Options) *Service {
-	return &Service{db: db, clock: clock.Or(clk), logger: logger, devices: dev, agents: agents, tickets: t, files: files, opts: opts}
+// Deps is what the remote-session service is built from.
+type Deps struct {
+	DB *store.DB
+	// Clock is the time sessions go stale on; nil: the system clock.
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Devices *devices.Service
+	// Agents opens the agents' streams and calls them.
+	Agents systemtools.Caller
+	// Tickets issues and redeems the tickets of terminals and desktop connections.
+	Tickets *authtickets.Service
+	// Files carries the transfers of file_transfer sessions.
+	Files *systemtools.Service
+}
+
+// New returns the remote-session service.
+func New(d Deps, opts Options) *Service {
+	return &Service{db: d.DB, clock: clock.Or(d.Clock), logger: d.Logger, devices: d.Devices, agents: d.Agents, tickets: d.Tickets,
+		files: d.Files, opts: opts}
 }
 
 // RemoteSession is the API view of a remote session (named so in the API document, beside
@@ -167,19 +181,9 @@ func (s *Service) Get(ctx context.Context, id string) (RemoteSession, error) {
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (RemoteSession, error) {
-	if !store.ValidID(id) {
-		return RemoteSession{}, apperr.NotFound("remote session")
-	}
 	var a store.Args
-	x, err := scanSession(q.QueryRowContext(ctx, `SELECT `+columns+` FROM remote_sessions WHERE id = `+a.Add(id)+
-		` AND `+scopeFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("remote session")
-	}
-	if err != nil {
-		return x, fmt.Errorf("load remote session %s: %w", id, err)
-	}
-	return x, nil
+	return store.ByID(ctx, q, "remote session", `SELECT `+columns+` FROM remote_sessions`, "id", id, &a,
+		[]string{scopeFilter(scope, &a)}, scanSession)
 }
 
 // List lists the sessions in scope, newest first: the active ones, or the ended ones
@@ -224,7 +228,7 @@ func (s *Service) reachableDevice(ctx context.Context, id string) (devices.Devic
 	}
 	live, err := s.agents.LiveChannel(ctx, id)
 	if err != nil {
-		return d, err
+		return d, fmt.Errorf("check the live channel of device %s: %w", id, err)
 	}
 	if !live {
 		return d, apperr.BadRequest(CodeDeviceOffline,
@@ -324,27 +328,14 @@ func (s *Service) expireStale(ctx context.Context, tx *sql.Tx, now time.Time, wh
 		a.Add("idle: no transfer for 30 minutes") + " WHEN status = " + active + " AND type = " + terminal + " THEN " +
 		a.Add("lost: the server that held the terminal stopped") + " WHEN status = " + active + " THEN " +
 		a.Add("lost: the device stopped reporting the desktop connection") + " ELSE " + a.Add("stale: no viewer connected in time") + " END"
-	rows, err := tx.QueryContext(ctx, `UPDATE remote_sessions SET `+set+` WHERE `+stale+` AND `+where(&a)+
-		` RETURNING `+columns, a.Values()...)
+	ended, err := store.QueryAll(ctx, tx, `UPDATE remote_sessions SET `+set+` WHERE `+stale+` AND `+where(&a)+
+		` RETURNING `+columns, a.Values(), scanSession)
 	if err != nil {
 		return 0, fmt.Errorf("expire stale remote sessions: %w", err)
 	}
-	var ended []RemoteSession
-	for rows.Next() {
-		x, err := scanSession(rows)
-		if err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ended = append(ended, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
 	for _, x := range ended {
 		if err := recordEnd(ctx, tx, x, systemActor); err != nil {
-			return 0, err
+			return 0, fmt.Errorf("record the end of remote session %s: %w", x.ID, err)
 		}
 	}
 	return int64(len(ended)), nil

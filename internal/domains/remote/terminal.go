@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -57,7 +58,7 @@ func (s *Service) IssueTerminalTicket(ctx context.Context, id string) (TerminalT
 	}
 	raw, expires, err := s.tickets.Issue(ctx, terminalTicketKind, x.ID, user, terminalTicketTTL)
 	if err != nil {
-		return TerminalTicket{}, err
+		return TerminalTicket{}, fmt.Errorf("issue a terminal ticket for remote session %s: %w", x.ID, err)
 	}
 	base := strings.Replace(strings.Replace(s.opts.PublicURL, "https://", "wss://", 1), "http://", "ws://", 1)
 	u := base + httpapi.Prefix + strings.Replace(TerminalPath, "{id}", x.ID, 1) + "?ticket=" + url.QueryEscape(raw)
@@ -180,7 +181,7 @@ func (s *Service) redeem(ctx context.Context, kind, id, raw string) (*access.Pri
 	}
 	p, err := auth.PrincipalForUser(ctx, s.db, t.UserID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load the principal of user %s: %w", t.UserID, err)
 	}
 	if p == nil {
 		return nil, apperr.Unauthorized("the ticket's user is no longer active")
@@ -308,7 +309,7 @@ func (s *Service) bridge(ctx context.Context, ws *websocket.Conn, st *streams.St
 	wg.Go(func() { // the session ended elsewhere; and it is seen served
 		tick := time.NewTicker(statusPoll)
 		defer tick.Stop()
-		seen := time.Now()
+		seen := s.clock.Now()
 		for {
 			select {
 			case <-ctx.Done():
@@ -320,8 +321,8 @@ func (s *Service) bridge(ctx context.Context, ws *websocket.Conn, st *streams.St
 				stop("the session was ended", websocket.StatusNormalClosure)
 				return
 			}
-			if time.Since(seen) >= terminalSeenEvery {
-				seen = time.Now()
+			if now := s.clock.Now(); now.Sub(seen) >= terminalSeenEvery {
+				seen = now
 				s.markSeen(ctx, id)
 			}
 		}

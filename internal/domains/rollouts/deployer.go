@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"gale/internal/domains/devices"
@@ -73,7 +74,7 @@ func (d ScriptDeployer) Validate(ctx context.Context, raw json.RawMessage) (json
 	if _, err := d.Scripts.Get(ctx, p.ScriptID); apperr.IsCode(err, apperr.CodeNotFound) {
 		return nil, apperr.Invalid("payload.scriptId", "no such script within the deployment's organization")
 	} else if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("check script %s: %w", p.ScriptID, err)
 	}
 	return json.RawMessage(store.EncodeJSON(p)), nil
 }
@@ -82,7 +83,7 @@ func (d ScriptDeployer) Validate(ctx context.Context, raw json.RawMessage) (json
 func (d ScriptDeployer) Deploy(ctx context.Context, tx *sql.Tx, raw json.RawMessage, deviceIDs []string) (DeployResult, error) {
 	var p ScriptPayload
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return DeployResult{}, err
+		return DeployResult{}, fmt.Errorf("read script payload: %w", err)
 	}
 	var out DeployResult
 	for chunk := range slices.Chunk(deviceIDs, scripts.MaxExecuteDevices) {

@@ -25,7 +25,7 @@ func unprocessable(code, msg string) error {
 func (s *Service) resolve(ctx context.Context, x Deployment) ([]string, error) {
 	r, err := s.devices.ResolveTargets(ctx, x.Targets.Type, x.Targets.IDs, MaxDevices)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolve the targets of deployment %s: %w", x.ID, err)
 	}
 	if r.Exceeds {
 		return nil, unprocessable(CodeTooManyDevices, fmt.Sprintf("the targets name more than %d devices", MaxDevices))
@@ -111,9 +111,11 @@ func (s *Service) record(ctx context.Context, tx *sql.Tx, typ string, x Deployme
 	for k, v := range more {
 		data[k] = v
 	}
-	_, err := events.Record(ctx, tx, events.Event{Type: typ, PartnerID: x.PartnerID, OrgID: x.OrgID, ResourceType: "deployment",
-		ResourceID: x.ID}, data)
-	return err
+	if _, err := events.Record(ctx, tx, events.Event{Type: typ, PartnerID: x.PartnerID, OrgID: x.OrgID, ResourceType: "deployment",
+		ResourceID: x.ID}, data); err != nil {
+		return fmt.Errorf("record %s of deployment %s: %w", typ, x.ID, err)
+	}
+	return nil
 }
 
 // Start makes a pending deployment running and sends its first batch, in one transaction. Of
@@ -330,6 +332,10 @@ func (s *Service) RetryDevice(ctx context.Context, id, deviceID string) (Deploym
 		}
 		return DeploymentDevice{}, err
 	}
-	return scanDevice(s.db.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM rollout_devices d WHERE d.rollout_id = $1 AND d.device_id = $2`,
+	d, err := scanDevice(s.db.QueryRowContext(ctx, `SELECT `+deviceColumns+` FROM rollout_devices d WHERE d.rollout_id = $1 AND d.device_id = $2`,
 		id, deviceID))
+	if err != nil {
+		return DeploymentDevice{}, fmt.Errorf("read device %s of deployment %s: %w", deviceID, id, err)
+	}
+	return d, nil
 }

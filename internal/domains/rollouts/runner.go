@@ -33,24 +33,19 @@ type deviceRow struct {
 }
 
 func rowsWhere(ctx context.Context, q store.Querier, cond string, args ...any) ([]deviceRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT device_id, batch, status, attempts, command_id, completed_at FROM rollout_devices WHERE `+cond+
-		` ORDER BY device_id`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read deployment devices: %w", err)
-	}
-	defer rows.Close()
-	var out []deviceRow
-	for rows.Next() {
+	out, err := store.QueryAll(ctx, q, `SELECT device_id, batch, status, attempts, command_id, completed_at FROM rollout_devices WHERE `+
+		cond+` ORDER BY device_id`, args, func(row store.Scanner) (deviceRow, error) {
 		var r deviceRow
 		var cmd sql.NullString
 		var done sql.NullTime
-		if err := rows.Scan(&r.DeviceID, &r.Batch, &r.Status, &r.Attempts, &cmd, &done); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&r.DeviceID, &r.Batch, &r.Status, &r.Attempts, &cmd, &done)
 		r.CommandID, r.CompletedAt = cmd.String, store.TimePtr(done)
-		out = append(out, r)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read deployment devices: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // batchRows are the devices of a batch that have not gone out.
@@ -185,7 +180,7 @@ func (s *Service) deployIn(ctx context.Context, tx *sql.Tx, d Deployer, x Deploy
 	for _, id := range ids {
 		if !done[id] {
 			if err := end(id, DeviceFailed, "the "+d.Type()+" deployer did not deploy the device"); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("record undeployed deployment device: %w", err)
 			}
 		}
 	}
@@ -278,47 +273,51 @@ func (s *Service) reconcile(ctx context.Context, x Deployment) error {
 		row         deviceRow
 		status, msg string
 	}
-	var changes []change
-	rows, err := s.db.QueryContext(ctx, `SELECT d.device_id, c.status, c.error, c.exit_code FROM rollout_devices d`+
-		devices.CommandJoin("d.command_id")+` WHERE d.rollout_id = $1 AND d.status IN ($2, $3)`, x.ID, DeviceQueued, DeviceRunning)
+	// command is the command of a device under way, as the devices domain keeps it.
+	type command struct {
+		status, errMsg string
+		exit           *int
+	}
+	type deviceCommand struct {
+		device string
+		command
+	}
+	list, err := store.QueryAll(ctx, s.db, `SELECT d.device_id, c.status, c.error, c.exit_code FROM rollout_devices d`+
+		devices.CommandJoin("d.command_id")+` WHERE d.rollout_id = $1 AND d.status IN ($2, $3)`, []any{x.ID, DeviceQueued, DeviceRunning},
+		func(row store.Scanner) (deviceCommand, error) {
+			var dc deviceCommand
+			var cerr sql.NullString
+			var exit sql.NullInt64
+			err := row.Scan(&dc.device, &dc.status, &cerr, &exit)
+			dc.errMsg = cerr.String
+			if exit.Valid {
+				n := int(exit.Int64)
+				dc.exit = &n
+			}
+			return dc, err
+		})
 	if err != nil {
 		return fmt.Errorf("read deployment commands: %w", err)
 	}
-	seen := map[string]string{}
-	errs := map[string]string{}
-	exits := map[string]*int{}
-	for rows.Next() {
-		var dev, cstatus string
-		var cerr sql.NullString
-		var exit sql.NullInt64
-		if err := rows.Scan(&dev, &cstatus, &cerr, &exit); err != nil {
-			rows.Close()
-			return err
-		}
-		seen[dev], errs[dev] = cstatus, cerr.String
-		if exit.Valid {
-			n := int(exit.Int64)
-			exits[dev] = &n
-		}
+	seen := make(map[string]command, len(list))
+	for _, dc := range list {
+		seen[dc.device] = dc.command
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
+	var changes []change
 	for _, r := range active {
-		cstatus, ok := seen[r.DeviceID]
+		c, ok := seen[r.DeviceID]
 		switch {
 		case !ok:
 			changes = append(changes, change{r, DeviceFailed, "its command no longer exists (device removed)"})
-		case cstatus == devices.CommandSent && r.Status == DeviceQueued:
+		case c.status == devices.CommandSent && r.Status == DeviceQueued:
 			changes = append(changes, change{r, DeviceRunning, ""})
-		case cstatus == devices.CommandCompleted || cstatus == devices.CommandFailed || cstatus == devices.CommandTimedOut ||
-			cstatus == devices.CommandCancelled:
-			msg := errs[r.DeviceID]
-			if msg == "" && cstatus != devices.CommandFailed {
-				msg = cstatus
+		case c.status == devices.CommandCompleted || c.status == devices.CommandFailed || c.status == devices.CommandTimedOut ||
+			c.status == devices.CommandCancelled:
+			msg := c.errMsg
+			if msg == "" && c.status != devices.CommandFailed {
+				msg = c.status
 			}
-			st, m := outcome(cstatus == devices.CommandCompleted, msg, exits[r.DeviceID])
+			st, m := outcome(c.status == devices.CommandCompleted, msg, c.exit)
 			changes = append(changes, change{r, st, m})
 		}
 	}

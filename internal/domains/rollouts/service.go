@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -125,19 +124,10 @@ func filter(scope access.Scope, a *store.Args) string {
 	return scope.OrgFilter(a, "r.org_id", "r.partner_id") + " AND " + tenancy.LiveOrg("r.org_id")
 }
 
-func errNotFound() error { return apperr.NotFound("deployment") }
-
 // load reads a deployment in scope, without its totals.
 func load(ctx context.Context, q store.Querier, scope access.Scope, id string) (Deployment, error) {
-	if !store.ValidID(id) {
-		return Deployment{}, errNotFound()
-	}
 	var a store.Args
-	x, err := scan(q.QueryRowContext(ctx, `SELECT `+columns+` FROM rollouts r WHERE r.id = `+a.Add(id)+` AND `+filter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, errNotFound()
-	}
-	return x, err
+	return store.ByID(ctx, q, "deployment", `SELECT `+columns+` FROM rollouts r`, "r.id", id, &a, []string{filter(scope, &a)}, scan)
 }
 
 // withTotals fills the totals of deployments.
@@ -150,22 +140,23 @@ func withTotals(ctx context.Context, q store.Querier, xs []Deployment) error {
 	for i, x := range xs {
 		ids[i], at[x.ID] = x.ID, i
 	}
+	type count struct {
+		id, status string
+		n          int
+	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT rollout_id, status, COUNT(*) FROM rollout_devices WHERE rollout_id IN `+a.In(ids)+
-		` GROUP BY rollout_id, status`, a.Values()...)
+	counts, err := store.QueryAll(ctx, q, `SELECT rollout_id, status, COUNT(*) FROM rollout_devices WHERE rollout_id IN `+a.In(ids)+
+		` GROUP BY rollout_id, status`, a.Values(), func(row store.Scanner) (count, error) {
+		var c count
+		return c, row.Scan(&c.id, &c.status, &c.n)
+	})
 	if err != nil {
 		return fmt.Errorf("count deployment devices: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, status string
-		var n int
-		if err := rows.Scan(&id, &status, &n); err != nil {
-			return err
-		}
-		xs[at[id]].Totals.add(status, n)
+	for _, c := range counts {
+		xs[at[c.id]].Totals.add(c.status, c.n)
 	}
-	return rows.Err()
+	return nil
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (Deployment, error) {
@@ -339,26 +330,27 @@ func normalize(x *Deployment) error {
 
 // Create adds a draft deployment.
 func (s *Service) Create(ctx context.Context, in DeploymentInput) (Deployment, error) {
-	at, err := tenancy.Place(ctx, s.db, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "deployment"})
-	if err != nil {
-		return Deployment{}, err
-	}
-	x := Deployment{ID: store.NewID(), PartnerID: at.PartnerID, OrgID: at.OrgID, Name: in.Name, Description: in.Description,
-		Status: StatusDraft, Targets: in.Targets, RespectMaintenanceWindows: in.RespectMaintenanceWindows == nil || *in.RespectMaintenanceWindows}
-	if in.Strategy != nil {
-		x.Strategy = *in.Strategy
-	}
-	if in.Retry != nil {
-		x.Retry = *in.Retry
-	}
-	if err := normalize(&x); err != nil {
-		return Deployment{}, err
-	}
-	if x.payloadType, x.Payload, err = s.checkPayload(ctx, x, in.Payload); err != nil {
-		return Deployment{}, err
-	}
-	now := s.clock.Now()
-	err = s.db.Write(ctx, func(tx *sql.Tx) error {
+	id := store.NewID()
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "deployment"})
+		if err != nil {
+			return err
+		}
+		x := Deployment{ID: id, PartnerID: at.PartnerID, OrgID: at.OrgID, Name: in.Name, Description: in.Description,
+			Status: StatusDraft, Targets: in.Targets, RespectMaintenanceWindows: in.RespectMaintenanceWindows == nil || *in.RespectMaintenanceWindows}
+		if in.Strategy != nil {
+			x.Strategy = *in.Strategy
+		}
+		if in.Retry != nil {
+			x.Retry = *in.Retry
+		}
+		if err := normalize(&x); err != nil {
+			return err
+		}
+		if x.payloadType, x.Payload, err = s.checkPayload(ctx, x, in.Payload); err != nil {
+			return err
+		}
+		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollouts (id, partner_id, org_id, name, description, status, payload_type, payload,
 			targets, strategy, retry, respect_maintenance, created_by, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9,
 			$10, $11, $12, $13, $14, $14)`, x.ID, x.PartnerID, x.OrgID, x.Name, x.Description, x.Status, x.payloadType, string(x.Payload),
@@ -370,7 +362,7 @@ func (s *Service) Create(ctx context.Context, in DeploymentInput) (Deployment, e
 	if err != nil {
 		return Deployment{}, err
 	}
-	return s.get(ctx, s.db, access.SystemScope(), x.ID)
+	return s.get(ctx, s.db, access.SystemScope(), id)
 }
 
 func (s *Service) entry(action string, x Deployment, details map[string]any) audit.Entry {

@@ -41,15 +41,23 @@ const (
 	staleAfter = 30 * time.Minute
 )
 
+// Deps is what the catalog's service is built from.
+type Deps struct {
+	DB *store.DB
+	// Clock is the time tests are queued, claimed and taken for interrupted on; nil: the
+	// system clock.
+	Clock clock.Clock
+}
+
 // New returns a Service.
-func New(db *store.DB, clk clock.Clock, opts Options) *Service {
+func New(d Deps, opts Options) *Service {
 	if opts.MaxBytes <= 0 {
 		opts.MaxBytes = DefaultMaxBytes
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	return &Service{db: db, clock: clock.Or(clk), client: &http.Client{Timeout: opts.Timeout}, opts: opts}
+	return &Service{db: d.DB, clock: clock.Or(d.Clock), client: &http.Client{Timeout: opts.Timeout}, opts: opts}
 }
 
 // requireSystem refuses callers below the platform: the catalog is the platform's.
@@ -131,28 +139,31 @@ func (s *Service) complete(ctx context.Context, q store.Querier, ps []Package) e
 		ps[i].Versions = []Version{}
 		at[ps[i].ID], ids[i] = &ps[i], ps[i].ID
 	}
+	type packageVersion struct {
+		packageID string
+		Version
+	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT package_id, version, download_url, sha256, file_type, os_type, cve_ids, released_at,
-		platform_tested, tested_at FROM third_party_versions WHERE package_id IN `+a.In(ids)+` ORDER BY package_id, position`, a.Values()...)
+	versions, err := store.QueryAll(ctx, q, `SELECT package_id, version, download_url, sha256, file_type, os_type, cve_ids, released_at,
+		platform_tested, tested_at FROM third_party_versions WHERE package_id IN `+a.In(ids)+` ORDER BY package_id, position`, a.Values(),
+		func(r store.Scanner) (packageVersion, error) {
+			var pv packageVersion
+			var cves string
+			if err := r.Scan(&pv.packageID, &pv.Version.Version, &pv.DownloadURL, &pv.SHA256, &pv.FileType, &pv.OSType, &cves,
+				&pv.ReleasedAt, &pv.PlatformTested, &pv.TestedAt); err != nil {
+				return pv, err
+			}
+			if err := json.Unmarshal([]byte(cves), &pv.CVEIDs); err != nil {
+				return pv, fmt.Errorf("third-party version %s %s: %w", pv.packageID, pv.Version.Version, err)
+			}
+			pv.ReleasedAt, pv.TestedAt = utc(pv.ReleasedAt), utc(pv.TestedAt)
+			return pv, nil
+		})
 	if err != nil {
 		return fmt.Errorf("read third-party versions: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, cves string
-		var v Version
-		if err := rows.Scan(&id, &v.Version, &v.DownloadURL, &v.SHA256, &v.FileType, &v.OSType, &cves, &v.ReleasedAt,
-			&v.PlatformTested, &v.TestedAt); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(cves), &v.CVEIDs); err != nil {
-			return fmt.Errorf("third-party version %s %s: %w", id, v.Version, err)
-		}
-		v.ReleasedAt, v.TestedAt = utc(v.ReleasedAt), utc(v.TestedAt)
-		at[id].Versions = append(at[id].Versions, v)
-	}
-	if err := rows.Err(); err != nil {
-		return err
+	for _, pv := range versions {
+		at[pv.packageID].Versions = append(at[pv.packageID].Versions, pv.Version)
 	}
 	for i := range ps {
 		if len(ps[i].Versions) > 0 {
@@ -160,20 +171,15 @@ func (s *Service) complete(ctx context.Context, q store.Querier, ps []Package) e
 		}
 	}
 	var b store.Args
-	tests, err := q.QueryContext(ctx, `SELECT `+testColumns+` FROM third_party_tests WHERE package_id IN `+b.In(ids)+
-		` ORDER BY created_at, id`, b.Values()...)
+	tests, err := store.QueryAll(ctx, q, `SELECT `+testColumns+` FROM third_party_tests WHERE package_id IN `+b.In(ids)+
+		` ORDER BY created_at, id`, b.Values(), scanTest)
 	if err != nil {
 		return fmt.Errorf("read third-party tests: %w", err)
 	}
-	defer tests.Close()
-	for tests.Next() {
-		t, err := scanTest(tests)
-		if err != nil {
-			return err
-		}
-		at[t.PackageID].LastTest = &t
+	for i := range tests {
+		at[tests[i].PackageID].LastTest = &tests[i]
 	}
-	return tests.Err()
+	return nil
 }
 
 func utc(t *time.Time) *time.Time {
@@ -202,15 +208,11 @@ func (s *Service) Get(ctx context.Context, id string) (Package, error) {
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, id string) (Package, error) {
-	if !store.ValidID(id) {
-		return Package{}, apperr.NotFound("third-party package")
-	}
-	p, err := scanPackage(q.QueryRowContext(ctx, `SELECT `+packageColumns+` FROM third_party_packages p WHERE p.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Package{}, apperr.NotFound("third-party package")
-	}
+	var a store.Args
+	p, err := store.ByID(ctx, q, "third-party package", `SELECT `+packageColumns+` FROM third_party_packages p`, "p.id", id, &a, nil,
+		scanPackage)
 	if err != nil {
-		return Package{}, fmt.Errorf("read third-party package %s: %w", id, err)
+		return Package{}, err
 	}
 	ps := []Package{p}
 	if err := s.complete(ctx, q, ps); err != nil {
@@ -397,7 +399,7 @@ func (s *Service) QueueTest(ctx context.Context, id, version string) (SmokeTest,
 			return fmt.Errorf("queue a third-party smoke test: %w", err)
 		}
 		if out, err = scanTest(tx.QueryRowContext(ctx, `SELECT `+testColumns+` FROM third_party_tests WHERE id = $1`, testID)); err != nil {
-			return err
+			return fmt.Errorf("read smoke test %s: %w", testID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "third_party_package.test", ResourceType: "third_party_package",
 			ResourceID: id, ResourceName: p.Vendor + " " + p.Name, Details: map[string]any{"version": version, "testId": testID}})
@@ -413,22 +415,10 @@ const maxEntries = 10000
 // its applications on devices (third-party patches). It needs no caller: the catalog is the
 // platform's, and what a domain derives from it stays in that domain's tenancy.
 func (s *Service) Entries(ctx context.Context, q store.Querier) ([]Package, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+packageColumns+` FROM third_party_packages p ORDER BY p.id LIMIT $1`, maxEntries)
+	out, err := store.QueryAll(ctx, q, `SELECT `+packageColumns+` FROM third_party_packages p ORDER BY p.id LIMIT $1`, []any{maxEntries},
+		scanPackage)
 	if err != nil {
 		return nil, fmt.Errorf("read the third-party catalog: %w", err)
-	}
-	var out []Package
-	for rows.Next() {
-		p, err := scanPackage(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	return out, s.complete(ctx, q, out)
 }

@@ -37,10 +37,12 @@ func (s *Service) RunQueued(ctx context.Context) error {
 func (s *Service) failInterrupted(ctx context.Context) error {
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		now := s.clock.Now()
-		_, err := tx.ExecContext(ctx, `UPDATE third_party_tests SET status = $1, message = $2, finished_at = $3
+		if _, err := tx.ExecContext(ctx, `UPDATE third_party_tests SET status = $1, message = $2, finished_at = $3
 			WHERE status = $4 AND started_at < $5`, TestFailed, "the test was interrupted (the server running it stopped); queue it again",
-			now, TestRunning, now.Add(-staleAfter))
-		return err
+			now, TestRunning, now.Add(-staleAfter)); err != nil {
+			return fmt.Errorf("fail interrupted smoke tests: %w", err)
+		}
+		return nil
 	})
 }
 
@@ -74,8 +76,11 @@ func (s *Service) claim(ctx context.Context) (SmokeTest, Version, bool, error) {
 			found = true
 			return nil
 		}
-		found = err == nil
-		return err
+		if err != nil {
+			return fmt.Errorf("read the version of smoke test %s: %w", t.ID, err)
+		}
+		found = true
+		return nil
 	})
 	return t, v, found, err
 }
@@ -135,10 +140,12 @@ func (s *Service) finish(ctx context.Context, t SmokeTest, v Version, size int64
 			return nil
 		}
 		// Only the installer tested is marked: a version changed meanwhile keeps its mark off.
-		_, err = tx.ExecContext(ctx, `UPDATE third_party_versions SET platform_tested = $1, tested_at = $2
+		if _, err := tx.ExecContext(ctx, `UPDATE third_party_versions SET platform_tested = $1, tested_at = $2
 			WHERE package_id = $3 AND version = $4 AND download_url = $5 AND sha256 = $6`, true, now, t.PackageID, v.Version,
-			v.DownloadURL, v.SHA256)
-		return err
+			v.DownloadURL, v.SHA256); err != nil {
+			return fmt.Errorf("mark version %s of %s tested: %w", v.Version, t.PackageID, err)
+		}
+		return nil
 	})
 }
 

@@ -196,7 +196,7 @@ func TestSmokeTestsCheckTheInstaller(t *testing.T) {
 	}
 
 	// A size cap: the download stops there.
-	small := thirdparty.New(e.App.DB, clk, thirdparty.Options{MaxBytes: 1024})
+	small := thirdparty.New(thirdparty.Deps{DB: e.App.DB, Clock: clk}, thirdparty.Options{MaxBytes: 1024})
 	e.Must(202, admin, "POST", api+"/"+p.ID+"/test", map[string]any{"version": "4.0"})
 	if err := small.RunQueued(ctx); err != nil {
 		t.Fatal(err)
@@ -208,7 +208,7 @@ func TestSmokeTestsCheckTheInstaller(t *testing.T) {
 
 	// A test left running by a node that stopped fails after 30 minutes, and frees the entry.
 	e.Must(202, admin, "POST", api+"/"+p.ID+"/test", map[string]any{"version": "5.0"})
-	stuck := thirdparty.New(e.App.DB, clk, thirdparty.Options{})
+	stuck := thirdparty.New(thirdparty.Deps{DB: e.App.DB, Clock: clk}, thirdparty.Options{})
 	if _, err := e.App.DB.ExecContext(ctx, `UPDATE third_party_tests SET status = 'running', started_at = $1 WHERE status = 'queued'`,
 		clk.Now()); err != nil {
 		t.Fatal(err)

@@ -10,10 +10,11 @@ import (
 
 // Module serves tunnels and their proxy.
 var Module = module.Module{Name: "tunnels", Build: func(k *module.Kernel) error {
-	s := New(k.DB, module.Get[*devices.Service](k), module.Get[*agenthub.Hub](k), module.Get[*authtickets.Service](k),
-		module.Get[*audit.Log](k), k.Logger, Options{AllowDeviceLocal: k.Config.TunnelAllowDeviceLocal,
-			MaxResponseBytes: k.Config.TunnelMaxResponseBytes, ResponseTimeout: k.Config.TunnelResponseTimeout,
-			PublicURL: k.Config.PublicURL, CookieKey: CookieKey(k.Config.JWTSecret), Clock: k.Clock})
+	c := k.Config
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k), Agents: module.Get[*agenthub.Hub](k),
+		Tickets: module.Get[*authtickets.Service](k), Audit: module.Get[*audit.Log](k)},
+		Options{AllowDeviceLocal: c.TunnelAllowDeviceLocal, MaxResponseBytes: c.TunnelMaxResponseBytes,
+			ResponseTimeout: c.TunnelResponseTimeout, PublicURL: c.PublicURL, CookieKey: CookieKey(c.JWTSecret)})
 	s.Register(k.HTTP)
 	k.Purge("tunnels", s.purge)
 	k.OnClose(s.closeIdle)

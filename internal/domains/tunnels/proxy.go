@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -130,7 +131,7 @@ func (s *Service) redeem(w http.ResponseWriter, r *http.Request, id, raw string)
 func (s *Service) authorize(ctx context.Context, id, userID string, needAgent bool) (Tunnel, error) {
 	p, err := auth.PrincipalForUser(ctx, s.db, userID)
 	if err != nil {
-		return Tunnel{}, err
+		return Tunnel{}, fmt.Errorf("load the principal of user %s: %w", userID, err)
 	}
 	if p == nil {
 		return Tunnel{}, apperr.Unauthorized("the user of this tunnel's cookie is no longer active")

@@ -3,7 +3,6 @@ package tunnels
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -44,7 +43,19 @@ type Options struct {
 	PublicURL string
 	// CookieKey signs the proxy's cookies (see CookieKey).
 	CookieKey []byte
-	Clock     clock.Clock
+}
+
+// Deps is what the tunnel service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time tunnels, tickets and cookies expire on; nil: the system clock.
+	Clock   clock.Clock
+	Devices *devices.Service
+	Agents  Agents
+	Tickets *authtickets.Service
+	// Audit records the issue of tickets, outside a transaction.
+	Audit *audit.Log
 }
 
 // Service keeps tunnels and serves their proxy.
@@ -61,14 +72,15 @@ type Service struct {
 }
 
 // New returns the tunnel service.
-func New(db *store.DB, dev *devices.Service, agents Agents, tk *authtickets.Service, log *audit.Log, logger *slog.Logger, opts Options) *Service {
+func New(d Deps, opts Options) *Service {
 	if opts.MaxResponseBytes <= 0 {
 		opts.MaxResponseBytes = 100 << 20
 	}
 	if opts.ResponseTimeout <= 0 {
 		opts.ResponseTimeout = 60 * time.Second
 	}
-	s := &Service{db: db, devices: dev, agents: agents, tickets: tk, audit: log, logger: logger, opts: opts, clock: clock.Or(opts.Clock)}
+	s := &Service{db: d.DB, devices: d.Devices, agents: d.Agents, tickets: d.Tickets, audit: d.Audit, logger: d.Logger, opts: opts,
+		clock: clock.Or(d.Clock)}
 	s.transport = s.newTransport()
 	return s
 }
@@ -107,19 +119,9 @@ func scanner(now time.Time) func(store.Scanner) (Tunnel, error) {
 
 // get returns the tunnel if scope reaches its organization, which is live.
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (Tunnel, error) {
-	if !store.ValidID(id) {
-		return Tunnel{}, apperr.NotFound("tunnel")
-	}
 	var a store.Args
-	conds := []string{"t.id = " + a.Add(id), scope.OrgFilter(&a, "t.org_id", "t.partner_id"), tenancy.LiveOrg("t.org_id")}
-	t, err := scanner(s.now())(q.QueryRowContext(ctx, `SELECT `+columns+` FROM tunnels t WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, apperr.NotFound("tunnel")
-	}
-	if err != nil {
-		return t, fmt.Errorf("load tunnel %s: %w", id, err)
-	}
-	return t, nil
+	return store.ByID(ctx, q, "tunnel", `SELECT `+columns+` FROM tunnels t`, "t.id", id, &a,
+		[]string{scope.OrgFilter(&a, "t.org_id", "t.partner_id"), tenancy.LiveOrg("t.org_id")}, scanner(s.now()))
 }
 
 // Get returns a tunnel in scope.
@@ -249,11 +251,11 @@ func (s *Service) IssueTicket(ctx context.Context, id string) (Ticket, error) {
 	}
 	raw, expires, err := s.tickets.Issue(ctx, ticketKind, t.ID, p.UserID, TicketTTL)
 	if err != nil {
-		return Ticket{}, err
+		return Ticket{}, fmt.Errorf("issue a ticket for tunnel %s: %w", t.ID, err)
 	}
 	if err := s.audit.RecordAction(ctx, audit.Entry{Action: "tunnel.http_ticket", ResourceType: "tunnel", ResourceID: t.ID,
 		ResourceName: t.TargetHost, PartnerID: t.PartnerID, OrgID: t.OrgID, Category: audit.CategorySecurity}); err != nil {
-		return Ticket{}, err
+		return Ticket{}, fmt.Errorf("audit the ticket of tunnel %s: %w", t.ID, err)
 	}
 	return Ticket{Ticket: raw, ExpiresAt: expires,
 		URL: s.opts.PublicURL + ProxyPath(t.ID) + "?" + TicketParam + "=" + url.QueryEscape(raw)}, nil
@@ -269,7 +271,7 @@ func (s *Service) purge(ctx context.Context) (int64, error) {
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM tunnels WHERE closed_at < $1 OR expires_at < $1`, before)
 		if err != nil {
-			return err
+			return fmt.Errorf("purge tunnels: %w", err)
 		}
 		n, err = res.RowsAffected()
 		return err
