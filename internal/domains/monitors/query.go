@@ -199,14 +199,14 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (MonitorDashboard
 	type group struct {
 		status, typ string
 		n, enabled  int
-		responseMs  sql.NullFloat64
+		responseSum sql.NullFloat64
 		timed       int
 	}
 	groups, err := store.QueryAll(ctx, s.db, `SELECT m.status, m.type, COUNT(*), SUM(CASE WHEN m.enabled THEN 1 ELSE 0 END),
 		SUM(CASE WHEN m.status = 'online' THEN m.last_response_ms END), SUM(CASE WHEN m.status = 'online' AND m.last_response_ms IS NOT NULL THEN 1 ELSE 0 END)
 		FROM monitors m WHERE `+store.Where(conds)+` GROUP BY m.status, m.type`, a.Values(), func(row store.Scanner) (group, error) {
 		var g group
-		return g, row.Scan(&g.status, &g.typ, &g.n, &g.enabled, &g.responseMs, &g.timed)
+		return g, row.Scan(&g.status, &g.typ, &g.n, &g.enabled, &g.responseSum, &g.timed)
 	})
 	if err != nil {
 		return out, fmt.Errorf("count monitors: %w", err)
@@ -218,7 +218,7 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (MonitorDashboard
 		out.Enabled += g.enabled
 		out.ByStatus[g.status] += g.n
 		out.ByType[g.typ] += g.n
-		sum += g.responseMs.Float64
+		sum += g.responseSum.Float64
 		timed += g.timed
 	}
 	if timed > 0 {

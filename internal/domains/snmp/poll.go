@@ -406,7 +406,7 @@ func loadPrevious(ctx context.Context, tx *sql.Tx, ids []string) (map[string]map
 		device, oid string
 		previous
 	}
-	rows, err := store.QueryAll(ctx, tx, `SELECT device_id, oid, type, value, collected_at FROM snmp_latest WHERE device_id IN `+
+	latest, err := store.QueryAll(ctx, tx, `SELECT device_id, oid, type, value, collected_at FROM snmp_latest WHERE device_id IN `+
 		a.In(ids), a.Values(), func(row store.Scanner) (stored, error) {
 		var p stored
 		var v sql.NullFloat64
@@ -422,7 +422,7 @@ func loadPrevious(ctx context.Context, tx *sql.Tx, ids []string) (map[string]map
 		return nil, fmt.Errorf("load latest SNMP values: %w", err)
 	}
 	out := map[string]map[string]previous{}
-	for _, p := range rows {
+	for _, p := range latest {
 		if out[p.device] == nil {
 			out[p.device] = map[string]previous{}
 		}
