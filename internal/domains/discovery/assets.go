@@ -127,23 +127,14 @@ func (s *Service) ingestChunk(ctx context.Context, tx *sql.Tx, j DiscoveryJob, h
 		}
 	}
 	var a store.Args
-	rows, err := tx.QueryContext(ctx, `SELECT `+assetColumns+` FROM discovery_assets x WHERE x.org_id = `+a.Add(j.OrgID)+
-		` AND x.ip IN `+a.In(ips), a.Values()...)
+	found, err := store.QueryAll(ctx, tx, `SELECT `+assetColumns+` FROM discovery_assets x WHERE x.org_id = `+a.Add(j.OrgID)+
+		` AND x.ip IN `+a.In(ips), a.Values(), scanAsset)
 	if err != nil {
 		return 0, fmt.Errorf("read the assets of job %s: %w", j.ID, err)
 	}
-	known := map[string]DiscoveryAsset{}
-	for rows.Next() {
-		x, err := scanAsset(rows)
-		if err != nil {
-			rows.Close()
-			return 0, err
-		}
+	known := make(map[string]DiscoveryAsset, len(found))
+	for _, x := range found {
 		known[x.IP] = x
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
 	}
 	managed, err := devices.FindByAddress(ctx, tx, j.OrgID, macs, ips)
 	if err != nil {
@@ -314,9 +305,11 @@ func (s *Service) LinkAsset(ctx context.Context, id string, in DiscoveryLinkRequ
 		if o, ok := owners[in.DeviceID]; !ok || o.OrgID != x.OrgID {
 			return apperr.Invalid("deviceId", "no such device in the asset's organization")
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE discovery_assets SET status = $1, link_source = $2, linked_device_id = $3, ignore_reason = NULL,
-			updated_at = $4 WHERE id = $5`, AssetLinked, linkManual, in.DeviceID, s.now(), x.ID)
-		return err
+		if _, err = tx.ExecContext(ctx, `UPDATE discovery_assets SET status = $1, link_source = $2, linked_device_id = $3, ignore_reason = NULL,
+			updated_at = $4 WHERE id = $5`, AssetLinked, linkManual, in.DeviceID, s.now(), x.ID); err != nil {
+			return fmt.Errorf("link discovery asset %s: %w", x.ID, err)
+		}
+		return nil
 	})
 }
 
@@ -326,9 +319,11 @@ func (s *Service) IgnoreAsset(ctx context.Context, id string, in DiscoveryIgnore
 		return DiscoveryAsset{}, apperr.Invalid("reason", "say why the asset is ignored")
 	}
 	return s.changeAsset(ctx, id, "discovery_asset.ignore", func(tx *sql.Tx, x DiscoveryAsset) error {
-		_, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET status = $1, link_source = NULL, linked_device_id = NULL,
-			ignore_reason = $2, updated_at = $3 WHERE id = $4`, AssetIgnored, in.Reason, s.now(), x.ID)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET status = $1, link_source = NULL, linked_device_id = NULL,
+			ignore_reason = $2, updated_at = $3 WHERE id = $4`, AssetIgnored, in.Reason, s.now(), x.ID); err != nil {
+			return fmt.Errorf("ignore discovery asset %s: %w", x.ID, err)
+		}
+		return nil
 	})
 }
 

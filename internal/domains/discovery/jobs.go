@@ -160,7 +160,7 @@ func (s *Service) startScan(ctx context.Context, tx *sql.Tx, p profileRow, agent
 	out, err := s.devices.SendBulkIn(ctx, tx, devices.BulkInput{DeviceIDs: []string{probe}, Audited: true,
 		CommandInput: devices.CommandInput{Type: agentproto.CommandNetworkScan, Payload: json.RawMessage(store.EncodeJSON(payload))}})
 	if err != nil {
-		return DiscoveryJob{}, nil, err
+		return DiscoveryJob{}, nil, fmt.Errorf("send the scan of profile %s to agent %s: %w", p.ID, probe, err)
 	}
 	if len(out.Commands) != 1 {
 		for _, it := range append(out.Skipped, out.Failed...) {
@@ -258,15 +258,19 @@ func (s *Service) onScanResult(ctx context.Context, tx *sql.Tx, _ string, r agen
 		if msg == "" {
 			msg = "the scan ended " + r.Status
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE discovery_jobs SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status IN ($5, $6)`,
-			JobFailed, msg, now, j.ID, JobScheduled, JobRunning)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE discovery_jobs SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status IN ($5, $6)`,
+			JobFailed, msg, now, j.ID, JobScheduled, JobRunning); err != nil {
+			return fmt.Errorf("fail discovery job %s: %w", j.ID, err)
+		}
+		return nil
 	}
 	var res agentproto.NetworkScanResult
 	if err := json.Unmarshal(r.Result, &res); err != nil {
-		_, err := tx.ExecContext(ctx, `UPDATE discovery_jobs SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status IN ($5, $6)`,
-			JobFailed, "the scan's result could not be read", now, j.ID, JobScheduled, JobRunning)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE discovery_jobs SET status = $1, error = $2, completed_at = $3 WHERE id = $4 AND status IN ($5, $6)`,
+			JobFailed, "the scan's result could not be read", now, j.ID, JobScheduled, JobRunning); err != nil {
+			return fmt.Errorf("fail discovery job %s: %w", j.ID, err)
+		}
+		return nil
 	}
 	var errText any
 	if len(res.Errors) > 0 {
@@ -278,15 +282,19 @@ func (s *Service) onScanResult(ctx context.Context, tx *sql.Tx, _ string, r agen
 	if err != nil {
 		return fmt.Errorf("complete discovery job %s: %w", j.ID, err)
 	}
-	if n, err := claim.RowsAffected(); err != nil || n == 0 {
-		return err
+	if n, err := claim.RowsAffected(); err != nil {
+		return fmt.Errorf("complete discovery job %s: %w", j.ID, err)
+	} else if n == 0 {
+		return nil
 	}
 	created, err := s.ingest(ctx, tx, j, res, now)
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `UPDATE discovery_jobs SET new_assets = $1 WHERE id = $2`, created, j.ID)
-	return err
+	if _, err := tx.ExecContext(ctx, `UPDATE discovery_jobs SET new_assets = $1 WHERE id = $2`, created, j.ID); err != nil {
+		return fmt.Errorf("count the new assets of discovery job %s: %w", j.ID, err)
+	}
+	return nil
 }
 
 // Tick moves jobs on and starts due scans: a scheduled job whose command reached its agent
@@ -303,24 +311,15 @@ func (s *Service) Tick(ctx context.Context) error {
 // followCommands brings open jobs in step with their commands.
 func (s *Service) followCommands(ctx context.Context) error {
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT j.id, j.status, c.status FROM discovery_jobs j`+devices.CommandJoin("j.command_id")+
-		` WHERE j.status IN (`+a.Add(JobScheduled)+`, `+a.Add(JobRunning)+`) AND c.status <> `+a.Add(devices.CommandQueued), a.Values()...)
+	type open struct{ id, status, command string }
+	jobs, err := store.QueryAll(ctx, s.db, `SELECT j.id, j.status, c.status FROM discovery_jobs j`+devices.CommandJoin("j.command_id")+
+		` WHERE j.status IN (`+a.Add(JobScheduled)+`, `+a.Add(JobRunning)+`) AND c.status <> `+a.Add(devices.CommandQueued), a.Values(),
+		func(row store.Scanner) (open, error) {
+			var o open
+			return o, row.Scan(&o.id, &o.status, &o.command)
+		})
 	if err != nil {
 		return fmt.Errorf("read open discovery jobs: %w", err)
-	}
-	type open struct{ id, status, command string }
-	var jobs []open
-	for rows.Next() {
-		var o open
-		if err := rows.Scan(&o.id, &o.status, &o.command); err != nil {
-			rows.Close()
-			return err
-		}
-		jobs = append(jobs, o)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	now := s.now()
 	for _, o := range jobs {

@@ -17,8 +17,8 @@ const TickEvery = 30 * time.Second
 // follows scans and starts scheduled ones, and the monitoring of assets through the monitors
 // and SNMP services.
 var Module = module.Module{Name: "discovery", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger, k.Clock, k.Box, Deps{Devices: module.Get[*devices.Service](k), Sites: module.Get[*tenancy.Service](k),
-		Monitors: module.Get[*monitors.Service](k), SNMP: module.Get[*snmp.Service](k)})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Box: k.Box, Devices: module.Get[*devices.Service](k),
+		Tenancy: module.Get[*tenancy.Service](k), Monitors: module.Get[*monitors.Service](k), SNMP: module.Get[*snmp.Service](k)})
 	k.Declare(s.commandKind())
 	s.Register(k.HTTP)
 	k.Every("discovery-jobs", TickEvery, s.Tick)

@@ -145,7 +145,7 @@ func (s *Service) addMonitors(ctx context.Context, tx *sql.Tx, m *monitoringRow,
 		mon, err := s.monitors.CreateIn(ctx, tx, monitors.MonitorInput{OrgID: m.asset.OrgID, SiteID: m.asset.SiteID,
 			Name: label(m.asset) + " " + sp.Type, Type: sp.Type, Target: target, Config: &cfg, IntervalSeconds: sp.IntervalSeconds})
 		if err != nil {
-			return err
+			return fmt.Errorf("create the %s monitor of asset %s: %w", sp.Type, m.AssetID, err)
 		}
 		m.Monitors = append(m.Monitors, DiscoveryAssetMonitor{ID: mon.ID, Type: sp.Type})
 	}
@@ -163,21 +163,23 @@ func label(x DiscoveryAsset) string {
 }
 
 func (s *Service) saveMonitoring(ctx context.Context, tx *sql.Tx, m monitoringRow) error {
-	_, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET snmp_device_id = $1, monitor_ids = $2, updated_at = $3 WHERE id = $4`,
-		m.SNMPDeviceID, store.EncodeJSON(m.Monitors), s.now(), m.AssetID)
-	return err
+	if _, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET snmp_device_id = $1, monitor_ids = $2, updated_at = $3 WHERE id = $4`,
+		m.SNMPDeviceID, store.EncodeJSON(m.Monitors), s.now(), m.AssetID); err != nil {
+		return fmt.Errorf("save the monitoring of asset %s: %w", m.AssetID, err)
+	}
+	return nil
 }
 
 // setAll switches the asset's SNMP device and monitors; one deleted meanwhile is skipped.
 func (s *Service) setAll(ctx context.Context, tx *sql.Tx, m monitoringRow, enabled bool) error {
 	if m.SNMPDeviceID != nil {
 		if err := s.snmp.SetEnabledIn(ctx, tx, *m.SNMPDeviceID, enabled); err != nil && !apperr.IsCode(err, apperr.CodeNotFound) {
-			return err
+			return fmt.Errorf("switch SNMP device %s of asset %s: %w", *m.SNMPDeviceID, m.AssetID, err)
 		}
 	}
 	for _, am := range m.Monitors {
 		if err := s.monitors.SetEnabledIn(ctx, tx, am.ID, enabled); err != nil && !apperr.IsCode(err, apperr.CodeNotFound) {
-			return err
+			return fmt.Errorf("switch monitor %s of asset %s: %w", am.ID, m.AssetID, err)
 		}
 	}
 	return nil
@@ -314,7 +316,7 @@ func (s *Service) UpdateMonitoring(ctx context.Context, id string, in DiscoveryM
 		for _, am := range m.Monitors {
 			if slices.Contains(in.RemoveMonitorTypes, am.Type) {
 				if err := s.monitors.SetEnabledIn(ctx, tx, am.ID, false); err != nil && !apperr.IsCode(err, apperr.CodeNotFound) {
-					return err
+					return fmt.Errorf("switch monitor %s of asset %s off: %w", am.ID, m.AssetID, err)
 				}
 				continue
 			}
@@ -327,7 +329,7 @@ func (s *Service) UpdateMonitoring(ctx context.Context, id string, in DiscoveryM
 		if in.Enabled != nil && *in.Enabled != m.Enabled {
 			m.Enabled = *in.Enabled
 			if _, err := tx.ExecContext(ctx, `UPDATE discovery_assets SET monitoring_enabled = $1 WHERE id = $2`, m.Enabled, m.AssetID); err != nil {
-				return err
+				return fmt.Errorf("switch the monitoring of asset %s: %w", m.AssetID, err)
 			}
 			if err := s.setAll(ctx, tx, m, m.Enabled); err != nil {
 				return err

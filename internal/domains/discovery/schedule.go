@@ -29,23 +29,10 @@ func (s *Service) runDue(ctx context.Context) error {
 	now := s.now()
 	var a store.Args
 	conds := []string{"p.next_run_at <= " + a.Add(now), tenancy.LiveOrg("p.org_id")}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+profileColumns+` FROM discovery_profiles p WHERE `+store.Where(conds)+
-		` ORDER BY p.next_run_at, p.id LIMIT 500`, a.Values()...)
+	due, err := store.QueryAll(ctx, s.db, `SELECT `+profileColumns+` FROM discovery_profiles p WHERE `+store.Where(conds)+
+		` ORDER BY p.next_run_at, p.id LIMIT 500`, a.Values(), scanProfile)
 	if err != nil {
 		return fmt.Errorf("read due discovery profiles: %w", err)
-	}
-	var due []profileRow
-	for rows.Next() {
-		p, err := scanProfile(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		due = append(due, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for _, p := range due {
 		err := s.runProfile(ctx, p)
@@ -63,7 +50,7 @@ func (s *Service) runDue(ctx context.Context) error {
 
 func (s *Service) runProfile(ctx context.Context, p profileRow) error {
 	actx := access.WithPrincipal(ctx, profileActor(p))
-	st, err := s.sites.GetSite(access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorSystem, Scope: access.SystemScope()}), p.SiteID)
+	st, err := s.tenancy.GetSite(access.WithPrincipal(ctx, &access.Principal{Kind: access.ActorSystem, Scope: access.SystemScope()}), p.SiteID)
 	if err != nil {
 		return fmt.Errorf("read the site of profile %s: %w", p.ID, err)
 	}

@@ -20,9 +20,10 @@ import (
 	"gale/internal/wire/agentproto"
 )
 
-// Sites is what discovery needs of the tenancy service: a site in the caller's scope, for
-// its organization and time zone.
-type Sites interface {
+// Tenancy is what discovery needs of the tenancy service, in the caller's scope: an
+// organization whose topology is asked for, and a site for its organization and time zone.
+type Tenancy interface {
+	GetOrganization(ctx context.Context, id string) (tenancy.Organization, error)
 	GetSite(ctx context.Context, id string) (tenancy.Site, error)
 }
 
@@ -33,23 +34,30 @@ type Service struct {
 	clock   clock.Clock
 	box     *secrets.Box
 	devices *devices.Service
-	sites   Sites
+	tenancy Tenancy
 	// monitors and snmp turn monitoring of assets on and off.
 	monitors Monitors
 	snmp     SNMPDevices
 }
 
-// Deps are the services discovery works with.
+// Deps are what discovery works with.
 type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time scans are scheduled on; nil: the system clock.
+	Clock clock.Clock
+	// Box seals the profiles' SNMP credentials.
+	Box      *secrets.Box
 	Devices  *devices.Service
-	Sites    Sites
+	Tenancy  Tenancy
 	Monitors Monitors
 	SNMP     SNMPDevices
 }
 
 // New returns the discovery service.
-func New(db *store.DB, logger *slog.Logger, clk clock.Clock, box *secrets.Box, d Deps) *Service {
-	return &Service{db: db, logger: logger, clock: clock.Or(clk), box: box, devices: d.Devices, sites: d.Sites, monitors: d.Monitors, snmp: d.SNMP}
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), box: d.Box, devices: d.Devices, tenancy: d.Tenancy,
+		monitors: d.Monitors, snmp: d.SNMP}
 }
 
 // commandKind is the network_scan command kind, whose results discovery's jobs record.
@@ -176,11 +184,14 @@ func (s *Service) siteOf(ctx context.Context, siteID string) (tenancy.Site, erro
 	if !store.ValidID(siteID) {
 		return tenancy.Site{}, apperr.Invalid("siteId", "no such site")
 	}
-	st, err := s.sites.GetSite(ctx, siteID)
+	st, err := s.tenancy.GetSite(ctx, siteID)
 	if apperr.IsCode(err, apperr.CodeNotFound) {
 		return st, apperr.Invalid("siteId", "no such site")
 	}
-	return st, err
+	if err != nil {
+		return st, fmt.Errorf("load site %s: %w", siteID, err)
+	}
+	return st, nil
 }
 
 // checkAgent makes sure a named agent is a device of the site.
@@ -246,7 +257,7 @@ func (s *Service) CreateProfile(ctx context.Context, in DiscoveryProfileInput) (
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		at, err := tenancy.Place(ctx, tx, scope, st.OrgID, tenancy.PlaceOptions{Noun: "discovery profile"})
 		if err != nil {
-			return err
+			return fmt.Errorf("place discovery profile: %w", err)
 		}
 		if err := checkAgent(ctx, tx, st.ID, in.AgentDeviceID); err != nil {
 			return err

@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -80,13 +79,13 @@ func (s *Service) Topology(ctx context.Context, f TopologyFilter) (DiscoveryTopo
 		f.OrgID = scope.OrgID
 	}
 	if f.OrgID != "" {
-		if _, ok, err := tenancy.OrgInScope(ctx, s.db, scope, f.OrgID); err != nil || !ok {
-			return DiscoveryTopology{}, errors.Join(err, apperr.NotFound("organization"))
+		if _, err := s.tenancy.GetOrganization(ctx, f.OrgID); err != nil {
+			return DiscoveryTopology{}, fmt.Errorf("load organization %s: %w", f.OrgID, err)
 		}
 	}
 	if f.SiteID != "" {
-		if _, err := s.sites.GetSite(ctx, f.SiteID); err != nil {
-			return DiscoveryTopology{}, err
+		if _, err := s.tenancy.GetSite(ctx, f.SiteID); err != nil {
+			return DiscoveryTopology{}, fmt.Errorf("load site %s: %w", f.SiteID, err)
 		}
 	}
 	var a store.Args
@@ -99,11 +98,6 @@ func (s *Service) Topology(ctx context.Context, f TopologyFilter) (DiscoveryTopo
 	}
 	where := store.Where(conds)
 	subnets := map[netip.Prefix]bool{}
-	type route struct {
-		subnet  netip.Prefix
-		gateway string
-	}
-	var routes []route
 	rawSubnets, err := store.QueryStrings(ctx, s.db, `SELECT x.subnets FROM discovery_profiles x WHERE `+where, a.Values()...)
 	if err != nil {
 		return DiscoveryTopology{}, fmt.Errorf("read the subnets of the profiles: %w", err)
@@ -119,46 +113,34 @@ func (s *Service) Topology(ctx context.Context, f TopologyFilter) (DiscoveryTopo
 			}
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT x.subnet, x.gateway FROM discovery_routes x WHERE `+where, a.Values()...)
+	type storedRoute struct{ subnet, gateway string }
+	stored, err := store.QueryAll(ctx, s.db, `SELECT x.subnet, x.gateway FROM discovery_routes x WHERE `+where, a.Values(),
+		func(row store.Scanner) (storedRoute, error) {
+			var r storedRoute
+			return r, row.Scan(&r.subnet, &r.gateway)
+		})
 	if err != nil {
 		return DiscoveryTopology{}, fmt.Errorf("read the routes: %w", err)
 	}
-	for rows.Next() {
-		var sn, gw string
-		if err := rows.Scan(&sn, &gw); err != nil {
-			rows.Close()
-			return DiscoveryTopology{}, err
-		}
-		p, err := netip.ParsePrefix(sn)
+	type route struct {
+		subnet  netip.Prefix
+		gateway string
+	}
+	routes := make([]route, 0, len(stored))
+	for _, r := range stored {
+		p, err := netip.ParsePrefix(r.subnet)
 		if err != nil {
 			continue
 		}
 		if p.Bits() > 0 {
 			subnets[p] = true
 		}
-		routes = append(routes, route{p, gw})
+		routes = append(routes, route{p, r.gateway})
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return DiscoveryTopology{}, err
-	}
-	arows, err := s.db.QueryContext(ctx, `SELECT `+assetColumns+` FROM discovery_assets x WHERE `+where+` ORDER BY x.ip_key, x.id LIMIT `+
-		fmt.Sprint(MaxTopologyAssets+1), a.Values()...)
+	assets, err := store.QueryAll(ctx, s.db, `SELECT `+assetColumns+` FROM discovery_assets x WHERE `+where+
+		` ORDER BY x.ip_key, x.id LIMIT `+fmt.Sprint(MaxTopologyAssets+1), a.Values(), scanAsset)
 	if err != nil {
 		return DiscoveryTopology{}, fmt.Errorf("read the assets: %w", err)
-	}
-	var assets []DiscoveryAsset
-	for arows.Next() {
-		x, err := scanAsset(arows)
-		if err != nil {
-			arows.Close()
-			return DiscoveryTopology{}, err
-		}
-		assets = append(assets, x)
-	}
-	arows.Close()
-	if err := arows.Err(); err != nil {
-		return DiscoveryTopology{}, err
 	}
 	t := DiscoveryTopology{Nodes: []DiscoveryTopologyNode{}, Edges: []DiscoveryTopologyEdge{}}
 	if len(assets) > MaxTopologyAssets {

@@ -208,7 +208,10 @@ func (s *Service) statusChanged(ctx context.Context, tx *sql.Tx, m Monitor, from
 	_, err := events.Record(ctx, tx, events.Event{Type: EventStatusChanged, PartnerID: m.PartnerID, OrgID: m.OrgID, ResourceType: "monitor",
 		ResourceID: m.ID}, map[string]any{"monitorId": m.ID, "name": m.Name, "type": m.Type, "target": m.Target, "from": from, "to": m.Status,
 		"lastError": m.LastError})
-	return err
+	if err != nil {
+		return fmt.Errorf("record the status change of monitor %s: %w", m.ID, err)
+	}
+	return nil
 }
 
 // onChecks stores the results of a monitor_checks batch, in the transaction that records the
@@ -248,22 +251,13 @@ func (s *Service) ingestBatch(ctx context.Context, tx *sql.Tx, deviceID string, 
 	}
 	var a store.Args
 	conds := append([]string{"m.id IN " + a.In(ids), "m.org_id = " + a.Add(owner.OrgID), "m.enabled"}, monitorFilter(access.SystemScope(), &a)...)
-	rows, err := tx.QueryContext(ctx, `SELECT `+monitorColumns+` FROM monitors m WHERE `+store.Where(conds), a.Values()...)
+	ms, err := store.QueryAll(ctx, tx, `SELECT `+monitorColumns+` FROM monitors m WHERE `+store.Where(conds), a.Values(), scanMonitor)
 	if err != nil {
 		return fmt.Errorf("read the monitors of checks: %w", err)
 	}
-	byID := map[string]Monitor{}
-	for rows.Next() {
-		m, err := scanMonitor(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
+	byID := make(map[string]Monitor, len(ms))
+	for _, m := range ms {
 		byID[m.ID] = m
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	stored := make([]storedResult, 0, len(byID))
 	for _, r := range results {

@@ -30,7 +30,7 @@ func (s *Service) run(ctx context.Context, m Monitor, c agentproto.MonitorCheck)
 	}
 	live, err := s.agents.LiveChannel(ctx, agent)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("check the live channel of agent %s: %w", agent, err)
 	}
 	if !live {
 		return out, &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.CodeAgentOffline,
@@ -38,7 +38,7 @@ func (s *Service) run(ctx context.Context, m Monitor, c agentproto.MonitorCheck)
 	}
 	raw, err := s.agents.Call(ctx, agent, agentproto.CallMonitorCheck, c, time.Duration(c.TimeoutSeconds)*time.Second+callGrace)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("call %s on agent %s: %w", agentproto.CallMonitorCheck, agent, err)
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return out, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
@@ -195,31 +195,31 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (MonitorDashboard
 	if orgID != "" {
 		conds = append(conds, "m.org_id = "+a.Add(orgID))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT m.status, m.type, COUNT(*), SUM(CASE WHEN m.enabled THEN 1 ELSE 0 END),
+	// group counts the monitors of one status and type.
+	type group struct {
+		status, typ string
+		n, enabled  int
+		responseSum sql.NullFloat64
+		timed       int
+	}
+	groups, err := store.QueryAll(ctx, s.db, `SELECT m.status, m.type, COUNT(*), SUM(CASE WHEN m.enabled THEN 1 ELSE 0 END),
 		SUM(CASE WHEN m.status = 'online' THEN m.last_response_ms END), SUM(CASE WHEN m.status = 'online' AND m.last_response_ms IS NOT NULL THEN 1 ELSE 0 END)
-		FROM monitors m WHERE `+store.Where(conds)+` GROUP BY m.status, m.type`, a.Values()...)
+		FROM monitors m WHERE `+store.Where(conds)+` GROUP BY m.status, m.type`, a.Values(), func(row store.Scanner) (group, error) {
+		var g group
+		return g, row.Scan(&g.status, &g.typ, &g.n, &g.enabled, &g.responseSum, &g.timed)
+	})
 	if err != nil {
 		return out, fmt.Errorf("count monitors: %w", err)
 	}
-	defer rows.Close()
 	var sum float64
 	var timed int
-	for rows.Next() {
-		var st, typ string
-		var n, enabled, t int
-		var part sql.NullFloat64
-		if err := rows.Scan(&st, &typ, &n, &enabled, &part, &t); err != nil {
-			return out, err
-		}
-		out.Total += n
-		out.Enabled += enabled
-		out.ByStatus[st] += n
-		out.ByType[typ] += n
-		sum += part.Float64
-		timed += t
-	}
-	if err := rows.Err(); err != nil {
-		return out, err
+	for _, g := range groups {
+		out.Total += g.n
+		out.Enabled += g.enabled
+		out.ByStatus[g.status] += g.n
+		out.ByType[g.typ] += g.n
+		sum += g.responseSum.Float64
+		timed += g.timed
 	}
 	if timed > 0 {
 		avg := sum / float64(timed)
@@ -227,7 +227,7 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (MonitorDashboard
 	}
 	open, err := s.alerts.SummarizeSource(ctx, orgID, alerts.SourceMonitor)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("summarize monitor alerts: %w", err)
 	}
 	out.OpenAlerts = open.Total
 	maps.Copy(out.AlertsBySev, open.BySeverity)
@@ -263,7 +263,7 @@ func (s *Service) monitorAlert(ctx context.Context, id string) (alerts.Alert, er
 		return x, apperr.NotFound("monitor alert")
 	}
 	if err != nil {
-		return x, err
+		return x, fmt.Errorf("load alert %s: %w", id, err)
 	}
 	if x.SourceType != alerts.SourceMonitor {
 		return x, apperr.NotFound("monitor alert")

@@ -44,22 +44,16 @@ func schedulerCtx(ctx context.Context) context.Context {
 func (s *Service) Dispatch(ctx context.Context) error {
 	ctx = schedulerCtx(ctx)
 	now := s.now()
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT interval_seconds FROM monitors WHERE enabled AND next_check_at <= $1`, now)
+	intervals, err := store.QueryAll(ctx, s.db, `SELECT DISTINCT interval_seconds FROM monitors WHERE enabled AND next_check_at <= $1`,
+		[]any{now}, func(row store.Scanner) (int, error) {
+			var i int
+			return i, row.Scan(&i)
+		})
 	if err != nil {
 		return fmt.Errorf("find due monitors: %w", err)
 	}
-	var intervals []int
-	for rows.Next() {
-		var i int
-		if err := rows.Scan(&i); err != nil {
-			rows.Close()
-			return err
-		}
-		intervals = append(intervals, i)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(intervals) == 0 {
-		return err
+	if len(intervals) == 0 {
+		return nil
 	}
 	var cmds []devices.DeviceCommand
 	var due []Monitor
@@ -94,23 +88,14 @@ func (s *Service) Dispatch(ctx context.Context) error {
 func claim(ctx context.Context, tx *sql.Tx, now time.Time, interval, limit int) ([]Monitor, error) {
 	next := now.Add(time.Duration(interval) * time.Second)
 	cols := strings.ReplaceAll(monitorColumns, "m.", "")
-	rows, err := tx.QueryContext(ctx, `UPDATE monitors SET next_check_at = $1 WHERE id IN (SELECT d.id FROM monitors d
+	out, err := store.QueryAll(ctx, tx, `UPDATE monitors SET next_check_at = $1 WHERE id IN (SELECT d.id FROM monitors d
 		WHERE d.enabled AND d.interval_seconds = $2 AND d.next_check_at <= $3 AND `+tenancy.LiveOrg("d.org_id")+`
 		ORDER BY d.next_check_at LIMIT `+fmt.Sprint(limit)+`) AND enabled AND next_check_at <= $3 RETURNING `+cols,
-		next, interval, now)
+		[]any{next, interval, now}, scanMonitor)
 	if err != nil {
 		return nil, fmt.Errorf("claim due monitors: %w", err)
 	}
-	defer rows.Close()
-	var out []Monitor
-	for rows.Next() {
-		m, err := scanMonitor(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // probeTarget is where a monitor's check may run.

@@ -41,29 +41,40 @@ type Service struct {
 	retention time.Duration
 }
 
-// Options are the settings of a Service.
-type Options struct {
+// Deps are what the monitors service works with.
+type Deps struct {
+	DB *store.DB
+	// Logger defaults to slog.Default().
 	Logger *slog.Logger
-	Clock  clock.Clock
+	// Clock is the time checks are scheduled on; nil: the system clock.
+	Clock   clock.Clock
+	Devices *devices.Service
+	Alerts  *alerts.Service
+	Agents  Caller
 	// Wake is called once events were committed; nil for none.
 	Wake func()
+}
+
+// Options are the monitor settings of the server configuration.
+type Options struct {
 	// Retention is how long results are kept (default 30 days).
 	Retention time.Duration
 }
 
 // New returns the monitors service.
-func New(db *store.DB, dev *devices.Service, al *alerts.Service, agents Caller, opts Options) *Service {
-	if opts.Wake == nil {
-		opts.Wake = func() {}
+func New(d Deps, opts Options) *Service {
+	wake, logger, retention := d.Wake, d.Logger, opts.Retention
+	if wake == nil {
+		wake = func() {}
 	}
-	if opts.Retention <= 0 {
-		opts.Retention = 30 * 24 * time.Hour
+	if logger == nil {
+		logger = slog.Default()
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if retention <= 0 {
+		retention = 30 * 24 * time.Hour
 	}
-	return &Service{db: db, logger: opts.Logger, clock: clock.Or(opts.Clock), devices: dev, alerts: al, agents: agents,
-		wake: opts.Wake, retention: opts.Retention}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, alerts: d.Alerts, agents: d.Agents,
+		wake: wake, retention: retention}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
@@ -202,7 +213,7 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in MonitorInput) (Mo
 	}
 	at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "monitor"})
 	if err != nil {
-		return Monitor{}, err
+		return Monitor{}, fmt.Errorf("place monitor: %w", err)
 	}
 	if err := checkPlace(ctx, tx, at.OrgID, sp); err != nil {
 		return Monitor{}, err

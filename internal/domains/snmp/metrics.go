@@ -95,32 +95,29 @@ func (s *Service) latestValues(ctx context.Context, deviceID string, n namer, oi
 	if oid != "" {
 		conds = append(conds, "oid = "+a.Add(oid))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT oid, type, value, text, rate, collected_at FROM snmp_latest WHERE `+store.Where(conds),
-		a.Values()...)
+	out, err := store.QueryAll(ctx, s.db, `SELECT oid, type, value, text, rate, collected_at FROM snmp_latest WHERE `+store.Where(conds),
+		a.Values(), func(row store.Scanner) (SNMPMetricValue, error) {
+			var v SNMPMetricValue
+			var num, rate sql.NullFloat64
+			var text sql.NullString
+			if err := row.Scan(&v.OID, &v.Type, &num, &text, &rate, &v.CollectedAt); err != nil {
+				return v, err
+			}
+			o := n.name(v.OID)
+			v.Name, v.Label, v.Unit, v.Text, v.CollectedAt = o.Name, o.Label, o.Unit, store.StringPtr(text), v.CollectedAt.UTC()
+			if num.Valid {
+				v.Value = &num.Float64
+			}
+			if rate.Valid {
+				v.Rate = &rate.Float64
+			}
+			return v, nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("load latest SNMP values: %w", err)
 	}
-	defer rows.Close()
-	out := []SNMPMetricValue{}
-	for rows.Next() {
-		var v SNMPMetricValue
-		var num, rate sql.NullFloat64
-		var text sql.NullString
-		if err := rows.Scan(&v.OID, &v.Type, &num, &text, &rate, &v.CollectedAt); err != nil {
-			return nil, err
-		}
-		o := n.name(v.OID)
-		v.Name, v.Label, v.Unit, v.Text, v.CollectedAt = o.Name, o.Label, o.Unit, store.StringPtr(text), v.CollectedAt.UTC()
-		if num.Valid {
-			v.Value = &num.Float64
-		}
-		if rate.Valid {
-			v.Rate = &rate.Float64
-		}
-		out = append(out, v)
-	}
 	sort.Slice(out, func(i, j int) bool { return oidLess(out[i].OID, out[j].OID) })
-	return out, rows.Err()
+	return out, nil
 }
 
 // Buckets of history.
@@ -300,45 +297,47 @@ func (s *Service) rollupBuckets(ctx context.Context, deviceID string, oids []str
 		` AND hour < `+a.Add(to)+` GROUP BY oid, k ORDER BY oid, k`, a.Values(), width, add)
 }
 
+// oidPoint is a bucket of an OID's history.
+type oidPoint struct {
+	oid   string
+	point SNMPPoint
+}
+
 func (s *Service) points(ctx context.Context, query string, args []any, width int64, add func(string, SNMPPoint)) error {
-	rows, err := s.db.QueryContext(ctx, query, args...)
+	ps, err := store.QueryAll(ctx, s.db, query, args, func(row store.Scanner) (oidPoint, error) {
+		var p oidPoint
+		var k int64
+		var avg, lo, hi sql.NullFloat64
+		if err := row.Scan(&p.oid, &k, &avg, &lo, &hi, &p.point.Count); err != nil {
+			return p, err
+		}
+		p.point.Start, p.point.Avg, p.point.Min, p.point.Max = time.Unix(k*width, 0).UTC(), avg.Float64, lo.Float64, hi.Float64
+		return p, nil
+	})
 	if err != nil {
 		return fmt.Errorf("load SNMP history: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var oid string
-		var k int64
-		var avg, lo, hi sql.NullFloat64
-		var count int
-		if err := rows.Scan(&oid, &k, &avg, &lo, &hi, &count); err != nil {
-			return err
-		}
-		if count > 0 {
-			add(oid, SNMPPoint{Start: time.Unix(k*width, 0).UTC(), Avg: avg.Float64, Min: lo.Float64, Max: hi.Float64, Count: count})
+	for _, p := range ps {
+		if p.point.Count > 0 {
+			add(p.oid, p.point)
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // counterOIDs returns which of oids the device last answered as counters.
 func (s *Service) counterOIDs(ctx context.Context, deviceID string, oids []string) (map[string]bool, error) {
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT oid FROM snmp_latest WHERE device_id = `+a.Add(deviceID)+` AND oid IN `+a.In(oids)+
-		` AND type IN ('counter32', 'counter64')`, a.Values()...)
+	counters, err := store.QueryStrings(ctx, s.db, `SELECT oid FROM snmp_latest WHERE device_id = `+a.Add(deviceID)+` AND oid IN `+
+		a.In(oids)+` AND type IN ('counter32', 'counter64')`, a.Values()...)
 	if err != nil {
 		return nil, fmt.Errorf("load OID types: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var oid string
-		if err := rows.Scan(&oid); err != nil {
-			return nil, err
-		}
+	out := make(map[string]bool, len(counters))
+	for _, oid := range counters {
 		out[oid] = true
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // SNMPSample is one stored sample of an OID.
@@ -382,26 +381,25 @@ func (s *Service) OIDMetrics(ctx context.Context, deviceID, rawOID string, limit
 	if len(latest) > 0 {
 		out.Latest = &latest[0]
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT collected_at, value, rate FROM snmp_metrics WHERE device_id = $1 AND oid = $2
-		ORDER BY collected_at DESC LIMIT $3`, d.ID, oid, limit)
-	if err != nil {
-		return out, fmt.Errorf("load SNMP samples: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	samples, err := store.QueryAll(ctx, s.db, `SELECT collected_at, value, rate FROM snmp_metrics WHERE device_id = $1 AND oid = $2
+		ORDER BY collected_at DESC LIMIT $3`, []any{d.ID, oid, limit}, func(row store.Scanner) (SNMPSample, error) {
 		var unix int64
 		var sm SNMPSample
 		var rate sql.NullFloat64
-		if err := rows.Scan(&unix, &sm.Value, &rate); err != nil {
-			return out, err
+		if err := row.Scan(&unix, &sm.Value, &rate); err != nil {
+			return sm, err
 		}
 		sm.CollectedAt = time.Unix(unix, 0).UTC()
 		if rate.Valid {
 			sm.Rate = &rate.Float64
 		}
-		out.Samples = append(out.Samples, sm)
+		return sm, nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("load SNMP samples: %w", err)
 	}
-	return out, rows.Err()
+	out.Samples = samples
+	return out, nil
 }
 
 // SNMPDashboard summarizes the SNMP devices in scope.
@@ -453,33 +451,33 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (SNMPDashboard, e
 		return store.Where(conds)
 	}
 	out := SNMPDashboard{Alerting: []SNMPAlertingDevice{}, TopBreaching: []SNMPBreachingOID{}}
+	type statusCount struct {
+		status  string
+		enabled bool
+		n       int
+	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT d.status, d.enabled, COUNT(*) FROM snmp_devices d WHERE `+filter(&a, "d")+
-		` GROUP BY d.status, d.enabled`, a.Values()...)
+	counts, err := store.QueryAll(ctx, s.db, `SELECT d.status, d.enabled, COUNT(*) FROM snmp_devices d WHERE `+filter(&a, "d")+
+		` GROUP BY d.status, d.enabled`, a.Values(), func(row store.Scanner) (statusCount, error) {
+		var c statusCount
+		return c, row.Scan(&c.status, &c.enabled, &c.n)
+	})
 	if err != nil {
 		return out, fmt.Errorf("count SNMP devices: %w", err)
 	}
-	for rows.Next() {
-		var status string
-		var enabled bool
-		var n int
-		if err := rows.Scan(&status, &enabled, &n); err != nil {
-			rows.Close()
-			return out, err
-		}
-		out.Devices.Total += n
+	for _, c := range counts {
+		out.Devices.Total += c.n
 		switch {
-		case !enabled:
-			out.Devices.Disabled += n
-		case status == StatusOnline:
-			out.Devices.Online += n
-		case status == StatusOffline:
-			out.Devices.Offline += n
+		case !c.enabled:
+			out.Devices.Disabled += c.n
+		case c.status == StatusOnline:
+			out.Devices.Online += c.n
+		case c.status == StatusOffline:
+			out.Devices.Offline += c.n
 		default:
-			out.Devices.Unknown += n
+			out.Devices.Unknown += c.n
 		}
 	}
-	rows.Close()
 	a = store.Args{}
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(CASE WHEN p.ok THEN 0 ELSE 1 END), 0) FROM snmp_polls p WHERE `+
 		filter(&a, "p")+` AND p.polled_at >= `+a.Add(s.now().Add(-time.Hour)), a.Values()...).Scan(&out.PollsLastHour.Total,
@@ -487,40 +485,34 @@ func (s *Service) Dashboard(ctx context.Context, orgID string) (SNMPDashboard, e
 		return out, fmt.Errorf("count SNMP polls: %w", err)
 	}
 	a = store.Args{}
-	rows, err = s.db.QueryContext(ctx, `SELECT d.id, d.name, d.status, COUNT(*) AS n FROM snmp_thresholds t JOIN snmp_devices d
-		ON d.id = t.device_id WHERE t.breached AND `+filter(&a, "d")+` GROUP BY d.id, d.name, d.status ORDER BY n DESC, d.id LIMIT 20`,
-		a.Values()...)
+	alerting, err := store.QueryAll(ctx, s.db, `SELECT d.id, d.name, d.status, COUNT(*) AS n FROM snmp_thresholds t
+		JOIN snmp_devices d ON d.id = t.device_id WHERE t.breached AND `+filter(&a, "d")+
+		` GROUP BY d.id, d.name, d.status ORDER BY n DESC, d.id LIMIT 20`, a.Values(), func(row store.Scanner) (SNMPAlertingDevice, error) {
+		var x SNMPAlertingDevice
+		return x, row.Scan(&x.ID, &x.Name, &x.Status, &x.Breached)
+	})
 	if err != nil {
 		return out, fmt.Errorf("list alerting SNMP devices: %w", err)
 	}
-	for rows.Next() {
-		var x SNMPAlertingDevice
-		if err := rows.Scan(&x.ID, &x.Name, &x.Status, &x.Breached); err != nil {
-			rows.Close()
-			return out, err
-		}
-		out.Alerting = append(out.Alerting, x)
-	}
-	rows.Close()
+	out.Alerting = alerting
 	a = store.Args{}
-	rows, err = s.db.QueryContext(ctx, `SELECT t.oid, COUNT(*) AS n FROM snmp_thresholds t WHERE t.breached AND `+filter(&a, "t")+
-		` GROUP BY t.oid ORDER BY n DESC, t.oid LIMIT 10`, a.Values()...)
-	if err != nil {
-		return out, fmt.Errorf("list breaching OIDs: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	breaching, err := store.QueryAll(ctx, s.db, `SELECT t.oid, COUNT(*) AS n FROM snmp_thresholds t WHERE t.breached AND `+
+		filter(&a, "t")+` GROUP BY t.oid ORDER BY n DESC, t.oid LIMIT 10`, a.Values(), func(row store.Scanner) (SNMPBreachingOID, error) {
 		var x SNMPBreachingOID
-		if err := rows.Scan(&x.OID, &x.Breached); err != nil {
-			return out, err
+		if err := row.Scan(&x.OID, &x.Breached); err != nil {
+			return x, err
 		}
 		x.Name = x.OID
 		if c, ok := lookupCatalog(x.OID); ok {
 			x.Name = c.Name
 		}
-		out.TopBreaching = append(out.TopBreaching, x)
+		return x, nil
+	})
+	if err != nil {
+		return out, fmt.Errorf("list breaching OIDs: %w", err)
 	}
-	return out, rows.Err()
+	out.TopBreaching = breaching
+	return out, nil
 }
 
 // Purge deletes metric samples and hourly aggregates older than the retention and poll records older than a day.

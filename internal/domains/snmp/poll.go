@@ -45,21 +45,14 @@ const (
 func (s *Service) claimDue(ctx context.Context, now time.Time) ([]device, error) {
 	var ids []string
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE snmp_devices SET next_poll_at = $1 WHERE id IN (SELECT d.id FROM snmp_devices d
+		var err error
+		ids, err = store.QueryStrings(ctx, tx, `UPDATE snmp_devices SET next_poll_at = $1 WHERE id IN (SELECT d.id FROM snmp_devices d
 			WHERE d.enabled AND d.next_poll_at <= $2 AND `+tenancy.LiveOrg("d.org_id")+` ORDER BY d.next_poll_at LIMIT $3)
 			AND enabled AND next_poll_at <= $2 RETURNING id`, now.Add(lease), now, maxClaim)
 		if err != nil {
 			return fmt.Errorf("claim due SNMP devices: %w", err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				return err
-			}
-			ids = append(ids, id)
-		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil || len(ids) == 0 {
 		return nil, err
@@ -69,20 +62,12 @@ func (s *Service) claimDue(ctx context.Context, now time.Time) ([]device, error)
 
 func (s *Service) devicesByID(ctx context.Context, q store.Querier, ids []string) ([]device, error) {
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT `+deviceColumns+` FROM snmp_devices d WHERE d.id IN `+a.In(ids)+` ORDER BY d.id`, a.Values()...)
+	out, err := store.QueryAll(ctx, q, `SELECT `+deviceColumns+` FROM snmp_devices d WHERE d.id IN `+a.In(ids)+` ORDER BY d.id`,
+		a.Values(), scanDevice)
 	if err != nil {
 		return nil, fmt.Errorf("load SNMP devices: %w", err)
 	}
-	defer rows.Close()
-	var out []device
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Dispatch polls the devices that are due: it claims them, picks the agent of each one's
@@ -172,7 +157,7 @@ func (s *Service) postpone(ctx context.Context, ds []device, next time.Time, why
 // its live channel cannot be asked: the devices are tried again in a minute.
 func (s *Service) pollThrough(ctx context.Context, agent string, ds []device) error {
 	if live, err := s.agents.LiveChannel(ctx, agent); err != nil {
-		return err
+		return fmt.Errorf("check the live channel of agent %s: %w", agent, err)
 	} else if !live {
 		return s.postpone(ctx, ds, s.now().Add(noProbeRetry), offline.Message)
 	}
@@ -417,29 +402,33 @@ func counterRate(prev, cur float64, typ string, seconds float64) *float64 {
 
 func loadPrevious(ctx context.Context, tx *sql.Tx, ids []string) (map[string]map[string]previous, error) {
 	var a store.Args
-	rows, err := tx.QueryContext(ctx, `SELECT device_id, oid, type, value, collected_at FROM snmp_latest WHERE device_id IN `+a.In(ids),
-		a.Values()...)
-	if err != nil {
-		return nil, fmt.Errorf("load latest SNMP values: %w", err)
+	type stored struct {
+		device, oid string
+		previous
 	}
-	defer rows.Close()
-	out := map[string]map[string]previous{}
-	for rows.Next() {
-		var dev, oid string
-		var p previous
+	latest, err := store.QueryAll(ctx, tx, `SELECT device_id, oid, type, value, collected_at FROM snmp_latest WHERE device_id IN `+
+		a.In(ids), a.Values(), func(row store.Scanner) (stored, error) {
+		var p stored
 		var v sql.NullFloat64
-		if err := rows.Scan(&dev, &oid, &p.typ, &v, &p.at); err != nil {
-			return nil, err
+		if err := row.Scan(&p.device, &p.oid, &p.typ, &v, &p.at); err != nil {
+			return p, err
 		}
 		if v.Valid {
 			p.value = &v.Float64
 		}
-		if out[dev] == nil {
-			out[dev] = map[string]previous{}
-		}
-		out[dev][oid] = p
+		return p, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load latest SNMP values: %w", err)
 	}
-	return out, rows.Err()
+	out := map[string]map[string]previous{}
+	for _, p := range latest {
+		if out[p.device] == nil {
+			out[p.device] = map[string]previous{}
+		}
+		out[p.device][p.oid] = p.previous
+	}
+	return out, nil
 }
 
 // answered records a device's successful poll: online, due again an interval later; an
@@ -547,13 +536,13 @@ var offline = &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.Code
 
 func (s *Service) call(ctx context.Context, agent, method string, args, out any) error {
 	if live, err := s.agents.LiveChannel(ctx, agent); err != nil {
-		return err
+		return fmt.Errorf("check the live channel of agent %s: %w", agent, err)
 	} else if !live {
 		return offline
 	}
 	raw, err := s.agents.Call(ctx, agent, method, args, requestTimeout)
 	if err != nil {
-		return err
+		return fmt.Errorf("call %s on agent %s: %w", method, agent, err)
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("read %s answer of agent %s: %w", method, agent, err)

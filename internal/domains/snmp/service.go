@@ -42,17 +42,29 @@ type Service struct {
 	retention time.Duration
 }
 
-// Deps are the services SNMP works with.
+// Deps are what the SNMP service works with.
 type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Box seals the devices' credentials.
+	Box *secrets.Box
+	// Clock is the time polls are scheduled on; nil: the system clock.
+	Clock   clock.Clock
 	Devices *devices.Service
 	Alerts  *alerts.Service
 	Agents  Caller
 }
 
-// New returns the SNMP service; retention is how long metric samples are kept.
-func New(db *store.DB, logger *slog.Logger, box *secrets.Box, clk clock.Clock, retention time.Duration, d Deps) *Service {
-	return &Service{db: db, logger: logger, box: box, clock: clock.Or(clk), devices: d.Devices, alerts: d.Alerts, agents: d.Agents,
-		retention: retention}
+// Options are the SNMP settings of the server configuration.
+type Options struct {
+	// Retention is how long metric samples are kept.
+	Retention time.Duration
+}
+
+// New returns the SNMP service.
+func New(d Deps, opts Options) *Service {
+	return &Service{db: d.DB, logger: d.Logger, box: d.Box, clock: clock.Or(d.Clock), devices: d.Devices, alerts: d.Alerts,
+		agents: d.Agents, retention: opts.Retention}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
@@ -174,7 +186,7 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in DeviceInput) (SNM
 	scope := access.ScopeFrom(ctx)
 	at, err := tenancy.Place(ctx, tx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "SNMP device"})
 	if err != nil {
-		return SNMPDevice{}, err
+		return SNMPDevice{}, fmt.Errorf("place SNMP device: %w", err)
 	}
 	if err := s.checkPlace(ctx, tx, at.OrgID, in.SiteID, in.ProbeDeviceID); err != nil {
 		return SNMPDevice{}, err
@@ -222,7 +234,7 @@ func v3Shown(version string, c SNMPCredentials) (user, auth, priv any) {
 func (s *Service) seal(c SNMPCredentials) (string, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("seal SNMP credentials: %w", err)
 	}
 	return s.box.Seal(string(b)), nil
 }

@@ -120,21 +120,22 @@ func loadOIDs(ctx context.Context, q store.Querier, ts []SNMPTemplate) error {
 		ts[i].OIDs = []SNMPTemplateOID{}
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT template_id, oid, name, label, unit, type FROM snmp_template_oids WHERE template_id IN `+
-		a.In(ids)+` ORDER BY template_id, position`, a.Values()...)
+	type templateOID struct {
+		template string
+		SNMPTemplateOID
+	}
+	oids, err := store.QueryAll(ctx, q, `SELECT template_id, oid, name, label, unit, type FROM snmp_template_oids WHERE template_id IN `+
+		a.In(ids)+` ORDER BY template_id, position`, a.Values(), func(row store.Scanner) (templateOID, error) {
+		var o templateOID
+		return o, row.Scan(&o.template, &o.OID, &o.Name, &o.Label, &o.Unit, &o.Type)
+	})
 	if err != nil {
 		return fmt.Errorf("load template OIDs: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var o SNMPTemplateOID
-		if err := rows.Scan(&id, &o.OID, &o.Name, &o.Label, &o.Unit, &o.Type); err != nil {
-			return err
-		}
-		ts[at[id]].OIDs = append(ts[at[id]].OIDs, o)
+	for _, o := range oids {
+		ts[at[o.template]].OIDs = append(ts[at[o.template]].OIDs, o.SNMPTemplateOID)
 	}
-	return rows.Err()
+	return nil
 }
 
 func (s *Service) getTemplate(ctx context.Context, q store.Querier, scope access.Scope, id string) (SNMPTemplate, error) {
@@ -221,7 +222,7 @@ func (s *Service) CreateTemplate(ctx context.Context, in SNMPTemplateInput) (SNM
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		at, err := tenancy.Place(ctx, tx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "SNMP template"})
 		if err != nil {
-			return err
+			return fmt.Errorf("place SNMP template: %w", err)
 		}
 		id, now := store.NewID(), s.now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO snmp_templates (id, partner_id, org_id, name, description, created_by, created_at,
@@ -310,7 +311,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, id string) error {
 			return fmt.Errorf("delete SNMP template: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return err
+			return fmt.Errorf("delete SNMP template: %w", err)
 		} else if n == 0 {
 			return apperr.ConflictCode(CodeTemplateInUse, "SNMP devices use this template: move them to another template first")
 		}
@@ -341,7 +342,7 @@ func (s *Service) useTemplate(ctx context.Context, tx *sql.Tx, orgID, id string,
 		return apperr.Invalid("templateId", "no such template: name a built-in template or one of the organization")
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return err
+		return fmt.Errorf("count template use: %w", err)
 	} else if n == 0 && delta > 0 {
 		return apperr.Invalid("templateId", "no such template: name a built-in template or one of the organization")
 	}
@@ -407,23 +408,21 @@ func (s *Service) Browse(ctx context.Context, query, prefix string, limit int) (
 		like := a.Add("%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(query) + "%")
 		conds = append(conds, "(o.oid LIKE "+like+` ESCAPE '\' OR LOWER(o.name) LIKE `+like+` ESCAPE '\' OR LOWER(o.label) LIKE `+like+` ESCAPE '\')`)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT o.oid, o.name, o.label, o.unit, o.type, t.id FROM snmp_template_oids o
+	found, err := store.QueryAll(ctx, s.db, `SELECT o.oid, o.name, o.label, o.unit, o.type, t.id FROM snmp_template_oids o
 		JOIN snmp_templates t ON t.id = o.template_id WHERE `+store.Where(conds)+` ORDER BY o.oid, t.id LIMIT `+
-		a.Add(limit-len(out)), a.Values()...)
+		a.Add(limit-len(out)), a.Values(), func(row store.Scanner) (SNMPBrowseOID, error) {
+		b := SNMPBrowseOID{Source: "template"}
+		var tid string
+		if err := row.Scan(&b.OID, &b.Name, &b.Label, &b.Unit, &b.Type, &tid); err != nil {
+			return b, err
+		}
+		b.TemplateID = &tid
+		return b, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("browse template OIDs: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var b SNMPBrowseOID
-		var tid string
-		if err := rows.Scan(&b.OID, &b.Name, &b.Label, &b.Unit, &b.Type, &tid); err != nil {
-			return nil, err
-		}
-		b.Source, b.TemplateID = "template", &tid
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return append(out, found...), nil
 }
 
 // oidLess orders OIDs arc by arc.
@@ -523,18 +522,17 @@ func (s *Service) customNames(ctx context.Context, oids []string) (map[string]st
 	}
 	var a store.Args
 	conds := append(templateFilter(access.ScopeFrom(ctx), &a), "o.oid IN "+a.In(oids))
-	rows, err := s.db.QueryContext(ctx, `SELECT o.oid, o.name FROM snmp_template_oids o JOIN snmp_templates t ON t.id = o.template_id
-		WHERE `+store.Where(conds), a.Values()...)
+	type named struct{ oid, name string }
+	names, err := store.QueryAll(ctx, s.db, `SELECT o.oid, o.name FROM snmp_template_oids o JOIN snmp_templates t ON t.id = o.template_id
+		WHERE `+store.Where(conds), a.Values(), func(row store.Scanner) (named, error) {
+		var n named
+		return n, row.Scan(&n.oid, &n.name)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("look up template OIDs: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var oid, name string
-		if err := rows.Scan(&oid, &name); err != nil {
-			return nil, err
-		}
-		out[oid] = name
+	for _, n := range names {
+		out[n.oid] = n.name
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -3,7 +3,6 @@ package snmp
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -70,21 +69,16 @@ func scanThreshold(row store.Scanner) (SNMPThreshold, error) {
 
 func loadThresholds(ctx context.Context, q store.Querier, deviceIDs []string) (map[string][]threshold, error) {
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT `+thresholdColumns+` FROM snmp_thresholds t WHERE t.device_id IN `+a.In(deviceIDs)+
-		` ORDER BY t.device_id, t.id`, a.Values()...)
+	ths, err := store.QueryAll(ctx, q, `SELECT `+thresholdColumns+` FROM snmp_thresholds t WHERE t.device_id IN `+a.In(deviceIDs)+
+		` ORDER BY t.device_id, t.id`, a.Values(), scanThreshold)
 	if err != nil {
 		return nil, fmt.Errorf("load SNMP thresholds: %w", err)
 	}
-	defer rows.Close()
 	out := map[string][]threshold{}
-	for rows.Next() {
-		t, err := scanThreshold(rows)
-		if err != nil {
-			return nil, err
-		}
+	for _, t := range ths {
 		out[t.DeviceID] = append(out[t.DeviceID], threshold{SNMPThreshold: t, breached: t.Breached})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func breaches(v float64, op string, limit float64) bool {
@@ -173,15 +167,11 @@ func (s *Service) ListThresholds(ctx context.Context, deviceID string) ([]SNMPTh
 }
 
 func (s *Service) getThreshold(ctx context.Context, tx *sql.Tx, id string) (SNMPThreshold, device, error) {
-	if !store.ValidID(id) {
-		return SNMPThreshold{}, device{}, apperr.NotFound("SNMP threshold")
-	}
-	t, err := scanThreshold(tx.QueryRowContext(ctx, `SELECT `+thresholdColumns+` FROM snmp_thresholds t WHERE t.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, device{}, apperr.NotFound("SNMP threshold")
-	}
+	var a store.Args
+	t, err := store.ByID(ctx, tx, "SNMP threshold", `SELECT `+thresholdColumns+` FROM snmp_thresholds t`, "t.id", id, &a, nil,
+		scanThreshold)
 	if err != nil {
-		return t, device{}, fmt.Errorf("load SNMP threshold %s: %w", id, err)
+		return t, device{}, err
 	}
 	d, err := s.getDevice(ctx, tx, access.ScopeFrom(ctx), t.DeviceID)
 	if apperr.IsCode(err, apperr.CodeNotFound) {
