@@ -16,24 +16,17 @@ var rowLoopDebt = map[string]int{
 	"internal/domains/alertchannels":  4,  // channel use checks, policy matching, resolve announcements, escalation
 	"internal/domains/alerts":         8,  // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
 	"internal/domains/audit":          4,  // the log's query, user activity, statistics
-	"internal/domains/automations":    2,  // a run's steps, the event handler
-	"internal/domains/configpolicies": 7,  // device reports, summaries, statistics, row sync, follow-ups, targets
+	"internal/domains/configpolicies": 1,  // device reports, summaries, statistics, row sync, follow-ups, targets
 	"internal/domains/customfields":   5,  // option use, values, effective values, applicable keys
 	"internal/domains/devices":        13, // software, sweeps, calls, queued commands, metrics, software summary, lookups, sites, posture
-	"internal/domains/discovery":      5,  // chunk ingest, follow-up commands, due scans, topology
 	"internal/domains/groups":         11, // visible devices, memberships, snapshots, dynamic groups, recomputation
 	"internal/domains/identity":       4,  // review items, assignable roles, selected organizations
 	"internal/domains/maintenance":    5,  // held work, occurrence top-up, transitions, events, rewrites
-	"internal/domains/monitors":       4,  // result ingest, dashboard, dispatch, claims
 	"internal/domains/notifications":  1,  // due pushes
 	"internal/domains/patches":        1,  // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
-	"internal/domains/remote":         1,  // expiry of stale sessions
-	"internal/domains/rollouts":       3,  // rollout devices, reconciliation, totals
 	"internal/domains/scripts":        6,  // batches, versions, usage, tags, categories
 	"internal/domains/search":         2,  // results, tags
-	"internal/domains/snmp":           14, // latest values, points, OIDs, metrics, dashboard, due polls, devices, thresholds, browse
 	"internal/domains/tenancy":        3,  // sole organization, owners, slugs
-	"internal/domains/thirdparty":     3,  // test completion, entries
 	"internal/domains/webhooks":       2,  // the event handler, delivery logs
 }
 
@@ -71,7 +64,7 @@ var clockDebt = map[string]int{
 	"internal/domains/groups":        12, // pins, previews, membership changes, recomputation, groups
 	"internal/domains/identity":      16, // roles, users, invites, access reviews, organization access
 	"internal/domains/notifications": 4,  // provider tokens, the service's clock
-	"internal/domains/remote":        3,  // the shell and its bridge
+	"internal/domains/remote":        1,  // the shell and its bridge
 	"internal/domains/scripts":       11, // export, categories, executions, usage, versions, tags
 	"internal/domains/systemtools":   1,  // event log headers
 	"internal/domains/tenancy":       9,  // organizations, partners, sites
@@ -93,26 +86,20 @@ func TestServerTimeComesFromTheClock(t *testing.T) {
 // byIDDebt counts the functions that read one row by ID by hand (sql.ErrNoRows to
 // apperr.NotFound).
 var byIDDebt = map[string]int{
-	"internal/domains/alertchannels":  2, // channels, policies
-	"internal/domains/alerts":         3, // alerts, rules, templates, the device of a raised alert
-	"internal/domains/apikeys":        1, // keys
-	"internal/domains/audit":          1, // entries
-	"internal/domains/automations":    2, // automations, runs
-	"internal/domains/configpolicies": 1, // policies
-	"internal/domains/customfields":   1, // fields, devices
-	"internal/domains/devices":        3, // devices, commands, installed packages
-	"internal/domains/enrollment":     1, // keys
-	"internal/domains/groups":         2, // groups, the dynamic group to recompute
-	"internal/domains/identity":       4, // users (two), roles, access reviews
-	"internal/domains/maintenance":    4, // windows (three), occurrences
-	"internal/domains/partnerapi":     2, // service principals, their keys
-	"internal/domains/remote":         1, // sessions
-	"internal/domains/scripts":        6, // scripts (two), executions, versions, categories, tags
-	"internal/domains/snmp":           1, // thresholds
-	"internal/domains/tenancy":        3, // partners, organizations, sites
-	"internal/domains/thirdparty":     1, // packages
-	"internal/domains/tunnels":        1, // tunnels
-	"internal/domains/webhooks":       2, // webhooks, deliveries
+	"internal/domains/alertchannels": 2, // channels, policies
+	"internal/domains/alerts":        3, // alerts, rules, templates, the device of a raised alert
+	"internal/domains/apikeys":       1, // keys
+	"internal/domains/audit":         1, // entries
+	"internal/domains/customfields":  1, // fields, devices
+	"internal/domains/devices":       3, // devices, commands, installed packages
+	"internal/domains/enrollment":    1, // keys
+	"internal/domains/groups":        2, // groups, the dynamic group to recompute
+	"internal/domains/identity":      4, // users (two), roles, access reviews
+	"internal/domains/maintenance":   4, // windows (three), occurrences
+	"internal/domains/partnerapi":    2, // service principals, their keys
+	"internal/domains/scripts":       6, // scripts (two), executions, versions, categories, tags
+	"internal/domains/tenancy":       3, // partners, organizations, sites
+	"internal/domains/webhooks":      2, // webhooks, deliveries
 }
 
 func TestNoHandWrittenByIDReads(t *testing.T) {
@@ -127,15 +114,11 @@ func TestNoHandWrittenByIDReads(t *testing.T) {
 var foreignCallDebt = map[string]int{
 	"internal/domains/apikeys":         1, // auth.PrincipalForUser
 	"internal/domains/auth":            2, // identity.HasUsers and CreateUser (the bootstrap administrator)
-	"internal/domains/automations":     1, // tenancy.Place
-	"internal/domains/configpolicies":  1, // tenancy.Place
-	"internal/domains/discovery":       1, // tenancy.OrgInScope
 	"internal/domains/incidents":       1, // devices.FindByAddress
 	"internal/domains/mobile":          2, // tenancy.Names
 	"internal/domains/pam":             1, // devices.Sites, tenancy.Place
 	"internal/domains/patches":         1, // tenancy.OrgOwners, Names and Place, groups.Owners
 	"internal/domains/remote":          1, // auth.PrincipalForUser
-	"internal/domains/rollouts":        1, // tenancy.Place
 	"internal/domains/software":        1, // tenancy.Place
 	"internal/domains/tunnels":         1, // auth.PrincipalForUser
 	"internal/domains/vulnerabilities": 4, // patches' pending installs, devices' online, live and software lists
