@@ -4,11 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"testing"
-	"time"
-
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
+	"testing"
+	"time"
 
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"

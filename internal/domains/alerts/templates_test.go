@@ -1,11 +1,10 @@
 package alerts_test
 
 import (
-	"testing"
-	"time"
-
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
+	"testing"
+	"time"
 
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"

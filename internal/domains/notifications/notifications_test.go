@@ -2,12 +2,11 @@ package notifications_test
 
 import (
 	"context"
+	"gale/internal/app"
+	"gale/internal/domains/notifications"
 	"strings"
 	"testing"
 	"time"
-
-	"gale/internal/app"
-	"gale/internal/domains/notifications"
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"

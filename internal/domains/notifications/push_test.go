@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"gale/internal/app"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +20,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"gale/internal/app"
 
 	"github.com/golang-jwt/jwt/v5"
 
