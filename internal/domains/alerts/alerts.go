@@ -48,6 +48,7 @@ type Service struct {
 	logger  *slog.Logger
 	devices *devices.Service
 	opts    Options
+	clock   clock.Clock
 	// wakeEvents, when set, is called after a transaction that recorded alert events commits.
 	wakeEvents func()
 	// rules caches decoded rule sets for evaluation, by partner and organization; windows
@@ -56,7 +57,6 @@ type Service struct {
 	windows memo[windows]
 	// factStmts are the prepared statements of the evaluation's facts, by text (SQLite only).
 	factStmts map[string]*sql.Stmt
-	clock     clock.Clock
 	// channels checks the notification channels a rule names (see ChannelCheck).
 	channels ChannelCheck
 	// hold reports the devices a maintenance window in effect keeps alerts from; nil: none.

@@ -45,12 +45,12 @@ type Service struct {
 	logger *slog.Logger
 	box    *secrets.Box
 	opts   Options
+	clock  clock.Clock
 	client *http.Client
 	// senders send the due deliveries.
 	senders *senders.Pool
 	// node tells this node's claims from others'.
-	node  string
-	clock clock.Clock
+	node string
 }
 
 // New returns the webhook service.
