@@ -26,7 +26,8 @@ type Deps struct {
 	Logger *slog.Logger
 	// Box seals the signing secrets and extra headers.
 	Box *secrets.Box
-	// Clock is the time subscriptions change and events are signed at; nil: the system clock.
+	// Clock dates subscription changes, attempts and signatures and ages the delivery log; nil:
+	// the system clock.
 	Clock clock.Clock
 }
 
