@@ -16,7 +16,7 @@ import (
 func (s *Service) Announce(ctx context.Context, channelIDs []string, subject, message string) (int, error) {
 	queued := 0
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		now := store.Now()
+		now := s.now()
 		for _, id := range channelIDs {
 			ch, err := s.getChannel(ctx, tx, access.ScopeFrom(ctx), id)
 			if err != nil {

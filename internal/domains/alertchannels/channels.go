@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"slices"
+	"time"
 
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/audit"
@@ -16,17 +17,9 @@ import (
 )
 
 func (s *Service) getChannel(ctx context.Context, q store.Querier, scope access.Scope, id string) (chRow, error) {
-	if !store.ValidID(id) {
-		return chRow{}, apperr.NotFound("channel")
-	}
 	var a store.Args
-	conds := []string{"c.id = " + a.Add(id), filter(scope, &a, "c")}
-	r, err := s.scanChannel(q.QueryRowContext(ctx, `SELECT `+channelColumns+` FROM notification_channels c WHERE `+store.Where(conds),
-		a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("channel")
-	}
-	return r, err
+	return store.ByID(ctx, q, "channel", `SELECT `+channelColumns+` FROM notification_channels c`, "c.id", id, &a,
+		[]string{filter(scope, &a, "c")}, s.scanChannel)
 }
 
 // GetChannel returns a channel in scope.
@@ -105,12 +98,12 @@ func (s *Service) CreateChannel(ctx context.Context, in NewChannel) (Notificatio
 			return err
 		}
 		partnerID, orgID := at.PartnerID, at.OrgID
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.now()
 		pub, _ := json.Marshal(maskConfig(cfg))
 		if _, err := tx.ExecContext(ctx, `INSERT INTO notification_channels (id, partner_id, org_id, name, type, config, sealed, enabled,
 			throttle, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`, id, partnerID,
 			store.NullIfEmpty(orgID), name, in.Type, string(pub), s.sealConfig(cfg), enabled, throttleJSON(in.Throttle), now); err != nil {
-			return err
+			return fmt.Errorf("insert channel: %w", err)
 		}
 		r, err := s.getChannel(ctx, tx, access.SystemScope(), id)
 		if err != nil {
@@ -135,7 +128,7 @@ func (s *Service) UpdateChannel(ctx context.Context, id string, in ChannelUpdate
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.now())
 		if in.Name != nil {
 			name, err := validName(*in.Name)
 			if err != nil {
@@ -162,7 +155,7 @@ func (s *Service) UpdateChannel(ctx context.Context, id string, in ChannelUpdate
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE notification_channels SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id),
 			ch.Args.Values()...); err != nil {
-			return err
+			return fmt.Errorf("update channel %s: %w", id, err)
 		}
 		after, err := s.getChannel(ctx, tx, access.SystemScope(), id)
 		if err != nil {
@@ -185,12 +178,12 @@ func (s *Service) DeleteChannel(ctx context.Context, id string) error {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM notification_deliveries WHERE channel_id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete the deliveries of channel %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM notification_channels WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete channel %s: %w", id, err)
 		}
-		if err := forgetChannel(ctx, tx, r.PartnerID, id); err != nil {
+		if err := forgetChannel(ctx, tx, r.PartnerID, id, s.now()); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_channel.delete", ResourceType: "alert_channel", ResourceID: id,
@@ -199,9 +192,8 @@ func (s *Service) DeleteChannel(ctx context.Context, id string) error {
 }
 
 // forgetChannel removes a deleted channel from the rules and policy steps of its partner that
-// name it.
-func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string) error {
-	now := store.Now()
+// name it, at now.
+func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string, now time.Time) error {
 	if err := alerts.ForgetChannel(ctx, tx, partnerID, id, now); err != nil {
 		return err
 	}
@@ -212,7 +204,7 @@ func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string) error 
 			return c, err
 		})
 	if err != nil {
-		return err
+		return fmt.Errorf("find the policies naming channel %s: %w", id, err)
 	}
 	for _, c := range named {
 		var steps []PolicyStep
@@ -224,7 +216,7 @@ func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string) error 
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET steps = $1, updated_at = $2 WHERE id = $3`, jsonText(steps),
 			now, c.id); err != nil {
-			return err
+			return fmt.Errorf("remove channel %s from policy %s: %w", id, c.id, err)
 		}
 	}
 	return nil

@@ -79,6 +79,10 @@ func (s *Service) Deliveries(ctx context.Context, channelID, status string, page
 		Args: &a, SortKey: "d.id", SortID: "d.id", Desc: true}, page, scanDelivery, func(d NotificationDelivery) (string, string) { return d.ID, d.ID })
 }
 
+// deliveryNow is the time of the delivery rows: senders.Claim, which claims them, compares
+// their next_attempt_at and claimed_until with the system clock, so they are written on it.
+func deliveryNow() time.Time { return store.Now() }
+
 // queue writes a pending delivery of n through a channel in tx; a channel whose throttle is
 // reached for the last hour gets a throttled row instead. A second delivery of the same
 // event and step to the channel is ignored.
@@ -87,13 +91,13 @@ func (s *Service) queue(ctx context.Context, tx *sql.Tx, channelID string, throt
 	if err != nil {
 		return err
 	}
-	now := store.Now()
+	now := deliveryNow()
 	status := StatusPending
 	if throttle != nil {
 		var sent int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM notification_deliveries WHERE channel_id = $1 AND created_at > $2
 			AND status <> $3`, channelID, now.Add(-time.Hour), StatusThrottled).Scan(&sent); err != nil {
-			return err
+			return fmt.Errorf("count the last hour's deliveries of channel %s: %w", channelID, err)
 		}
 		if sent >= throttle.MaxPerHour {
 			status = StatusThrottled
@@ -174,7 +178,7 @@ func (s *Service) send(ctx context.Context, c claimed) error {
 // attempts are used up. Only the claim's holder may record it.
 func (s *Service) record(ctx context.Context, c claimed, out outcome, final bool) error {
 	attempt := c.attempts + 1
-	now := store.Now()
+	now := deliveryNow()
 	status, next := StatusSucceeded, any(nil)
 	var delivered any
 	switch {
@@ -198,12 +202,19 @@ func (s *Service) record(ctx context.Context, c claimed, out outcome, final bool
 			response_status = $4, error = $5, delivered_at = $6, claim_token = NULL, claimed_until = NULL, updated_at = $7
 			WHERE id = $8 AND status = $9 AND claim_token = $10`, status, attempt, next, code, errText, delivered, now, c.id,
 			StatusSending, c.token)
-		return err
+		if err != nil {
+			return fmt.Errorf("record the attempt of delivery %s: %w", c.id, err)
+		}
+		return nil
 	})
 }
 
 func (s *Service) delivery(ctx context.Context, id string) (NotificationDelivery, error) {
-	return scanDelivery(s.db.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM notification_deliveries d WHERE d.id = $1`, id))
+	d, err := scanDelivery(s.db.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM notification_deliveries d WHERE d.id = $1`, id))
+	if err != nil {
+		return d, fmt.Errorf("load delivery %s: %w", id, err)
+	}
+	return d, nil
 }
 
 // Test sends a test notification through the channel now (also when disabled) and returns
@@ -213,7 +224,8 @@ func (s *Service) Test(ctx context.Context, channelID string) (NotificationDeliv
 	if err != nil {
 		return NotificationDelivery{}, err
 	}
-	now := store.Now()
+	now := s.now()
+	at := deliveryNow()
 	org := store.Deref(ch.OrgID)
 	alert, _ := json.Marshal(AlertView{ID: store.NewID(), PartnerID: ch.PartnerID, OrgID: org, Severity: "info", Status: "active",
 		Title: "Test notification", Message: "This is a test notification from Gale for the channel " + ch.Name + ".", TriggeredAt: now})
@@ -224,8 +236,8 @@ func (s *Service) Test(ctx context.Context, channelID string) (NotificationDeliv
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO notification_deliveries (id, channel_id, event_id, event_type, step, payload,
 		status, max_attempts, next_attempt_at, claim_token, claimed_until, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, -1, $5, $6, 1, $7, $8, $9, $7, $7)`, c.id, ch.ID, n.EventID, n.EventType, c.payload, StatusSending,
-		now, c.token, now.Add(claimFor)); err != nil {
-		return NotificationDelivery{}, err
+		at, c.token, at.Add(claimFor)); err != nil {
+		return NotificationDelivery{}, fmt.Errorf("insert the test delivery of channel %s: %w", ch.ID, err)
 	}
 	if err := s.send(ctx, c); err != nil {
 		return NotificationDelivery{}, err
@@ -248,7 +260,7 @@ const Retention = 30 * 24 * time.Hour
 // Purge deletes finished deliveries older than Retention and escalation steps of alerts that
 // ended that long ago; the periodic cleanup calls it.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	cutoff := store.Now().Add(-Retention)
+	cutoff := s.now().Add(-Retention)
 	return s.db.Purge(ctx, "notification deliveries",
 		store.Deletion{SQL: `DELETE FROM notification_deliveries WHERE status IN ($1, $2, $3) AND updated_at < $4`,
 			Args: []any{StatusSucceeded, StatusDead, StatusThrottled, cutoff}},

@@ -10,8 +10,8 @@ import (
 // Module serves notification channels and alert policies, sends alert notifications and
 // escalates unacknowledged alerts.
 var Module = module.Module{Name: "notify", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger, k.Box, k.Mail, Options{AllowPrivateTargets: k.Config.WebhookAllowPrivateTargets,
-		PublicURL: k.Config.PublicURL, Clock: k.Clock})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Box: k.Box, Mailer: k.Mail, Clock: k.Clock},
+		Options{AllowPrivateTargets: k.Config.WebhookAllowPrivateTargets, PublicURL: k.Config.PublicURL})
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
 	k.Declare(alerts.ChannelCheck{Check: checkChannels})

@@ -32,8 +32,9 @@ import (
 	"gale/internal/platform/senders"
 	"gale/internal/platform/store"
 
-	galemail "gale/internal/platform/mail"
 	"net/http"
+
+	galemail "gale/internal/platform/mail"
 )
 
 // Channel types.
@@ -69,13 +70,24 @@ const DefaultPagerDutyURL = "https://events.pagerduty.com"
 // DefaultTwilioURL is the SMS provider's API unless the channel names another base URL.
 const DefaultTwilioURL = "https://api.twilio.com"
 
+// Deps is what the notification service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Box seals channel secrets.
+	Box *secrets.Box
+	// Mailer sends email channels; nil: mail is not configured.
+	Mailer galemail.Sender
+	// Clock is the time of time windows, throttles, escalations and deliveries; nil: the
+	// system clock.
+	Clock clock.Clock
+}
+
 // Options are the notification settings of the server configuration.
 type Options struct {
 	// AllowPrivateTargets is WEBHOOK_ALLOW_PRIVATE_TARGETS: channels may reach loopback,
 	// private and link-local addresses.
 	AllowPrivateTargets bool
-	// Clock is the time of time windows and escalations (nil: the system clock).
-	Clock clock.Clock
 	// PublicURL makes the alert links of messages.
 	PublicURL string
 	// Workers is how many deliveries a node sends at once; 0 means 2.
@@ -95,19 +107,18 @@ type Service struct {
 	clock   clock.Clock
 }
 
-// New returns the service; box seals channel secrets, mailer (nil: mail not configured)
-// sends email channels.
-func New(db *store.DB, logger *slog.Logger, box *secrets.Box, mailer galemail.Sender, opts Options) *Service {
+// New returns the notification service.
+func New(d Deps, opts Options) *Service {
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
-	s := &Service{db: db, logger: logger, box: box, mailer: mailer, opts: opts,
-		client: webhooks.NewClient(opts.AllowPrivateTargets), clock: clock.Or(opts.Clock)}
-	s.senders = senders.New("notification deliveries", logger, opts.Workers, time.Second, s.RunDue)
+	s := &Service{db: d.DB, logger: d.Logger, box: d.Box, mailer: d.Mailer, opts: opts,
+		client: webhooks.NewClient(opts.AllowPrivateTargets), clock: clock.Or(d.Clock)}
+	s.senders = senders.New("notification deliveries", d.Logger, opts.Workers, time.Second, s.RunDue)
 	return s
 }
 
-// now is the time of time windows and escalations.
+// now is the time of time windows, throttles, escalations and deliveries.
 func (s *Service) now() time.Time { return s.clock.Now() }
 
 // SMSProvider is a Twilio-compatible API account.

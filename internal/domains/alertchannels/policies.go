@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -191,7 +192,7 @@ func checkChannels(ctx context.Context, q store.Querier, field string, ids []str
 			return apperr.Invalid(field, "no such channel: "+id)
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("check channel %s: %w", id, err)
 		}
 	}
 	return nil
@@ -255,16 +256,9 @@ func scanPolicy(sc store.Scanner) (AlertPolicy, error) {
 }
 
 func (s *Service) getPolicy(ctx context.Context, q store.Querier, scope access.Scope, id string) (AlertPolicy, error) {
-	if !store.ValidID(id) {
-		return AlertPolicy{}, apperr.NotFound("policy")
-	}
 	var a store.Args
-	conds := []string{"p.id = " + a.Add(id), filter(scope, &a, "p")}
-	p, err := scanPolicy(q.QueryRowContext(ctx, `SELECT `+policyColumns+` FROM alert_policies p WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, apperr.NotFound("policy")
-	}
-	return p, err
+	return store.ByID(ctx, q, "policy", `SELECT `+policyColumns+` FROM alert_policies p`, "p.id", id, &a,
+		[]string{filter(scope, &a, "p")}, scanPolicy)
 }
 
 // GetPolicy returns a policy in scope.
@@ -326,11 +320,11 @@ func (s *Service) CreatePolicy(ctx context.Context, in NewAlertPolicy) (AlertPol
 		if err != nil {
 			return err
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_policies (id, partner_id, org_id, name, priority, match, time_window, steps,
 			enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`, id, partnerID, store.NullIfEmpty(orgID),
 			name, prio, jsonText(in.Match), windowJSON(window), jsonText(steps), enabled, now); err != nil {
-			return err
+			return fmt.Errorf("insert policy: %w", err)
 		}
 		if out, err = s.getPolicy(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -355,7 +349,7 @@ func (s *Service) UpdatePolicy(ctx context.Context, id string, in AlertPolicyUpd
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.now())
 		if in.Name != nil {
 			name, err := validName(*in.Name)
 			if err != nil {
@@ -393,7 +387,7 @@ func (s *Service) UpdatePolicy(ctx context.Context, id string, in AlertPolicyUpd
 			ch.Set("enabled", *in.Enabled)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
-			return err
+			return fmt.Errorf("update policy %s: %w", id, err)
 		}
 		if out, err = s.getPolicy(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -414,11 +408,11 @@ func (s *Service) DeletePolicy(ctx context.Context, id string) error {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1, updated_at = $2 WHERE policy_id = $3 AND status = $4`,
-			escCancelled, store.Now(), id, escPending); err != nil {
-			return err
+			escCancelled, s.now(), id, escPending); err != nil {
+			return fmt.Errorf("cancel the escalations of policy %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_policies WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete policy %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_policy.delete", ResourceType: "alert_policy", ResourceID: id,
 			ResourceName: p.Name, PartnerID: p.PartnerID, OrgID: store.Deref(p.OrgID), Details: policyAudit(p)})

@@ -83,25 +83,22 @@ func usable(ctx context.Context, tx *sql.Tx, a AlertView, ids []string) ([]targe
 	if !slices.Equal(ids, allChannels) {
 		q += ` AND id IN ` + args.In(ids)
 	}
-	rows, err := tx.QueryContext(ctx, q+` ORDER BY id`, args.Values()...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []target
-	for rows.Next() {
+	out, err := store.QueryAll(ctx, tx, q+` ORDER BY id`, args.Values(), func(sc store.Scanner) (target, error) {
 		var t target
 		var th sql.NullString
-		if err := rows.Scan(&t.id, &th); err != nil {
-			return nil, err
+		if err := sc.Scan(&t.id, &th); err != nil {
+			return t, err
 		}
 		if th.Valid && th.String != "" {
 			t.throttle = &ChannelThrottle{}
 			_ = json.Unmarshal([]byte(th.String), t.throttle)
 		}
-		out = append(out, t)
+		return t, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load the channels of alert %s: %w", a.ID, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // routeTrigger picks the channels of a new alert: the rule's channels, else the first
@@ -124,7 +121,7 @@ func (s *Service) routeTrigger(ctx context.Context, tx *sql.Tx, a AlertView, n N
 	if !ok {
 		return s.queueAll(ctx, tx, a, n, allChannels)
 	}
-	now := store.Now()
+	now := s.now()
 	for i, st := range p.Steps {
 		if st.DelayMinutes == 0 {
 			n.Step = i
@@ -162,23 +159,10 @@ func (s *Service) queueAll(ctx context.Context, tx *sql.Tx, a AlertView, n Notif
 // matchPolicy returns the first enabled policy of the alert's tenant, by priority, whose
 // match and time window select the alert now.
 func (s *Service) matchPolicy(ctx context.Context, tx *sql.Tx, a AlertView) (AlertPolicy, bool, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+policyColumns+` FROM alert_policies p WHERE p.enabled AND p.partner_id = $1
-		AND (p.org_id IS NULL OR p.org_id = $2) ORDER BY p.priority, p.created_at, p.id`, a.PartnerID, a.OrgID)
+	ps, err := store.QueryAll(ctx, tx, `SELECT `+policyColumns+` FROM alert_policies p WHERE p.enabled AND p.partner_id = $1
+		AND (p.org_id IS NULL OR p.org_id = $2) ORDER BY p.priority, p.created_at, p.id`, []any{a.PartnerID, a.OrgID}, scanPolicy)
 	if err != nil {
-		return AlertPolicy{}, false, err
-	}
-	var ps []AlertPolicy
-	for rows.Next() {
-		p, err := scanPolicy(rows)
-		if err != nil {
-			rows.Close()
-			return AlertPolicy{}, false, err
-		}
-		ps = append(ps, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return AlertPolicy{}, false, err
+		return AlertPolicy{}, false, fmt.Errorf("load the alert policies for alert %s: %w", a.ID, err)
 	}
 	now := s.now()
 	for _, p := range ps {
@@ -208,31 +192,20 @@ func (s *Service) matchPolicy(ctx context.Context, tx *sql.Tx, a AlertView) (Ale
 }
 
 func (s *Service) cancelEscalations(ctx context.Context, tx *sql.Tx, alertID string) error {
-	_, err := tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1, updated_at = $2 WHERE alert_id = $3 AND status = $4`,
-		escCancelled, store.Now(), alertID, escPending)
-	return err
+	if _, err := tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1, updated_at = $2 WHERE alert_id = $3 AND status = $4`,
+		escCancelled, s.now(), alertID, escPending); err != nil {
+		return fmt.Errorf("cancel the escalations of alert %s: %w", alertID, err)
+	}
+	return nil
 }
 
 // announceResolved queues a resolution to every channel a trigger of the alert was queued
 // for (not throttled ones).
 func (s *Service) announceResolved(ctx context.Context, tx *sql.Tx, a AlertView, n Notification) error {
-	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT channel_id FROM notification_deliveries WHERE alert_id = $1 AND step >= 0
+	ids, err := store.QueryStrings(ctx, tx, `SELECT DISTINCT channel_id FROM notification_deliveries WHERE alert_id = $1 AND step >= 0
 		AND status <> $2`, a.ID, StatusThrottled)
 	if err != nil {
-		return err
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("find the channels notified of alert %s: %w", a.ID, err)
 	}
 	if len(ids) == 0 {
 		return nil
@@ -256,23 +229,10 @@ func (s *Service) announceResolved(ctx context.Context, tx *sql.Tx, a AlertView,
 // otherwise the step is cancelled. It is the alerts-escalate job.
 func (s *Service) Escalate(ctx context.Context) error {
 	now := s.now()
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM alert_escalations WHERE status = $1 AND due_at <= $2 ORDER BY due_at LIMIT 500`,
+	ids, err := store.QueryStrings(ctx, s.db, `SELECT id FROM alert_escalations WHERE status = $1 AND due_at <= $2 ORDER BY due_at LIMIT 500`,
 		escPending, now)
 	if err != nil {
-		return err
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("find due escalations: %w", err)
 	}
 	for _, id := range ids {
 		if err := s.db.Write(ctx, func(tx *sql.Tx) error { return s.fire(ctx, tx, id, now) }); err != nil {
@@ -291,12 +251,14 @@ func (s *Service) fire(ctx context.Context, tx *sql.Tx, id string, now time.Time
 		return nil // another node fired it, or it was cancelled
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("claim escalation %s: %w", id, err)
 	}
 	x, err := alerts.Lookup(ctx, tx, alertID)
 	if apperr.IsCode(err, apperr.CodeNotFound) || (err == nil && x.Status != alerts.StatusActive) {
-		_, err = tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1 WHERE id = $2`, escCancelled, id)
-		return err
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_escalations SET status = $1 WHERE id = $2`, escCancelled, id); err != nil {
+			return fmt.Errorf("cancel escalation %s: %w", id, err)
+		}
+		return nil
 	}
 	if err != nil {
 		return err

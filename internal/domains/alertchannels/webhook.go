@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"gale/internal/domains/webhooks"
 )
@@ -36,7 +35,7 @@ func (s *Service) sendWebhook(ctx context.Context, cfg ChannelConfig, n Notifica
 		case "basic":
 			r.SetBasicAuth(cfg.Username, cfg.Password)
 		case "hmac":
-			ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
+			ts := strconv.FormatInt(s.now().UnixMilli(), 10)
 			r.Header.Set("X-Gale-Timestamp", ts)
 			r.Header.Set("X-Gale-Signature", webhooks.Sign(cfg.Secret, ts, body))
 		}

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"gale/internal/domains/maintenance"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/events"
 	"gale/internal/platform/store"
 )
@@ -46,6 +48,7 @@ type Service struct {
 	logger  *slog.Logger
 	devices *devices.Service
 	opts    Options
+	clock   clock.Clock
 	// wakeEvents, when set, is called after a transaction that recorded alert events commits.
 	wakeEvents func()
 	// rules caches decoded rule sets for evaluation, by partner and organization; windows
@@ -54,8 +57,6 @@ type Service struct {
 	windows memo[windows]
 	// factStmts are the prepared statements of the evaluation's facts, by text (SQLite only).
 	factStmts map[string]*sql.Stmt
-	// now is the clock.
-	now func() time.Time
 	// channels checks the notification channels a rule names (see ChannelCheck).
 	channels ChannelCheck
 	// hold reports the devices a maintenance window in effect keeps alerts from; nil: none.
@@ -68,7 +69,10 @@ func (s *Service) held(ctx context.Context, tx *sql.Tx, deviceID string) (bool, 
 		return false, nil
 	}
 	h, err := s.hold(ctx, tx, []string{deviceID})
-	return h[deviceID], err
+	if err != nil {
+		return false, fmt.Errorf("check the maintenance windows of device %s: %w", deviceID, err)
+	}
+	return h[deviceID], nil
 }
 
 // Deps is what the alerts service is built from.
@@ -83,6 +87,8 @@ type Deps struct {
 	Maintenance *maintenance.Service
 	// Devices checks what a rule's targets name.
 	Devices *devices.Service
+	// Clock is the time alerts open, resolve and cool down on; nil: the system clock.
+	Clock clock.Clock
 }
 
 // Options are the alert settings of the server configuration.
@@ -100,8 +106,8 @@ func (s *Service) wake() {
 
 // New returns the alerts service.
 func New(d Deps, opts Options) *Service {
-	s := &Service{db: d.DB, logger: d.Logger, devices: d.Devices, opts: opts, wakeEvents: d.Wake, now: store.Now, rules: memo[ruleSet]{bound: 10000},
-		windows: memo[windows]{bound: 100000}}
+	s := &Service{db: d.DB, logger: d.Logger, devices: d.Devices, opts: opts, wakeEvents: d.Wake, clock: clock.Or(d.Clock),
+		rules: memo[ruleSet]{bound: 10000}, windows: memo[windows]{bound: 100000}}
 	if m := d.Maintenance; m != nil {
 		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 			return m.Held(ctx, tx, maintenance.Alerts, ids)
@@ -269,23 +275,24 @@ func (s *Service) SummarizeSource(ctx context.Context, orgID, sourceType string)
 	if sourceType != "" {
 		conds = append(conds, "a.source_type = "+a.Add(sourceType))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT a.status, a.severity, COUNT(*) FROM alerts a WHERE `+store.Where(conds)+
-		` GROUP BY a.status, a.severity`, a.Values()...)
+	type count struct {
+		status, severity string
+		n                int
+	}
+	counts, err := store.QueryAll(ctx, s.db, `SELECT a.status, a.severity, COUNT(*) FROM alerts a WHERE `+store.Where(conds)+
+		` GROUP BY a.status, a.severity`, a.Values(), func(sc store.Scanner) (c count, err error) {
+		err = sc.Scan(&c.status, &c.severity, &c.n)
+		return c, err
+	})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("count open alerts: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var st, sv string
-		var n int
-		if err := rows.Scan(&st, &sv, &n); err != nil {
-			return out, err
-		}
-		out.Total += n
-		out.ByStatus[st] += n
-		out.BySeverity[sv] += n
+	for _, c := range counts {
+		out.Total += c.n
+		out.ByStatus[c.status] += c.n
+		out.BySeverity[c.severity] += c.n
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Get returns an alert in scope.
@@ -294,16 +301,9 @@ func (s *Service) Get(ctx context.Context, id string) (Alert, error) {
 }
 
 func getAlert(ctx context.Context, q store.Querier, scope access.Scope, id string) (Alert, error) {
-	if !store.ValidID(id) {
-		return Alert{}, apperr.NotFound("alert")
-	}
 	var a store.Args
-	x, err := scanAlert(q.QueryRowContext(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE a.id = `+a.Add(id)+` AND `+
-		alertFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("alert")
-	}
-	return x, err
+	return store.ByID(ctx, q, "alert", `SELECT `+alertColumns+` FROM alerts a`, "a.id", id, &a,
+		[]string{alertFilter(scope, &a)}, scanAlert)
 }
 
 // Actions of the alert state machine.
@@ -360,7 +360,7 @@ func (s *Service) Act(ctx context.Context, id, action string, in ActionInput) (A
 	if !ok {
 		return Alert{}, apperr.Invalid("action", "use one of "+strings.Join(Actions, ", "))
 	}
-	now := s.now()
+	now := s.clock.Now()
 	if in.Note != nil && len([]rune(*in.Note)) > maxNote {
 		return Alert{}, apperr.Invalid("note", "at most 2000 characters")
 	}
@@ -405,7 +405,7 @@ func (s *Service) Act(ctx context.Context, id, action string, in ActionInput) (A
 			return apperr.Conflict("the alert is " + cur.Status + "; " + action + " needs it " + strings.Join(tr.from, ", "))
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("%s alert %s: %w", action, id, err)
 		}
 		out = x
 		return record(ctx, tx, x, tr, nil)
@@ -421,11 +421,13 @@ func (s *Service) Act(ctx context.Context, id, action string, in ActionInput) (A
 func record(ctx context.Context, tx *sql.Tx, x Alert, tr transition, actor *audit.Actor) error {
 	if err := audit.Record(ctx, tx, audit.Entry{Action: tr.audit, ResourceType: "alert", ResourceID: x.ID, ResourceName: x.Title,
 		PartnerID: x.PartnerID, OrgID: x.OrgID, Details: map[string]any{"status": x.Status}, Actor: actor}); err != nil {
-		return err
+		return fmt.Errorf("audit %s of alert %s: %w", tr.audit, x.ID, err)
 	}
-	_, err := events.Record(ctx, tx, events.Event{Type: tr.event, PartnerID: x.PartnerID, OrgID: x.OrgID, ResourceType: "alert",
-		ResourceID: x.ID}, x)
-	return err
+	if _, err := events.Record(ctx, tx, events.Event{Type: tr.event, PartnerID: x.PartnerID, OrgID: x.OrgID, ResourceType: "alert",
+		ResourceID: x.ID}, x); err != nil {
+		return fmt.Errorf("record %s of alert %s: %w", tr.event, x.ID, err)
+	}
+	return nil
 }
 
 var systemActor = &audit.Actor{Type: access.ActorSystem}

@@ -56,7 +56,7 @@ func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in 
 			return Alert{}, false, err
 		}
 	}
-	id, now := store.NewID(), s.now()
+	id, now := store.NewID(), s.clock.Now()
 	res, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, source_id, severity, status,
 		title, message, context, triggered_at, updated_at, source_key) VALUES ($1, $2, $3, $4, $5, $5, $6, $7, $8, $9, $10, $11, $11, $12)
 		ON CONFLICT (source_key) WHERE source_key IS NOT NULL AND status IN ('active', 'acknowledged', 'suppressed') DO NOTHING`,

@@ -59,7 +59,7 @@ func RuleChannels(ctx context.Context, q store.Querier, ruleID string) ([]string
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load the channels of alert rule %s: %w", ruleID, err)
 	}
 	ids, _ := store.DecodeStrings(raw)
 	return ids, nil
@@ -75,7 +75,7 @@ func ForgetChannel(ctx context.Context, tx *sql.Tx, partnerID, channelID string,
 			return c, err
 		})
 	if err != nil {
-		return err
+		return fmt.Errorf("find the alert rules naming channel %s: %w", channelID, err)
 	}
 	for _, c := range named {
 		ids, _ := store.DecodeStrings(c.channels)
@@ -85,7 +85,7 @@ func ForgetChannel(ctx context.Context, tx *sql.Tx, partnerID, channelID string,
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_rules SET channel_ids = $1, updated_at = $2 WHERE id = $3`,
 			store.EncodeStrings(kept), now, c.id); err != nil {
-			return err
+			return fmt.Errorf("remove channel %s from alert rule %s: %w", channelID, c.id, err)
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -71,7 +72,7 @@ var severityRank = map[string]int{"critical": 5, "high": 4, "medium": 3, "low": 
 // MinAlerts of them. Groups come largest first.
 func (s *Service) Correlate(ctx context.Context, q CorrelationQuery) (CorrelationResult, error) {
 	q.defaults()
-	now := s.now()
+	now := s.clock.Now()
 	var a store.Args
 	conds := []string{alertFilter(access.ScopeFrom(ctx), &a), "a.rule_id IS NOT NULL", "a.site_id IS NOT NULL",
 		"a.triggered_at >= " + a.Add(now.Add(-time.Duration(q.SinceHours)*time.Hour))}
@@ -83,23 +84,10 @@ func (s *Service) Correlate(ctx context.Context, q CorrelationQuery) (Correlatio
 	if q.OrgID != "" {
 		conds = append(conds, "a.org_id = "+a.Add(q.OrgID))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+alertColumns+` FROM alerts a WHERE `+store.Where(conds)+
-		` ORDER BY a.id DESC LIMIT `+a.Add(maxCorrelated+1), a.Values()...)
+	all, err := store.QueryAll(ctx, s.db, `SELECT `+alertColumns+` FROM alerts a WHERE `+store.Where(conds)+
+		` ORDER BY a.id DESC LIMIT `+a.Add(maxCorrelated+1), a.Values(), scanAlert)
 	if err != nil {
-		return CorrelationResult{}, err
-	}
-	var all []Alert
-	for rows.Next() {
-		x, err := scanAlert(rows)
-		if err != nil {
-			rows.Close()
-			return CorrelationResult{}, err
-		}
-		all = append(all, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return CorrelationResult{}, err
+		return CorrelationResult{}, fmt.Errorf("load alerts to correlate: %w", err)
 	}
 	out := CorrelationResult{Groups: []CorrelationGroup{}}
 	if len(all) > maxCorrelated {

@@ -418,24 +418,12 @@ func (s *Service) applicableRules(ctx context.Context, q store.Querier, f *facts
 	key := d.PartnerID + "/" + d.OrgID
 	set, ok := s.rules.get(key)
 	if !ok || set.sig != sig {
-		set = ruleSet{sig: sig}
-		rows, err := q.QueryContext(ctx, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.partner_id = $1
-			AND (r.org_id IS NULL OR r.org_id = $2) AND r.enabled = $3 ORDER BY r.id`, d.PartnerID, d.OrgID, true)
+		rules, err := store.QueryAll(ctx, q, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.partner_id = $1
+			AND (r.org_id IS NULL OR r.org_id = $2) AND r.enabled = $3 ORDER BY r.id`, []any{d.PartnerID, d.OrgID, true}, scanRule)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("load the alert rules of %s: %w", key, err)
 		}
-		for rows.Next() {
-			r, err := scanRule(rows)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
-			set.rules = append(set.rules, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		set = ruleSet{sig: sig, rules: rules}
 		s.rules.put(key, set)
 	}
 	var out []*Rule
@@ -531,7 +519,7 @@ func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, deviceID string) (bo
 	if tx != nil {
 		q = tx
 	}
-	now := s.now()
+	now := s.clock.Now()
 	w, ok := s.windows.get(deviceID)
 	if !ok {
 		w = noWindows
@@ -675,23 +663,10 @@ func (s *Service) EvaluateAll(ctx context.Context) error {
 	if err := s.endSuppressions(ctx); err != nil {
 		return err
 	}
-	rows, err := s.db.QueryContext(ctx, devices.SelectLive("d.id", "",
+	ids, err := store.QueryStrings(ctx, s.db, devices.SelectLive("d.id", "",
 		`EXISTS (SELECT 1 FROM alert_rules r WHERE r.partner_id = d.partner_id AND r.enabled = $1)`)+` ORDER BY d.id`, true)
 	if err != nil {
-		return err
-	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("list the devices to evaluate: %w", err)
 	}
 	var errs []error
 	for _, id := range ids {
@@ -753,25 +728,12 @@ func (s *Service) TestRule(ctx context.Context, id string) (RuleTest, error) {
 	case "group":
 		conds = append(conds, groups.MemberOf(&a, "d.id", r.Targets.IDs))
 	}
-	rows, err := s.db.QueryContext(ctx, devices.SelectLive(evalDeviceColumns, "", conds...)+
-		` ORDER BY d.hostname, d.id LIMIT `+a.Add(maxTestDevices+1), a.Values()...)
+	devs, err := store.QueryAll(ctx, s.db, devices.SelectLive(evalDeviceColumns, "", conds...)+
+		` ORDER BY d.hostname, d.id LIMIT `+a.Add(maxTestDevices+1), a.Values(), scanDevice)
 	if err != nil {
-		return RuleTest{}, err
+		return RuleTest{}, fmt.Errorf("load the target devices of rule %s: %w", r.ID, err)
 	}
-	var devs []*device
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			rows.Close()
-			return RuleTest{}, err
-		}
-		devs = append(devs, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return RuleTest{}, err
-	}
-	now := s.now()
+	now := s.clock.Now()
 	out := RuleTest{RuleID: r.ID, EvaluatedAt: now, Results: []TestResult{}}
 	if len(devs) > maxTestDevices {
 		devs, out.Truncated = devs[:maxTestDevices], true
@@ -797,24 +759,11 @@ func resolveOpen(ctx context.Context, tx *sql.Tx, now time.Time, note string, a 
 	if note != "" {
 		noteArg = note
 	}
-	rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = `+a.Add(StatusResolved)+`, resolved_at = `+a.Add(now)+
+	resolved, err := store.QueryAll(ctx, tx, `UPDATE alerts SET status = `+a.Add(StatusResolved)+`, resolved_at = `+a.Add(now)+
 		`, resolved_by = NULL, resolution_note = `+a.Add(noteArg)+`, updated_at = `+a.Add(now)+` WHERE `+cond+
-		` AND status IN `+a.In(openStatuses)+` RETURNING `+returnColumns, a.Values()...)
+		` AND status IN `+a.In(openStatuses)+` RETURNING `+returnColumns, a.Values(), scanAlert)
 	if err != nil {
 		return fmt.Errorf("resolve open alerts: %w", err)
-	}
-	var resolved []Alert
-	for rows.Next() {
-		x, err := scanAlert(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		resolved = append(resolved, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	for _, x := range resolved {
 		if err := record(ctx, tx, x, transitions[ActionResolve], systemActor); err != nil {
@@ -828,43 +777,33 @@ func resolveOpen(ctx context.Context, tx *sql.Tx, now time.Time, note string, a 
 // another organization (the devices hook LeftOrg): they described it where it no longer is.
 func (s *Service) DeviceLeftOrg(ctx context.Context, tx *sql.Tx, deviceID, reason string) error {
 	var a store.Args
-	return resolveOpen(ctx, tx, s.now(), reason, &a, "device_id = "+a.Add(deviceID))
+	return resolveOpen(ctx, tx, s.clock.Now(), reason, &a, "device_id = "+a.Add(deviceID))
 }
 
 // endSuppressions returns suppressed alerts whose suppressedUntil has passed to active.
 func (s *Service) endSuppressions(ctx context.Context) error {
-	now := s.now()
+	now := s.clock.Now()
 	// Most sweeps find none: asking first spares them a write transaction.
 	var due bool
 	if err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM alerts WHERE status = $1
-		AND suppressed_until IS NOT NULL AND suppressed_until <= $2)`, StatusSuppressed, now).Scan(&due); err != nil || !due {
-		return err
+		AND suppressed_until IS NOT NULL AND suppressed_until <= $2)`, StatusSuppressed, now).Scan(&due); err != nil {
+		return fmt.Errorf("look for ended suppressions: %w", err)
+	}
+	if !due {
+		return nil
 	}
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `UPDATE alerts SET status = $1, suppressed_until = NULL, updated_at = $2
+		back, err := store.QueryAll(ctx, tx, `UPDATE alerts SET status = $1, suppressed_until = NULL, updated_at = $2
 			WHERE status = $3 AND suppressed_until IS NOT NULL AND suppressed_until <= $2 RETURNING `+returnColumns,
-			StatusActive, now, StatusSuppressed)
+			[]any{StatusActive, now, StatusSuppressed}, scanAlert)
 		if err != nil {
 			return fmt.Errorf("end suppressions: %w", err)
-		}
-		var back []Alert
-		for rows.Next() {
-			x, err := scanAlert(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			back = append(back, x)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		for _, x := range back {
 			if err := audit.Record(ctx, tx, audit.Entry{Action: "alert.unsuppress", ResourceType: "alert", ResourceID: x.ID,
 				ResourceName: x.Title, PartnerID: x.PartnerID, OrgID: x.OrgID, Details: map[string]any{"status": x.Status},
 				Actor: systemActor}); err != nil {
-				return err
+				return fmt.Errorf("audit the end of the suppression of alert %s: %w", x.ID, err)
 			}
 		}
 		return nil
@@ -881,13 +820,15 @@ func (s *Service) endSuppressions(ctx context.Context) error {
 // runs after this call belong to it, harmlessly.
 func (s *Service) EvaluateIsolated(ctx context.Context, tx *sql.Tx, deviceID string) error {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT alerts_evaluation`); err != nil {
-		return err
+		return fmt.Errorf("open the alert evaluation's savepoint: %w", err)
 	}
 	err := s.EvaluateDevice(ctx, tx, deviceID)
 	if err == nil || ctx.Err() != nil {
 		return err
 	}
 	s.logger.ErrorContext(ctx, "alert evaluation failed; the device's change is kept", "device", deviceID, "error", err)
-	_, err = tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT alerts_evaluation`)
-	return err
+	if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT alerts_evaluation`); err != nil {
+		return fmt.Errorf("roll the failed alert evaluation back: %w", err)
+	}
+	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,12 +130,8 @@ func (s *Service) GetRule(ctx context.Context, id string) (Rule, error) {
 
 func getRule(ctx context.Context, q store.Querier, scope access.Scope, id string) (Rule, error) {
 	var a store.Args
-	r, err := scanRule(q.QueryRowContext(ctx, `SELECT `+ruleColumns+` FROM alert_rules r WHERE r.id = `+a.Add(id)+` AND `+
-		ruleFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("alert rule")
-	}
-	return r, err
+	return store.ByID(ctx, q, "alert rule", `SELECT `+ruleColumns+` FROM alert_rules r`, "r.id", id, &a,
+		[]string{ruleFilter(scope, &a)}, scanRule)
 }
 
 func manageableRule(ctx context.Context, q store.Querier, scope access.Scope, id string) (Rule, error) {
@@ -228,13 +224,13 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 		if err := s.checkChannels(ctx, tx, in.ChannelIDs, partnerID, orgID); err != nil {
 			return err
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_rules (id, partner_id, org_id, name, description, severity, enabled,
 			targets, conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at, channel_ids)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)`, id, partnerID, store.NullIfEmpty(orgID),
 			name, desc, in.Severity, enabled, store.EncodeJSON(targets), store.EncodeJSON(cond), title, message, autoResolve, cooldown, now,
 			store.EncodeStrings(dedupe(in.ChannelIDs))); err != nil {
-			return err
+			return fmt.Errorf("insert alert rule: %w", err)
 		}
 		if r, err = getRule(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -249,7 +245,7 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rule, error) {
 	scope := access.ScopeFrom(ctx)
 	var p problems
-	ch := store.NewChanges(store.Now())
+	ch := store.NewChanges(s.clock.Now())
 	if in.Name != nil {
 		ch.Set("name", checkText(&p, "name", *in.Name, true, 200))
 	}
@@ -305,7 +301,7 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 			ch.Set("channel_ids", store.EncodeStrings(dedupe(in.ChannelIDs)))
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_rules SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
-			return err
+			return fmt.Errorf("update alert rule %s: %w", id, err)
 		}
 		if r, err = getRule(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -325,7 +321,7 @@ func (s *Service) DeleteRule(ctx context.Context, id string) error {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_rules WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete alert rule %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.delete", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})

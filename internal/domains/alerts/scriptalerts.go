@@ -49,7 +49,7 @@ func (s *Service) scriptResult(ctx context.Context, tx *sql.Tx, e events.Event) 
 	key := "script:" + r.ScriptID + ":" + r.DeviceID
 	if e.Type == eventScriptCompleted {
 		var a store.Args
-		return resolveOpen(ctx, tx, s.now(), "the script succeeded", &a, "source_key = "+a.Add(key))
+		return resolveOpen(ctx, tx, s.clock.Now(), "the script succeeded", &a, "source_key = "+a.Add(key))
 	}
 	if r.Severity == nil || !slices.Contains(severities, *r.Severity) {
 		return nil

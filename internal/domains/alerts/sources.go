@@ -50,7 +50,7 @@ func (src Source) key(condition string) string {
 // RaiseFrom opens an alert of a source's condition in tx, unless the condition has an open
 // alert already or is cooling down (false). The source's caller has checked its tenancy.
 func (s *Service) RaiseFrom(ctx context.Context, tx *sql.Tx, src Source, in SourceAlert) (Alert, bool, error) {
-	key, now := src.key(in.Key), s.now()
+	key, now := src.key(in.Key), s.clock.Now()
 	if in.Cooldown > 0 {
 		var cooling int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM alerts WHERE source_key = $1 AND (resolved_at >= $2 OR dismissed_at >= $2)`,
@@ -90,5 +90,5 @@ func (s *Service) ResolveFrom(ctx context.Context, tx *sql.Tx, src Source, condi
 	} else {
 		cond = "source_type = " + a.Add(src.Type) + " AND source_id = " + a.Add(src.ID)
 	}
-	return resolveOpen(ctx, tx, s.now(), note, &a, cond)
+	return resolveOpen(ctx, tx, s.clock.Now(), note, &a, cond)
 }

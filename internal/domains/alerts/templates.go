@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -145,16 +145,9 @@ func template(ctx context.Context, q store.Querier, scope access.Scope, id strin
 	if t, ok := findBuiltIn(id); ok {
 		return t, nil
 	}
-	if !store.ValidID(id) {
-		return Template{}, apperr.NotFound("alert template")
-	}
 	var a store.Args
-	t, err := scanTemplate(q.QueryRowContext(ctx, `SELECT `+templateColumns+` FROM alert_templates t WHERE t.id = `+a.Add(id)+
-		` AND `+ownedFilter(scope, &a, "t"), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return t, apperr.NotFound("alert template")
-	}
-	return t, err
+	return store.ByID(ctx, q, "alert template", `SELECT `+templateColumns+` FROM alert_templates t`, "t.id", id, &a,
+		[]string{ownedFilter(scope, &a, "t")}, scanTemplate)
 }
 
 var errBuiltIn = apperr.Forbidden("built-in templates cannot change; create a custom template from it instead")
@@ -202,12 +195,12 @@ func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template,
 			return err
 		}
 		partnerID, orgID := at.PartnerID, at.OrgID
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_templates (id, partner_id, org_id, name, description, category, severity,
 			conditions, title_template, message_template, auto_resolve, cooldown_minutes, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)`, id, partnerID, store.NullIfEmpty(orgID), name, desc,
 			category, in.Severity, store.EncodeJSON(cond), title, message, in.AutoResolve == nil || *in.AutoResolve, cooldown, now); err != nil {
-			return err
+			return fmt.Errorf("insert alert template: %w", err)
 		}
 		if t, err = template(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -223,7 +216,7 @@ func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template,
 func (s *Service) UpdateTemplate(ctx context.Context, id string, in TemplateUpdate) (Template, error) {
 	scope := access.ScopeFrom(ctx)
 	var p problems
-	ch := store.NewChanges(store.Now())
+	ch := store.NewChanges(s.clock.Now())
 	if in.Name != nil {
 		ch.Set("name", checkText(&p, "name", *in.Name, true, 200))
 	}
@@ -263,7 +256,7 @@ func (s *Service) UpdateTemplate(ctx context.Context, id string, in TemplateUpda
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE alert_templates SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
-			return err
+			return fmt.Errorf("update alert template %s: %w", id, err)
 		}
 		if t, err = template(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -283,7 +276,7 @@ func (s *Service) DeleteTemplate(ctx context.Context, id string) error {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_templates WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete alert template %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_template.delete", ResourceType: "alert_template", ResourceID: id,
 			ResourceName: t.Name, PartnerID: store.Deref(t.PartnerID), OrgID: store.Deref(t.OrgID), Details: audit.Snapshot(t)})

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"gale/internal/platform/clock"
+
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -30,6 +32,8 @@ type APNsConfig struct {
 	Endpoint string
 	// Client sends the requests over HTTP/2; nil means a client with a 30 s timeout.
 	Client *http.Client
+	// Clock dates the provider tokens and tells when to renew them; nil: the system clock.
+	Clock clock.Clock
 }
 
 // apnsTokenTTL is how long a provider token is reused: Apple accepts one between 20 and 60
@@ -64,16 +68,17 @@ func NewAPNs(cfg APNsConfig) (*APNs, error) {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{ForceAttemptHTTP2: true,
 			TLSHandshakeTimeout: 10 * time.Second, IdleConnTimeout: 90 * time.Second}}
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &APNs{cfg: cfg, key: key}, nil
 }
 
 func (a *APNs) providerToken() (string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.token != "" && time.Since(a.issued) < apnsTokenTTL {
+	now := a.cfg.Clock.Now()
+	if a.token != "" && now.Sub(a.issued) < apnsTokenTTL {
 		return a.token, nil
 	}
-	now := time.Now()
 	t := jwt.NewWithClaims(jwt.SigningMethodES256, jwt.MapClaims{"iss": a.cfg.TeamID, "iat": now.Unix()})
 	t.Header["kid"] = a.cfg.KeyID
 	s, err := t.SignedString(a.key)

@@ -51,8 +51,11 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 		return nil
 	}
 	users, err := identity.UsersSeeingOrg(ctx, tx, e.PartnerID, e.OrgID, access.AlertsRead)
-	if err != nil || len(users) == 0 {
-		return err
+	if err != nil {
+		return fmt.Errorf("find the users seeing organization %s: %w", e.OrgID, err)
+	}
+	if len(users) == 0 {
+		return nil
 	}
 	title := titlePrefix[e.Type] + ": " + x.Title
 	body := x.Message
@@ -63,7 +66,7 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	if x.Severity != "" {
 		sev = x.Severity
 	}
-	now := s.now()
+	now := s.clock.Now()
 	const batch = 200
 	for start := 0; start < len(users); start += batch {
 		var a store.Args
@@ -94,7 +97,7 @@ func (s *Service) queuePush(ctx context.Context, tx *sql.Tx, e events.Event) err
 		return nil
 	}
 	var a store.Args
-	now := a.Add(s.now())
+	now := a.Add(s.clock.Now())
 	q := `INSERT INTO push_messages (notification_id, token, platform, status, attempts, next_attempt_at, created_at)
 		SELECT n.id, t.token, t.platform, 'pending', 0, ` + now + `, ` + now + ` FROM notifications n JOIN push_tokens t ON t.user_id = n.user_id
 		WHERE n.event_id = ` + a.Add(e.ID) + ` AND t.platform IN ` + a.In(platforms) + ` ON CONFLICT DO NOTHING`

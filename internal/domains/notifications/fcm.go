@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"gale/internal/platform/clock"
+
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -27,6 +29,9 @@ type FCMConfig struct {
 	Endpoint string
 	// Client sends the requests; nil means a client with a 30 s timeout.
 	Client *http.Client
+	// Clock dates the token requests and tells when the access token expires; nil: the system
+	// clock.
+	Clock clock.Clock
 }
 
 // fcmScope is the OAuth2 scope of FCM sends.
@@ -77,6 +82,7 @@ func NewFCM(cfg FCMConfig) (*FCM, error) {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 30 * time.Second}
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &FCM{cfg: cfg, email: sa.ClientEmail, keyID: sa.PrivateKeyID, tokenURI: sa.TokenURI, key: key}, nil
 }
 
@@ -84,10 +90,10 @@ func NewFCM(cfg FCMConfig) (*FCM, error) {
 func (f *FCM) token(ctx context.Context) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.access != "" && time.Now().Add(time.Minute).Before(f.expires) {
+	now := f.cfg.Clock.Now()
+	if f.access != "" && now.Add(time.Minute).Before(f.expires) {
 		return f.access, nil
 	}
-	now := time.Now()
 	t := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.MapClaims{"iss": f.email, "scope": fcmScope, "aud": f.tokenURI,
 		"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
 	if f.keyID != "" {

@@ -5,20 +5,21 @@ import (
 	"log/slog"
 	"os"
 
+	"gale/internal/platform/clock"
 	"gale/internal/platform/config"
 	"gale/internal/platform/module"
 )
 
 // pushers builds the push senders the configuration enables: FCM for Android, APNs for iOS.
 // None means push is off, which the log says once.
-func pushers(cfg config.Config, logger *slog.Logger) (map[string]Pusher, error) {
+func pushers(cfg config.Config, logger *slog.Logger, clk clock.Clock) (map[string]Pusher, error) {
 	out := map[string]Pusher{}
 	if cfg.FCMCredentialsFile != "" {
 		creds, err := os.ReadFile(cfg.FCMCredentialsFile)
 		if err != nil {
 			return nil, fmt.Errorf("FCM_CREDENTIALS_FILE: %w", err)
 		}
-		f, err := NewFCM(FCMConfig{ProjectID: cfg.FCMProjectID, Credentials: creds, Endpoint: cfg.FCMEndpoint})
+		f, err := NewFCM(FCMConfig{ProjectID: cfg.FCMProjectID, Credentials: creds, Endpoint: cfg.FCMEndpoint, Clock: clk})
 		if err != nil {
 			return nil, err
 		}
@@ -30,7 +31,7 @@ func pushers(cfg config.Config, logger *slog.Logger) (map[string]Pusher, error) 
 			return nil, fmt.Errorf("APNS_KEY_FILE: %w", err)
 		}
 		a, err := NewAPNs(APNsConfig{Key: key, KeyID: cfg.APNsKeyID, TeamID: cfg.APNsTeamID,
-			Topic: cfg.APNsTopic, Endpoint: cfg.APNsEndpoint})
+			Topic: cfg.APNsTopic, Endpoint: cfg.APNsEndpoint, Clock: clk})
 		if err != nil {
 			return nil, err
 		}
@@ -47,11 +48,11 @@ func pushers(cfg config.Config, logger *slog.Logger) (map[string]Pusher, error) 
 // Module holds users' in-app notifications and phone push tokens: its event consumer writes
 // notifications and queues pushes, which its senders send.
 var Module = module.Module{Name: "notifications", Build: func(k *module.Kernel) error {
-	push, err := pushers(k.Config, k.Logger)
+	push, err := pushers(k.Config, k.Logger, k.Clock)
 	if err != nil {
 		return err
 	}
-	s := New(k.DB, k.Logger, push)
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Pushers: push})
 	s.Register(k.HTTP)
 	k.Consume(s.Consumer())
 	k.Worker("push-senders", s.Start, s.Stop)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/senders"
 	"gale/internal/platform/store"
 )
@@ -30,17 +32,27 @@ type Service struct {
 	sending sync.Mutex
 	// senders is this node's push sender (Start).
 	senders *senders.Pool
-	now     func() time.Time
+	clock   clock.Clock
 }
 
-// New returns the notifications service; pushers maps platform (ios, android) to its sender
-// and may be empty (push off).
-func New(db *store.DB, logger *slog.Logger, pushers map[string]Pusher) *Service {
+// Deps is what the notifications service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time notifications are made and pushes are due on; nil: the system clock.
+	Clock clock.Clock
+	// Pushers maps a platform (ios, android) to its push sender; empty: push is off.
+	Pushers map[string]Pusher
+}
+
+// New returns the notifications service.
+func New(d Deps) *Service {
+	pushers := d.Pushers
 	if pushers == nil {
 		pushers = map[string]Pusher{}
 	}
-	s := &Service{db: db, logger: logger, pushers: pushers, now: store.Now}
-	s.senders = senders.New("push sending", logger, 1, pushPollEvery, s.SendDue)
+	s := &Service{db: d.DB, logger: d.Logger, pushers: pushers, clock: clock.Or(d.Clock)}
+	s.senders = senders.New("push sending", d.Logger, 1, pushPollEvery, s.SendDue)
 	return s
 }
 
@@ -125,9 +137,11 @@ func (s *Service) UnreadCount(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	var n int
-	err = s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications n WHERE `+store.Where(conds)+` AND n.read_at IS NULL`,
-		a.Values()...).Scan(&n)
-	return n, err
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications n WHERE `+store.Where(conds)+` AND n.read_at IS NULL`,
+		a.Values()...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count unread notifications: %w", err)
+	}
+	return n, nil
 }
 
 // MarkRead marks one of the caller's notifications read (read true) or unread. Another
@@ -143,7 +157,7 @@ func (s *Service) MarkRead(ctx context.Context, id string, read bool) (Notificat
 	}
 	set := "read_at = NULL"
 	if read {
-		set = "read_at = COALESCE(read_at, " + a.Add(s.now()) + ")"
+		set = "read_at = COALESCE(read_at, " + a.Add(s.clock.Now()) + ")"
 	}
 	var out Notification
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -153,8 +167,11 @@ func (s *Service) MarkRead(ctx context.Context, id string, read bool) (Notificat
 		if errors.Is(err, sql.ErrNoRows) {
 			return apperr.NotFound("notification")
 		}
+		if err != nil {
+			return fmt.Errorf("mark notification %s: %w", id, err)
+		}
 		out = n
-		return err
+		return nil
 	})
 	return out, err
 }
@@ -173,7 +190,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM notifications WHERE id IN (SELECT n.id FROM notifications n WHERE n.id = `+
 			a.Add(id)+` AND `+store.Where(conds)+`)`, a.Values()...)
 		if err != nil {
-			return err
+			return fmt.Errorf("delete notification %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return apperr.NotFound("notification")
@@ -192,7 +209,7 @@ func (s *Service) Clear(ctx context.Context) (int, error) {
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM notifications WHERE user_id = $1`, uid)
 		if err != nil {
-			return err
+			return fmt.Errorf("clear the notifications of user %s: %w", uid, err)
 		}
 		n, err = res.RowsAffected()
 		return err

@@ -79,14 +79,17 @@ func (s *Service) RegisterToken(ctx context.Context, in TokenInput) (PushToken, 
 	if in.Platform != PlatformIOS && in.Platform != PlatformAndroid {
 		return PushToken{}, apperr.Invalid("platform", "use ios or android")
 	}
-	now := s.now()
+	now := s.clock.Now()
 	var out PushToken
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `INSERT INTO push_tokens (token, user_id, platform, device_name, created_at, updated_at)
+		if err := tx.QueryRowContext(ctx, `INSERT INTO push_tokens (token, user_id, platform, device_name, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, platform = excluded.platform,
 			device_name = excluded.device_name, updated_at = excluded.updated_at
 			RETURNING platform, device_name, created_at, updated_at`, in.Token, uid, in.Platform, in.DeviceName, now).
-			Scan(&out.Platform, &out.DeviceName, &out.CreatedAt, &out.UpdatedAt)
+			Scan(&out.Platform, &out.DeviceName, &out.CreatedAt, &out.UpdatedAt); err != nil {
+			return fmt.Errorf("register a push token: %w", err)
+		}
+		return nil
 	})
 	out.CreatedAt, out.UpdatedAt = out.CreatedAt.UTC(), out.UpdatedAt.UTC()
 	return out, err
@@ -103,7 +106,7 @@ func (s *Service) UnregisterToken(ctx context.Context, token string) (bool, erro
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM push_tokens WHERE token = $1 AND user_id = $2`, strings.TrimSpace(token), uid)
 		if err != nil {
-			return err
+			return fmt.Errorf("unregister a push token: %w", err)
 		}
 		n, err = res.RowsAffected()
 		return err
@@ -127,29 +130,20 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 	}
 	s.sending.Lock()
 	defer s.sending.Unlock()
-	now := s.now()
+	now := s.clock.Now()
 	// A message whose token was unregistered or moved to another user since it was queued is
 	// dropped rather than sent (the live column is false).
-	rows, err := s.db.QueryContext(ctx, `SELECT m.notification_id, m.token, m.platform, m.attempts, n.title, n.body, n.type,
+	due, err := store.QueryAll(ctx, s.db, `SELECT m.notification_id, m.token, m.platform, m.attempts, n.title, n.body, n.type,
 		n.resource_type, n.resource_id, n.link, EXISTS (SELECT 1 FROM push_tokens t WHERE t.token = m.token AND t.user_id = n.user_id)
 		FROM push_messages m JOIN notifications n ON n.id = m.notification_id
-		WHERE m.status = 'pending' AND m.next_attempt_at <= $1 ORDER BY m.next_attempt_at LIMIT $2`, now, pushBatch)
+		WHERE m.status = 'pending' AND m.next_attempt_at <= $1 ORDER BY m.next_attempt_at LIMIT $2`, []any{now, pushBatch},
+		func(sc store.Scanner) (r pushRow, err error) {
+			err = sc.Scan(&r.notificationID, &r.token, &r.platform, &r.attempts, &r.title, &r.body, &r.typ, &r.resType, &r.resID,
+				&r.link, &r.live)
+			return r, err
+		})
 	if err != nil {
 		return 0, fmt.Errorf("select due pushes: %w", err)
-	}
-	var due []pushRow
-	for rows.Next() {
-		var r pushRow
-		if err := rows.Scan(&r.notificationID, &r.token, &r.platform, &r.attempts, &r.title, &r.body, &r.typ, &r.resType, &r.resID,
-			&r.link, &r.live); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		due = append(due, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
 	}
 	sent := 0
 	var errs []error
@@ -167,12 +161,12 @@ func (s *Service) SendDue(ctx context.Context) (int, error) {
 
 // sendOne claims, sends and records one message.
 func (s *Service) sendOne(ctx context.Context, r pushRow) (bool, error) {
-	now := s.now()
+	now := s.clock.Now()
 	res, err := s.db.ExecContext(ctx, `UPDATE push_messages SET attempts = attempts + 1, next_attempt_at = $1
 		WHERE notification_id = $2 AND token = $3 AND status = 'pending' AND attempts = $4 AND next_attempt_at <= $5`,
 		now.Add(pushClaim), r.notificationID, r.token, r.attempts, now)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("claim the push of notification %s: %w", r.notificationID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil // another node took it
@@ -192,20 +186,23 @@ func (s *Service) sendOne(ctx context.Context, r pushRow) (bool, error) {
 		return true, s.finish(ctx, r, "sent", "", nil)
 	case errors.Is(err, ErrInvalidToken):
 		s.logger.InfoContext(ctx, "push token reported invalid; removed", "platform", r.platform)
+		reason := err.Error()
 		return false, s.db.Write(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM push_tokens WHERE token = $1`, r.token); err != nil {
-				return err
+				return fmt.Errorf("remove an invalid push token: %w", err)
 			}
-			_, err := tx.ExecContext(ctx, `UPDATE push_messages SET status = 'dropped', last_error = $1
-				WHERE token = $2 AND status = 'pending'`, err.Error(), r.token)
-			return err
+			if _, err := tx.ExecContext(ctx, `UPDATE push_messages SET status = 'dropped', last_error = $1
+				WHERE token = $2 AND status = 'pending'`, reason, r.token); err != nil {
+				return fmt.Errorf("drop the pushes to an invalid token: %w", err)
+			}
+			return nil
 		})
 	case attempt >= maxPushAttempts:
 		s.logger.WarnContext(ctx, "push failed; giving up", "platform", r.platform, "attempts", attempt, "error", err)
 		return false, s.finish(ctx, r, "failed", err.Error(), nil)
 	default:
 		wait := min(pushBackoff<<(attempt-1), maxPushBackoff)
-		next := s.now().Add(wait)
+		next := s.clock.Now().Add(wait)
 		return false, s.finish(ctx, r, "pending", err.Error(), &next)
 	}
 }
@@ -216,7 +213,7 @@ func (s *Service) finish(ctx context.Context, r pushRow, status, lastErr string,
 		errVal = truncate(lastErr, 1000)
 	}
 	if status == "sent" {
-		sentAt = s.now()
+		sentAt = s.clock.Now()
 	}
 	set := "status = $1, last_error = $2, sent_at = $3"
 	args := []any{status, errVal, sentAt, r.notificationID, r.token}
@@ -224,8 +221,10 @@ func (s *Service) finish(ctx context.Context, r pushRow, status, lastErr string,
 		set += ", next_attempt_at = $6"
 		args = append(args, *next)
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE push_messages SET `+set+` WHERE notification_id = $4 AND token = $5`, args...)
-	return err
+	if _, err := s.db.ExecContext(ctx, `UPDATE push_messages SET `+set+` WHERE notification_id = $4 AND token = $5`, args...); err != nil {
+		return fmt.Errorf("record the push of notification %s: %w", r.notificationID, err)
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {
@@ -244,7 +243,7 @@ const (
 // Purge deletes push messages finished more than PushRetention ago and notifications older
 // than NotificationRetention (read or not), with their push messages.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	now := s.now()
+	now := s.clock.Now()
 	return s.db.Purge(ctx, "notifications",
 		store.Deletion{SQL: `DELETE FROM push_messages WHERE status <> 'pending' AND created_at < $1`, Args: []any{now.Add(-PushRetention)}},
 		store.Deletion{SQL: `DELETE FROM notifications WHERE created_at < $1`, Args: []any{now.Add(-NotificationRetention)}})

@@ -43,35 +43,30 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	if e.OrgID != "" {
 		cond = "(w.org_id IS NULL OR w.org_id = " + a.Add(e.OrgID) + ")"
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT w.id, w.events FROM webhooks w WHERE w.enabled AND w.partner_id = `+
-		a.Add(e.PartnerID)+` AND `+cond, a.Values()...)
+	type subscription struct{ id, events string }
+	subs, err := store.QueryAll(ctx, tx, `SELECT w.id, w.events FROM webhooks w WHERE w.enabled AND w.partner_id = `+
+		a.Add(e.PartnerID)+` AND `+cond, a.Values(), func(sc store.Scanner) (w subscription, err error) {
+		err = sc.Scan(&w.id, &w.events)
+		return w, err
+	})
 	if err != nil {
 		return fmt.Errorf("find subscriptions: %w", err)
 	}
 	var targets []string
-	for rows.Next() {
-		var id, evs string
-		if err := rows.Scan(&id, &evs); err != nil {
-			rows.Close()
-			return err
-		}
-		patterns, _ := store.DecodeStrings(evs)
+	for _, w := range subs {
+		patterns, _ := store.DecodeStrings(w.events)
 		if Matches(patterns, e.Type) {
-			targets = append(targets, id)
+			targets = append(targets, w.id)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if len(targets) == 0 {
 		return nil
 	}
 	payload, err := envelope(e)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
-	now := store.Now()
+	now := deliveryNow()
 	for _, id := range targets {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, payload, status,
 			max_attempts, next_attempt_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8)
@@ -82,6 +77,10 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	s.Wake()
 	return nil
 }
+
+// deliveryNow is the time of the delivery rows: senders.Claim, which claims them, compares
+// their next_attempt_at and claimed_until with the system clock, so they are written on it.
+func deliveryNow() time.Time { return store.Now() }
 
 func envelope(e events.Event) (string, error) {
 	var org *string
@@ -148,9 +147,9 @@ func (s *Service) send(ctx context.Context, c claimed) error {
 		return nil // deleted meanwhile, with its deliveries
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("load webhook %s: %w", c.webhookID, err)
 	}
-	started := store.Now()
+	started := s.clock.Now()
 	var out outcome
 	switch {
 	case !enabled && c.eventType != TestEventType:
@@ -182,7 +181,8 @@ func Sign(secret, timestamp string, body []byte) string {
 
 func (s *Service) post(ctx context.Context, url, secret string, headers map[string]string, c claimed) outcome {
 	body := []byte(c.payload)
-	ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	ts := strconv.FormatInt(s.clock.Now().UnixMilli(), 10)
+	// The duration is the request's own, measured on the monotonic clock.
 	start := time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
@@ -223,7 +223,7 @@ func (s *Service) post(ctx context.Context, url, secret string, headers map[stri
 // may record it.
 func (s *Service) record(ctx context.Context, c claimed, started time.Time, out outcome, final bool) error {
 	attempt := c.attempts + 1
-	now := store.Now()
+	now := deliveryNow()
 	ms := out.duration.Milliseconds()
 	status, next := StatusSucceeded, any(nil)
 	var delivered any
@@ -245,15 +245,17 @@ func (s *Service) record(ctx context.Context, c claimed, started time.Time, out 
 			claimed_until = NULL, updated_at = $9 WHERE id = $10 AND status = $11 AND claim_token = $12`,
 			status, attempt, next, out.status, out.body, ms, errText, delivered, now, c.id, StatusSending, c.token)
 		if err != nil {
-			return err
+			return fmt.Errorf("record the attempt of delivery %s: %w", c.id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return nil // the claim ran out and another node took over
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO webhook_delivery_attempts (id, delivery_id, attempt, started_at, response_status,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_delivery_attempts (id, delivery_id, attempt, started_at, response_status,
 			response_body, duration_ms, error) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, store.NewID(), c.id, attempt, started,
-			out.status, out.body, ms, errText)
-		return err
+			out.status, out.body, ms, errText); err != nil {
+			return fmt.Errorf("log the attempt of delivery %s: %w", c.id, err)
+		}
+		return nil
 	})
 }
 
@@ -297,30 +299,34 @@ func (s *Service) attachLog(ctx context.Context, q store.Querier, ds []Delivery)
 	for i, d := range ds {
 		ids[i], idx[d.ID] = d.ID, i
 	}
+	type logged struct {
+		deliveryID string
+		Attempt
+	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT delivery_id, attempt, started_at, response_status, response_body, duration_ms, error
-		FROM webhook_delivery_attempts WHERE delivery_id IN `+a.In(ids)+` ORDER BY delivery_id, attempt`, a.Values()...)
+	log, err := store.QueryAll(ctx, q, `SELECT delivery_id, attempt, started_at, response_status, response_body, duration_ms, error
+		FROM webhook_delivery_attempts WHERE delivery_id IN `+a.In(ids)+` ORDER BY delivery_id, attempt`, a.Values(),
+		func(sc store.Scanner) (l logged, err error) {
+			var status sql.NullInt64
+			var body, errText sql.NullString
+			if err := sc.Scan(&l.deliveryID, &l.Attempt.Attempt, &l.StartedAt, &status, &body, &l.DurationMs, &errText); err != nil {
+				return l, err
+			}
+			if status.Valid {
+				v := int(status.Int64)
+				l.ResponseStatus = &v
+			}
+			l.StartedAt = l.StartedAt.UTC()
+			l.ResponseBody, l.Error = store.StringPtr(body), store.StringPtr(errText)
+			return l, nil
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("load the delivery log: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var at Attempt
-		var status sql.NullInt64
-		var body, errText sql.NullString
-		if err := rows.Scan(&id, &at.Attempt, &at.StartedAt, &status, &body, &at.DurationMs, &errText); err != nil {
-			return err
-		}
-		if status.Valid {
-			v := int(status.Int64)
-			at.ResponseStatus = &v
-		}
-		at.StartedAt = at.StartedAt.UTC()
-		at.ResponseBody, at.Error = store.StringPtr(body), store.StringPtr(errText)
-		ds[idx[id]].Log = append(ds[idx[id]].Log, at)
+	for _, l := range log {
+		ds[idx[l.deliveryID]].Log = append(ds[idx[l.deliveryID]].Log, l.Attempt)
 	}
-	return rows.Err()
+	return nil
 }
 
 // Deliveries lists a subscription's deliveries, newest first, optionally of one status.
@@ -343,14 +349,9 @@ func (s *Service) Deliveries(ctx context.Context, webhookID, status string, page
 }
 
 func (s *Service) delivery(ctx context.Context, q store.Querier, webhookID, id string) (Delivery, error) {
-	if !store.ValidID(id) {
-		return Delivery{}, apperr.NotFound("delivery")
-	}
-	d, err := scanDelivery(q.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d WHERE d.id = $1
-		AND d.webhook_id = $2`, id, webhookID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, apperr.NotFound("delivery")
-	}
+	var a store.Args
+	d, err := store.ByID(ctx, q, "delivery", `SELECT `+deliveryColumns+` FROM webhook_deliveries d`, "d.id", id, &a,
+		[]string{"d.webhook_id = " + a.Add(webhookID)}, scanDelivery)
 	if err != nil {
 		return d, err
 	}
@@ -373,11 +374,11 @@ func (s *Service) Retry(ctx context.Context, webhookID, deliveryID string) (Deli
 		if err != nil {
 			return err
 		}
-		now := store.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = $1, next_attempt_at = $2, max_attempts = attempts + $3,
-			updated_at = $2 WHERE id = $4 AND status IN ($5, $6)`, StatusPending, now, MaxAttempts, deliveryID, StatusDead, StatusRetrying)
+			updated_at = $2 WHERE id = $4 AND status IN ($5, $6)`, StatusPending, deliveryNow(), MaxAttempts, deliveryID, StatusDead,
+			StatusRetrying)
 		if err != nil {
-			return err
+			return fmt.Errorf("requeue delivery %s: %w", deliveryID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return apperr.Conflict("only a dead or retrying delivery can be retried; this one is " + d.Status)
@@ -409,7 +410,7 @@ func (s *Service) Test(ctx context.Context, webhookID string) (Delivery, error) 
 		by = map[string]any{"type": p.Kind, "id": p.ID, "email": p.Email}
 	}
 	e := events.Event{ID: store.NewID(), Type: TestEventType, PartnerID: w.PartnerID, OrgID: store.Deref(w.OrgID),
-		OccurredAt: store.Now()}
+		OccurredAt: s.clock.Now()}
 	e.Data, _ = json.Marshal(map[string]any{"webhookId": w.ID, "name": w.Name,
 		"message": "This is a test delivery from Gale. Verify the X-Gale-Signature header with your signing secret.", "requestedBy": by})
 	payload, err := envelope(e)
@@ -419,12 +420,12 @@ func (s *Service) Test(ctx context.Context, webhookID string) (Delivery, error) 
 	// The row is written already claimed by this request, so no worker sends it too.
 	c := claimed{id: store.NewID(), webhookID: w.ID, eventID: e.ID, eventType: e.Type, payload: payload, maxAttempts: 1,
 		token: store.NewID()}
-	now := store.Now()
+	now := deliveryNow()
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, payload, status,
 		max_attempts, next_attempt_at, claim_token, claimed_until, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $7, $7)`,
 		c.id, w.ID, e.ID, e.Type, payload, StatusSending, now, c.token, now.Add(claimFor)); err != nil {
-		return Delivery{}, err
+		return Delivery{}, fmt.Errorf("insert the test delivery of webhook %s: %w", w.ID, err)
 	}
 	if err := s.send(ctx, c); err != nil {
 		return Delivery{}, err
@@ -438,7 +439,7 @@ const Retention = 30 * 24 * time.Hour
 
 // Purge deletes finished deliveries older than Retention, with their attempts.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	args := []any{StatusSucceeded, StatusDead, store.Now().Add(-Retention)}
+	args := []any{StatusSucceeded, StatusDead, s.clock.Now().Add(-Retention)}
 	return s.db.Purge(ctx, "webhook deliveries",
 		store.Deletion{SQL: `DELETE FROM webhook_delivery_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries
 			WHERE status IN ($1, $2) AND updated_at < $3)`, Args: args},

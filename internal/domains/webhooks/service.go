@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -14,10 +14,22 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/secrets"
 	"gale/internal/platform/senders"
 	"gale/internal/platform/store"
 )
+
+// Deps is what the webhook service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Box seals the signing secrets and extra headers.
+	Box *secrets.Box
+	// Clock dates subscription changes, attempts and signatures and ages the delivery log; nil:
+	// the system clock.
+	Clock clock.Clock
+}
 
 // Options are the webhook settings of the server configuration.
 type Options struct {
@@ -34,6 +46,7 @@ type Service struct {
 	logger *slog.Logger
 	box    *secrets.Box
 	opts   Options
+	clock  clock.Clock
 	client *http.Client
 	// senders send the due deliveries.
 	senders *senders.Pool
@@ -41,13 +54,14 @@ type Service struct {
 	node string
 }
 
-// New returns the webhook service; box seals the signing secrets and extra headers.
-func New(db *store.DB, logger *slog.Logger, box *secrets.Box, opts Options) *Service {
+// New returns the webhook service.
+func New(d Deps, opts Options) *Service {
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
-	s := &Service{db: db, logger: logger, box: box, opts: opts, client: newClient(opts.AllowPrivateTargets), node: store.NewID()}
-	s.senders = senders.New("webhook deliveries", logger, opts.Workers, time.Second, s.RunDue)
+	s := &Service{db: d.DB, logger: d.Logger, box: d.Box, opts: opts, client: newClient(opts.AllowPrivateTargets), node: store.NewID(),
+		clock: clock.Or(d.Clock)}
+	s.senders = senders.New("webhook deliveries", d.Logger, opts.Workers, time.Second, s.RunDue)
 	return s
 }
 
@@ -59,16 +73,9 @@ func filter(scope access.Scope, a *store.Args) string {
 }
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (row, error) {
-	if !store.ValidID(id) {
-		return row{}, apperr.NotFound("webhook")
-	}
 	var a store.Args
-	conds := []string{"w.id = " + a.Add(id), filter(scope, &a)}
-	r, err := scanWebhook(q.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks w WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("webhook")
-	}
-	return r, err
+	return store.ByID(ctx, q, "webhook", `SELECT `+webhookColumns+` FROM webhooks w`, "w.id", id, &a, []string{filter(scope, &a)},
+		scanWebhook)
 }
 
 // Get returns a subscription in scope.
@@ -141,12 +148,12 @@ func (s *Service) Create(ctx context.Context, in NewWebhook) (Webhook, error) {
 			return err
 		}
 		partnerID, orgID := at.PartnerID, at.OrgID
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, partner_id, org_id, name, url, events, headers, header_names,
 			secret, secret_hint, enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
 			id, partnerID, store.NullIfEmpty(orgID), name, u.String(), store.EncodeStrings(evs), s.sealHeaders(headers),
 			store.EncodeStrings(headerNames(headers)), s.box.Seal(secret), secret[len(secret)-4:], enabled, now); err != nil {
-			return err
+			return fmt.Errorf("insert webhook: %w", err)
 		}
 		r, err := s.get(ctx, tx, access.SystemScope(), id)
 		if err != nil {
@@ -201,7 +208,7 @@ func (s *Service) openHeaders(sealed string) (map[string]string, error) {
 // Update changes a subscription in scope.
 func (s *Service) Update(ctx context.Context, id string, in WebhookUpdate) (Webhook, error) {
 	scope := access.ScopeFrom(ctx)
-	ch := store.NewChanges(store.Now())
+	ch := store.NewChanges(s.clock.Now())
 	if in.Name != nil {
 		name, err := validName(*in.Name)
 		if err != nil {
@@ -247,7 +254,7 @@ func (s *Service) Update(ctx context.Context, id string, in WebhookUpdate) (Webh
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
-			return err
+			return fmt.Errorf("update webhook %s: %w", id, err)
 		}
 		after, err := s.get(ctx, tx, access.SystemScope(), id)
 		if err != nil {
@@ -272,8 +279,8 @@ func (s *Service) RotateSecret(ctx context.Context, id string) (Webhook, error) 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET secret = $1, secret_hint = $2, updated_at = $3 WHERE id = $4`,
-			s.box.Seal(secret), secret[len(secret)-4:], store.Now(), id); err != nil {
-			return err
+			s.box.Seal(secret), secret[len(secret)-4:], s.clock.Now(), id); err != nil {
+			return fmt.Errorf("rotate the secret of webhook %s: %w", id, err)
 		}
 		r, err := s.get(ctx, tx, access.SystemScope(), id)
 		if err != nil {
@@ -300,13 +307,13 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_delivery_attempts WHERE delivery_id IN
 			(SELECT id FROM webhook_deliveries WHERE webhook_id = $1)`, id); err != nil {
-			return err
+			return fmt.Errorf("delete the delivery attempts of webhook %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_deliveries WHERE webhook_id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete the deliveries of webhook %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webhooks WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete webhook %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "webhook.delete", ResourceType: "webhook", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: auditView(r.Webhook)})
