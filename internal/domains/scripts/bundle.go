@@ -238,7 +238,7 @@ func scriptNamed(ctx context.Context, q store.Querier, at tenancy.Placement, nam
 		return Script{}, false, nil
 	}
 	if err != nil {
-		return Script{}, false, err
+		return Script{}, false, fmt.Errorf("find script %q: %w", name, err)
 	}
 	sc, err := getScript(ctx, q, access.SystemScope(), id)
 	return sc, err == nil, err
