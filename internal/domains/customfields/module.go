@@ -12,7 +12,7 @@ import (
 
 // Module serves custom field definitions and device values.
 var Module = module.Module{Name: "customfields", Build: func(k *module.Kernel) error {
-	s := New(Deps{DB: k.DB, Logger: k.Logger})
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock})
 	s.Register(k.HTTP)
 	k.OnReady(func(context.Context) error {
 		s.plug(module.Declared[Hook](k))

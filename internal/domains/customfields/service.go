@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -27,6 +27,7 @@ type Hook func(ctx context.Context, tx *sql.Tx, deviceID string) error
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
+	clock  clock.Clock
 	// hooks are called after a device's values change.
 	hooks []Hook
 }
@@ -35,11 +36,12 @@ type Service struct {
 type Deps struct {
 	DB     *store.DB
 	Logger *slog.Logger
+	Clock  clock.Clock
 }
 
 // New returns the custom fields service.
 func New(d Deps) *Service {
-	return &Service{db: d.DB, logger: d.Logger}
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock)}
 }
 
 // plug takes in the hooks modules declared, once every module is built.
@@ -95,12 +97,8 @@ func (s *Service) Get(ctx context.Context, id string) (Field, error) {
 
 func getField(ctx context.Context, q store.Querier, scope access.Scope, id string) (Field, error) {
 	var a store.Args
-	conds := []string{"f.id = " + a.Add(id), fieldFilter(scope, &a)}
-	f, err := scanField(q.QueryRowContext(ctx, `SELECT `+fieldColumns+` FROM custom_fields f WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return f, apperr.NotFound("custom field")
-	}
-	return f, err
+	return store.ByID(ctx, q, "custom field", `SELECT `+fieldColumns+` FROM custom_fields f`, "f.id", id, &a,
+		[]string{fieldFilter(scope, &a)}, scanField)
 }
 
 // manageableField loads a definition in scope that the caller may change.
@@ -141,7 +139,7 @@ func (s *Service) Create(ctx context.Context, in NewField) (Field, error) {
 			return err
 		}
 		partnerID, orgID := at.PartnerID, at.OrgID
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO custom_fields (id, partner_id, org_id, key, name, description, type, options,
 			required, default_value, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
 			id, partnerID, store.NullIfEmpty(orgID), in.Key, name, strings.TrimSpace(in.Description), in.Type, store.EncodeJSON(options),
@@ -150,7 +148,7 @@ func (s *Service) Create(ctx context.Context, in NewField) (Field, error) {
 			return apperr.Conflict("the partner already has a custom field with key " + in.Key)
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("insert custom field: %w", err)
 		}
 		if f, err = getField(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -178,7 +176,7 @@ func (s *Service) Update(ctx context.Context, id string, in FieldUpdate) (Field,
 			return apperr.Invalid("type", "the type cannot change after create; existing device values were validated against it. "+
 				"Create a new field instead")
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.Name != nil {
 			name, err := validName(*in.Name)
 			if err != nil {
@@ -218,7 +216,7 @@ func (s *Service) Update(ctx context.Context, id string, in FieldUpdate) (Field,
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE custom_fields SET `+ch.SQL()+` WHERE id = `+ch.Args.Add(id), ch.Args.Values()...); err != nil {
-			return err
+			return fmt.Errorf("update custom field %s: %w", id, err)
 		}
 		if f, err = getField(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
@@ -241,18 +239,18 @@ func checkOptionsUnused(ctx context.Context, tx *sql.Tx, f Field, options []stri
 	if len(removed) == 0 {
 		return nil
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT value FROM device_custom_values WHERE field_id = $1`, f.ID)
+	values, err := store.QueryAll(ctx, tx, `SELECT value FROM device_custom_values WHERE field_id = $1`, []any{f.ID},
+		func(row store.Scanner) (any, error) {
+			var raw sql.NullString
+			err := row.Scan(&raw)
+			return decodeValue(raw), err
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("read values of custom field %s: %w", f.ID, err)
 	}
-	defer rows.Close()
 	inUse := 0
-	for rows.Next() {
-		var raw sql.NullString
-		if err := rows.Scan(&raw); err != nil {
-			return err
-		}
-		switch v := decodeValue(raw).(type) {
+	for _, value := range values {
+		switch v := value.(type) {
 		case string:
 			if slices.Contains(removed, v) {
 				inUse++
@@ -262,9 +260,6 @@ func checkOptionsUnused(ctx context.Context, tx *sql.Tx, f Field, options []stri
 				inUse++
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	if inUse > 0 {
 		return apperr.Conflict(fmt.Sprintf("%d device(s) still have a removed option as their value; change those values first", inUse))
@@ -282,13 +277,13 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		}
 		devices, err := deviceIDsWithValue(ctx, tx, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("read devices with a value of custom field %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM device_custom_values WHERE field_id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete values of custom field %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM custom_fields WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete custom field %s: %w", id, err)
 		}
 		for _, d := range devices {
 			if err := s.changed(ctx, tx, d); err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"reflect"
 	"sort"
 	"time"
@@ -41,46 +41,47 @@ type device struct {
 	ID, PartnerID, OrgID, Hostname string
 }
 
-// getDevice loads a device in scope that is not decommissioned (404 otherwise).
+// deviceColumns are what the values routes read of a device.
+const deviceColumns = "d.id, d.partner_id, d.org_id, d.hostname"
+
+// getDevice loads a device in scope that is not decommissioned (404 otherwise). The live
+// devices are selected as the devices package selects them, then read by ID.
 func getDevice(ctx context.Context, q store.Querier, scope access.Scope, id string) (device, error) {
 	var a store.Args
-	var d device
-	err := q.QueryRowContext(ctx, devices.SelectLive("d.id, d.partner_id, d.org_id, d.hostname", "", "d.id = "+a.Add(id),
-		scope.OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")), a.Values()...).
-		Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.Hostname)
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, apperr.NotFound("device")
-	}
-	return d, err
+	return store.ByID(ctx, q, "device", `SELECT `+deviceColumns+` FROM (`+devices.SelectLive(deviceColumns, "")+`) d`, "d.id", id, &a,
+		[]string{scope.OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id")},
+		func(row store.Scanner) (device, error) {
+			var d device
+			return d, row.Scan(&d.ID, &d.PartnerID, &d.OrgID, &d.Hostname)
+		})
 }
 
 // loadValues lists the fields applicable to d (partner-wide ones and its organization's) with
 // its values.
 func loadValues(ctx context.Context, q store.Querier, d device) ([]Value, error) {
-	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.name, f.type, f.options, f.required, f.default_value, v.value, v.updated_at
+	out, err := store.QueryAll(ctx, q, `SELECT f.id, f.key, f.name, f.type, f.options, f.required, f.default_value, v.value, v.updated_at
 		FROM custom_fields f LEFT JOIN device_custom_values v ON v.field_id = f.id AND v.device_id = $1
-		WHERE f.partner_id = $2 AND (f.org_id IS NULL OR f.org_id = $3) ORDER BY f.name, f.id`, d.ID, d.PartnerID, d.OrgID)
+		WHERE f.partner_id = $2 AND (f.org_id IS NULL OR f.org_id = $3) ORDER BY f.name, f.id`, []any{d.ID, d.PartnerID, d.OrgID}, scanValue)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read custom field values of device %s: %w", d.ID, err)
 	}
-	defer rows.Close()
-	out := []Value{}
-	for rows.Next() {
-		var v Value
-		var options, def, val sql.NullString
-		var updated sql.NullTime
-		if err := rows.Scan(&v.FieldID, &v.Key, &v.Name, &v.Type, &options, &v.Required, &def, &val, &updated); err != nil {
-			return nil, err
-		}
-		v.Options = decodeOptions(options)
-		if val.Valid {
-			v.Value, v.UpdatedAt = decodeValue(val), store.TimePtr(updated)
-		} else if v.Value = decodeValue(def); v.Value != nil {
-			v.IsDefault = true
-		}
-		out = append(out, v)
+	return out, nil
+}
+
+func scanValue(row store.Scanner) (Value, error) {
+	var v Value
+	var options, def, val sql.NullString
+	var updated sql.NullTime
+	if err := row.Scan(&v.FieldID, &v.Key, &v.Name, &v.Type, &options, &v.Required, &def, &val, &updated); err != nil {
+		return v, err
 	}
-	return out, rows.Err()
+	v.Options = decodeOptions(options)
+	if val.Valid {
+		v.Value, v.UpdatedAt = decodeValue(val), store.TimePtr(updated)
+	} else if v.Value = decodeValue(def); v.Value != nil {
+		v.IsDefault = true
+	}
+	return v, nil
 }
 
 // EffectiveValues returns a device's custom field values by key, defaults included, without a
@@ -167,7 +168,7 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 		if len(details) > 0 {
 			return &apperr.Error{Kind: apperr.KindInvalid, Code: apperr.CodeValidation, Message: "validation failed", Details: details}
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		changes := map[string]any{}
 		for _, k := range keys {
 			f := byKey[k]
@@ -187,7 +188,7 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 					d.ID, f.FieldID, store.EncodeJSON(set[k]), now)
 			}
 			if err != nil {
-				return err
+				return fmt.Errorf("set custom field %s of device %s: %w", k, d.ID, err)
 			}
 		}
 		if out.Data, err = loadValues(ctx, tx, d); err != nil {
@@ -212,45 +213,44 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 // default are absent.
 func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map[string]map[string]any, error) {
 	type field struct {
-		key string
-		def any
+		id, key string
+		def     any
 	}
-	rows, err := q.QueryContext(ctx, `SELECT f.id, f.key, f.default_value FROM custom_fields f
-		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, orgID)
+	list, err := store.QueryAll(ctx, q, `SELECT f.id, f.key, f.default_value FROM custom_fields f
+		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, []any{orgID},
+		func(row store.Scanner) (field, error) {
+			var f field
+			var def sql.NullString
+			err := row.Scan(&f.id, &f.key, &def)
+			f.def = decodeValue(def)
+			return f, err
+		})
 	if err != nil {
-		return nil, err
-	}
-	fields := map[string]field{}
-	for rows.Next() {
-		var id, key string
-		var def sql.NullString
-		if err := rows.Scan(&id, &key, &def); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		fields[id] = field{key, decodeValue(def)}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read custom fields of organization %s: %w", orgID, err)
 	}
 	out := map[string]map[string]any{}
-	if len(fields) == 0 {
+	if len(list) == 0 {
 		return out, nil
 	}
-	rows, err = q.QueryContext(ctx, devices.SelectLive("d.id, v.field_id, v.value",
-		" LEFT JOIN device_custom_values v ON v.device_id = d.id", "d.org_id = $1"), orgID)
-	if err != nil {
-		return nil, err
+	fields := make(map[string]field, len(list))
+	for _, f := range list {
+		fields[f.id] = f
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var deviceID string
-		var fieldID, val sql.NullString
-		if err := rows.Scan(&deviceID, &fieldID, &val); err != nil {
-			return nil, err
-		}
-		vals, ok := out[deviceID]
+	type deviceValue struct {
+		deviceID       string
+		fieldID, value sql.NullString
+	}
+	set, err := store.QueryAll(ctx, q, devices.SelectLive("d.id, v.field_id, v.value",
+		" LEFT JOIN device_custom_values v ON v.device_id = d.id", "d.org_id = $1"), []any{orgID},
+		func(row store.Scanner) (deviceValue, error) {
+			var r deviceValue
+			return r, row.Scan(&r.deviceID, &r.fieldID, &r.value)
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read custom field values of organization %s: %w", orgID, err)
+	}
+	for _, r := range set {
+		vals, ok := out[r.deviceID]
 		if !ok {
 			vals = map[string]any{}
 			for _, f := range fields {
@@ -258,16 +258,13 @@ func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map
 					vals[f.key] = f.def
 				}
 			}
-			out[deviceID] = vals
+			out[r.deviceID] = vals
 		}
-		if f, ok := fields[fieldID.String]; ok && fieldID.Valid {
-			if v := decodeValue(val); v != nil {
+		if f, ok := fields[r.fieldID.String]; ok && r.fieldID.Valid {
+			if v := decodeValue(r.value); v != nil {
 				vals[f.key] = v
 			}
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	for id, vals := range out {
 		if len(vals) == 0 {
@@ -281,27 +278,24 @@ func OrgEffectiveValues(ctx context.Context, q store.Querier, orgID string) (map
 // to an organization other than orgID, where it moved (the devices hook Moved): they mean
 // nothing there.
 func (s *Service) DeviceMoved(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error {
-	_, err := tx.ExecContext(ctx, `DELETE FROM device_custom_values WHERE device_id = $1 AND field_id IN
-		(SELECT id FROM custom_fields WHERE org_id IS NOT NULL AND org_id <> $2)`, deviceID, orgID)
-	return err
+	if _, err := tx.ExecContext(ctx, `DELETE FROM device_custom_values WHERE device_id = $1 AND field_id IN
+		(SELECT id FROM custom_fields WHERE org_id IS NOT NULL AND org_id <> $2)`, deviceID, orgID); err != nil {
+		return fmt.Errorf("delete custom field values of moved device %s: %w", deviceID, err)
+	}
+	return nil
 }
 
 // ApplicableKeys returns the keys of the custom fields that apply to an organization: its
 // partner's partner-wide fields and its own.
 func ApplicableKeys(ctx context.Context, q store.Querier, orgID string) (map[string]bool, error) {
-	rows, err := q.QueryContext(ctx, `SELECT f.key FROM custom_fields f
+	keys, err := store.QueryStrings(ctx, q, `SELECT f.key FROM custom_fields f
 		WHERE f.partner_id = `+tenancy.PartnerOfOrg("$1")+` AND (f.org_id IS NULL OR f.org_id = $1)`, orgID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read custom field keys of organization %s: %w", orgID, err)
 	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var key string
-		if err := rows.Scan(&key); err != nil {
-			return nil, err
-		}
-		out[key] = true
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		out[k] = true
 	}
-	return out, rows.Err()
+	return out, nil
 }

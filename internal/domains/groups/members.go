@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"time"
+	"fmt"
 
 	"gale/internal/domains/audit"
 	"gale/internal/platform/access"
@@ -33,7 +33,10 @@ func getMember(ctx context.Context, q store.Querier, groupID, deviceID string) (
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, apperr.NotFound("group member")
 	}
-	return m, err
+	if err != nil {
+		return m, fmt.Errorf("load member %s of group %s: %w", deviceID, groupID, err)
+	}
+	return m, nil
 }
 
 var errDynamicAdd = apperr.Invalid("deviceIds", "the group is dynamic: its members follow its filter. To keep a device in it "+
@@ -104,7 +107,7 @@ func (s *Service) AddDevices(ctx context.Context, groupID string, deviceIDs []st
 		if len(joins) == 0 {
 			return nil
 		}
-		if err := join(ctx, tx, g.ID, joins, SourceStatic, false, ReasonAddedByUser, actorFrom(ctx)); err != nil {
+		if err := join(ctx, tx, g.ID, joins, SourceStatic, false, ReasonAddedByUser, actorFrom(ctx), s.clock.Now()); err != nil {
 			return err
 		}
 		added := make([]string, len(joins))
@@ -122,8 +125,8 @@ func (s *Service) AddDevices(ctx context.Context, groupID string, deviceIDs []st
 
 // visibleDevice is what adding and pinning need of a device.
 type visibleDevice struct {
-	orgID, hostname string
-	decommissioned  bool
+	id, orgID, hostname string
+	decommissioned      bool
 }
 
 // visibleDevices loads the devices among ids that the scope sees, by ID.
@@ -133,23 +136,21 @@ func visibleDevices(ctx context.Context, q store.Querier, scope access.Scope, id
 		return out, nil
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT d.id, d.org_id, d.hostname, d.decommissioned_at FROM devices d WHERE d.id IN `+a.In(ids)+
-		` AND `+scope.OrgFilter(&a, "d.org_id", "d.partner_id"), a.Values()...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
+	list, err := store.QueryAll(ctx, q, `SELECT d.id, d.org_id, d.hostname, d.decommissioned_at FROM devices d WHERE d.id IN `+a.In(ids)+
+		` AND `+scope.OrgFilter(&a, "d.org_id", "d.partner_id"), a.Values(), func(row store.Scanner) (visibleDevice, error) {
 		var d visibleDevice
 		var at sql.NullTime
-		if err := rows.Scan(&id, &d.orgID, &d.hostname, &at); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&d.id, &d.orgID, &d.hostname, &at)
 		d.decommissioned = at.Valid
-		out[id] = d
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read devices to add to a group: %w", err)
 	}
-	return out, rows.Err()
+	for _, d := range list {
+		out[d.id] = d
+	}
+	return out, nil
 }
 
 // RemoveDevice takes a device out of a static group in scope.
@@ -168,7 +169,8 @@ func (s *Service) RemoveDevice(ctx context.Context, groupID, deviceID string) er
 		if err != nil {
 			return err
 		}
-		if err := leave(ctx, tx, g.ID, []deviceRef{{m.DeviceID, m.Hostname}}, true, ReasonRemovedByUser, actorFrom(ctx)); err != nil {
+		if err := leave(ctx, tx, g.ID, []deviceRef{{m.DeviceID, m.Hostname}}, true, ReasonRemovedByUser, actorFrom(ctx),
+			s.clock.Now()); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "device_group.remove_device", ResourceType: "device_group", ResourceID: g.ID,
@@ -202,7 +204,7 @@ func (s *Service) Pin(ctx context.Context, groupID, deviceID string) (Member, er
 		if d.orgID != g.OrgID {
 			return apperr.Invalid("deviceId", "the device belongs to another organization than the group")
 		}
-		act := actorFrom(ctx)
+		act, now := actorFrom(ctx), s.clock.Now()
 		ref := []deviceRef{{deviceID, d.hostname}}
 		states, err := memberStatesOfDevice(ctx, tx, deviceID)
 		if err != nil {
@@ -216,7 +218,7 @@ func (s *Service) Pin(ctx context.Context, groupID, deviceID string) (Member, er
 		case in:
 			if _, err := tx.ExecContext(ctx, `UPDATE device_group_members SET pinned = $1 WHERE group_id = $2 AND device_id = $3`,
 				true, g.ID, deviceID); err != nil {
-				return err
+				return fmt.Errorf("pin device %s in group %s: %w", deviceID, g.ID, err)
 			}
 		default:
 			f, err := mustParse(string(g.Filter))
@@ -225,13 +227,13 @@ func (s *Service) Pin(ctx context.Context, groupID, deviceID string) (Member, er
 			}
 			snap, err := loadSnapshot(ctx, tx, deviceID, f.UsesCustomFields())
 			if err != nil {
-				return err
+				return fmt.Errorf("load device %s to pin: %w", deviceID, err)
 			}
-			if err := join(ctx, tx, g.ID, ref, sourceFor(f.Match(snap, time.Now())), true, ReasonPinnedByUser, act); err != nil {
+			if err := join(ctx, tx, g.ID, ref, sourceFor(f.Match(snap, now)), true, ReasonPinnedByUser, act, now); err != nil {
 				return err
 			}
 		}
-		if err := writeLog(ctx, tx, []logRow{{g.ID, deviceID, d.hostname, ActionPinned, ReasonPinnedByUser, act, store.Now()}}); err != nil {
+		if err := writeLog(ctx, tx, []logRow{{g.ID, deviceID, d.hostname, ActionPinned, ReasonPinnedByUser, act, now}}); err != nil {
 			return err
 		}
 		if m, err = getMember(ctx, tx, g.ID, deviceID); err != nil {
@@ -261,10 +263,10 @@ func (s *Service) Unpin(ctx context.Context, groupID, deviceID string) error {
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE device_group_members SET pinned = $1 WHERE group_id = $2 AND device_id = $3`,
 			false, g.ID, deviceID); err != nil {
-			return err
+			return fmt.Errorf("unpin device %s in group %s: %w", deviceID, g.ID, err)
 		}
-		act := actorFrom(ctx)
-		if err := writeLog(ctx, tx, []logRow{{g.ID, deviceID, m.Hostname, ActionUnpinned, ReasonUnpinnedByUser, act, store.Now()}}); err != nil {
+		act, now := actorFrom(ctx), s.clock.Now()
+		if err := writeLog(ctx, tx, []logRow{{g.ID, deviceID, m.Hostname, ActionUnpinned, ReasonUnpinnedByUser, act, now}}); err != nil {
 			return err
 		}
 		f, err := mustParse(string(g.Filter))
@@ -273,13 +275,13 @@ func (s *Service) Unpin(ctx context.Context, groupID, deviceID string) error {
 		}
 		snap, err := loadSnapshot(ctx, tx, deviceID, f.UsesCustomFields())
 		if err != nil {
-			return err
+			return fmt.Errorf("load device %s to unpin: %w", deviceID, err)
 		}
 		ref := []deviceRef{{deviceID, m.Hostname}}
-		if f.Match(snap, time.Now()) {
+		if f.Match(snap, now) {
 			err = setSource(ctx, tx, g.ID, []string{deviceID}, SourceDynamic)
 		} else {
-			err = leave(ctx, tx, g.ID, ref, false, ReasonNoLongerMatches, act)
+			err = leave(ctx, tx, g.ID, ref, false, ReasonNoLongerMatches, act, now)
 		}
 		if err != nil {
 			return err
@@ -322,7 +324,7 @@ func (s *Service) Preview(ctx context.Context, groupID string, raw json.RawMessa
 		return Preview{}, err
 	}
 	out := Preview{Filter: filter, Data: []PreviewDevice{}}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, d := range devs {
 		if !f.Match(d, now) {
 			continue

@@ -2,6 +2,7 @@ package groups
 
 import (
 	"context"
+	"fmt"
 
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/store"
@@ -21,17 +22,19 @@ func Memberships(ctx context.Context, q store.Querier, ids []string) (map[string
 		return out, nil
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT device_id, group_id FROM device_group_members WHERE device_id IN `+a.In(ids), a.Values()...)
+	pairs, err := store.QueryAll(ctx, q, `SELECT device_id, group_id FROM device_group_members WHERE device_id IN `+a.In(ids), a.Values(),
+		scanPair)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read group memberships of devices: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var device, group string
-		if err := rows.Scan(&device, &group); err != nil {
-			return nil, err
-		}
-		out[device] = append(out[device], group)
+	for _, p := range pairs {
+		out[p[0]] = append(out[p[0]], p[1])
 	}
-	return out, rows.Err()
+	return out, nil
+}
+
+// scanPair scans a row of two text columns.
+func scanPair(row store.Scanner) ([2]string, error) {
+	var p [2]string
+	return p, row.Scan(&p[0], &p[1])
 }

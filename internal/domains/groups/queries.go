@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"gale/internal/platform/store"
 )
@@ -34,7 +35,7 @@ func InAny(ctx context.Context, q store.Querier, deviceID string, groupIDs []str
 		return false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("check the groups of device %s: %w", deviceID, err)
 	}
 	return true, nil
 }

@@ -12,7 +12,6 @@ import (
 	"gale/internal/domains/customfields"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
-	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
 )
 
@@ -71,44 +70,24 @@ func scanSnapshot(row store.Scanner) (*Snapshot, error) {
 // loadOrgSnapshots loads every device of an organization that is not decommissioned, by
 // hostname, with its tags and, when custom is set, its custom field values.
 func loadOrgSnapshots(ctx context.Context, q store.Querier, orgID string, custom bool) ([]*Snapshot, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+snapshotColumns+` FROM devices d WHERE d.org_id = $1 AND d.decommissioned_at IS NULL
-		ORDER BY d.hostname, d.id`, orgID)
+	out, err := store.QueryAll(ctx, q, `SELECT `+snapshotColumns+` FROM devices d WHERE d.org_id = $1 AND d.decommissioned_at IS NULL
+		ORDER BY d.hostname, d.id`, []any{orgID}, scanSnapshot)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read devices of organization %s: %w", orgID, err)
 	}
-	var out []*Snapshot
-	byID := map[string]*Snapshot{}
-	for rows.Next() {
-		d, err := scanSnapshot(rows)
-		if err != nil {
-			rows.Close()
-			return nil, err
-		}
-		out = append(out, d)
+	byID := make(map[string]*Snapshot, len(out))
+	for _, d := range out {
 		byID[d.ID] = d
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	rows, err = q.QueryContext(ctx, `SELECT t.device_id, t.tag FROM device_tags t JOIN devices d ON d.id = t.device_id
-		WHERE d.org_id = $1 AND d.decommissioned_at IS NULL`, orgID)
+	tags, err := store.QueryAll(ctx, q, `SELECT t.device_id, t.tag FROM device_tags t JOIN devices d ON d.id = t.device_id
+		WHERE d.org_id = $1 AND d.decommissioned_at IS NULL`, []any{orgID}, scanPair)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read device tags of organization %s: %w", orgID, err)
 	}
-	for rows.Next() {
-		var id, tag string
-		if err := rows.Scan(&id, &tag); err != nil {
-			rows.Close()
-			return nil, err
+	for _, t := range tags {
+		if d := byID[t[0]]; d != nil {
+			d.Tags = append(d.Tags, t[1])
 		}
-		if d := byID[id]; d != nil {
-			d.Tags = append(d.Tags, tag)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
 	}
 	if custom {
 		values, err := customfields.OrgEffectiveValues(ctx, q, orgID)
@@ -128,19 +107,7 @@ func loadSnapshot(ctx context.Context, q store.Querier, deviceID string, custom 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, `SELECT tag FROM device_tags WHERE device_id = $1`, deviceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var tag string
-		if err := rows.Scan(&tag); err != nil {
-			return nil, err
-		}
-		d.Tags = append(d.Tags, tag)
-	}
-	if err := rows.Err(); err != nil {
+	if d.Tags, err = store.QueryStrings(ctx, q, `SELECT tag FROM device_tags WHERE device_id = $1`, deviceID); err != nil {
 		return nil, err
 	}
 	if custom {
@@ -181,12 +148,12 @@ func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string
 		return err
 	}
 	ref := []deviceRef{{d.ID, d.Hostname}}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, g := range groups {
 		m, in := states[g.ID]
 		if d.decommissioned {
 			if in {
-				if err := leave(ctx, tx, g.ID, ref, true, ReasonDecommissioned, systemActor); err != nil {
+				if err := leave(ctx, tx, g.ID, ref, true, ReasonDecommissioned, systemActor, now); err != nil {
 					return err
 				}
 			}
@@ -195,11 +162,11 @@ func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string
 		match := g.Filter.Match(d, now)
 		switch {
 		case !in && match:
-			err = join(ctx, tx, g.ID, ref, SourceDynamic, false, ReasonMatches, systemActor)
+			err = join(ctx, tx, g.ID, ref, SourceDynamic, false, ReasonMatches, systemActor, now)
 		case in && m.Pinned && m.Source != sourceFor(match):
 			err = setSource(ctx, tx, g.ID, []string{d.ID}, sourceFor(match))
 		case in && !m.Pinned && !match:
-			err = leave(ctx, tx, g.ID, ref, false, ReasonNoLongerMatches, systemActor)
+			err = leave(ctx, tx, g.ID, ref, false, ReasonNoLongerMatches, systemActor, now)
 		}
 		if err != nil {
 			return err
@@ -211,26 +178,25 @@ func (s *Service) DeviceChanged(ctx context.Context, tx *sql.Tx, deviceID string
 // loadDynamic loads the dynamic groups (alias g) that cond selects, by ID, locking them
 // shared or exclusively (see lockSuffix).
 func (s *Service) loadDynamic(ctx context.Context, q store.Querier, cond string, share bool, args ...any) ([]dynamicGroup, error) {
-	rows, err := q.QueryContext(ctx, `SELECT g.id, g.filter FROM device_groups g WHERE g.type = 'dynamic' AND `+cond+
-		` ORDER BY g.id`+s.lockSuffix(share), args...)
+	out, err := store.QueryAll(ctx, q, `SELECT g.id, g.filter FROM device_groups g WHERE g.type = 'dynamic' AND `+cond+
+		` ORDER BY g.id`+s.lockSuffix(share), args, scanDynamic)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read dynamic groups: %w", err)
 	}
-	defer rows.Close()
-	var out []dynamicGroup
-	for rows.Next() {
-		var id string
-		var raw sql.NullString
-		if err := rows.Scan(&id, &raw); err != nil {
-			return nil, err
-		}
-		f, err := mustParse(raw.String)
-		if err != nil {
-			return nil, fmt.Errorf("group %s: %w", id, err)
-		}
-		out = append(out, dynamicGroup{ID: id, Filter: f})
+	return out, nil
+}
+
+func scanDynamic(row store.Scanner) (dynamicGroup, error) {
+	var g dynamicGroup
+	var raw sql.NullString
+	if err := row.Scan(&g.ID, &raw); err != nil {
+		return g, err
 	}
-	return out, rows.Err()
+	var err error
+	if g.Filter, err = mustParse(raw.String); err != nil {
+		return g, fmt.Errorf("group %s: %w", g.ID, err)
+	}
+	return g, nil
 }
 
 func memberStatesOfDevice(ctx context.Context, q store.Querier, deviceID string) (map[string]memberState, error) {
@@ -242,21 +208,22 @@ func memberStatesOfGroup(ctx context.Context, q store.Querier, groupID string) (
 }
 
 func memberStates(ctx context.Context, q store.Querier, query, arg string) (map[string]memberState, error) {
-	rows, err := q.QueryContext(ctx, query, arg)
+	type keyed struct {
+		key   string
+		state memberState
+	}
+	list, err := store.QueryAll(ctx, q, query, []any{arg}, func(row store.Scanner) (keyed, error) {
+		var k keyed
+		return k, row.Scan(&k.key, &k.state.Source, &k.state.Pinned)
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read group memberships: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]memberState{}
-	for rows.Next() {
-		var key string
-		var m memberState
-		if err := rows.Scan(&key, &m.Source, &m.Pinned); err != nil {
-			return nil, err
-		}
-		out[key] = m
+	out := make(map[string]memberState, len(list))
+	for _, k := range list {
+		out[k.key] = k.state
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeviceLeftOrg removes a device from every group of its current organization, static and
@@ -270,28 +237,15 @@ func (s *Service) DeviceLeftOrg(ctx context.Context, tx *sql.Tx, deviceID, reaso
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("load device %s leaving its groups: %w", deviceID, err)
 	}
-	rows, err := tx.QueryContext(ctx, `DELETE FROM device_group_members WHERE device_id = $1 AND group_id IN
+	left, err := store.QueryStrings(ctx, tx, `DELETE FROM device_group_members WHERE device_id = $1 AND group_id IN
 		(SELECT g.id FROM device_groups g JOIN devices d ON d.org_id = g.org_id WHERE d.id = $1) RETURNING group_id`, deviceID)
 	if err != nil {
-		return err
-	}
-	var left []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		left = append(left, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("remove device %s from its groups: %w", deviceID, err)
 	}
 	slices.Sort(left)
-	act, now := actorFrom(ctx), store.Now()
+	act, now := actorFrom(ctx), s.clock.Now()
 	var entries []logRow
 	for _, g := range left {
 		entries = append(entries, logRow{g, deviceID, hostname, ActionLeft, reason, act, now})
@@ -304,11 +258,12 @@ func (s *Service) DeviceLeftOrg(ctx context.Context, tx *sql.Tx, deviceID, reaso
 // writing transaction instead.
 func (s *Service) RecomputeGroup(ctx context.Context, groupID string) error {
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		var orgID string
-		err := tx.QueryRowContext(ctx, `SELECT org_id FROM device_groups WHERE id = $1 AND type = 'dynamic'`, groupID).Scan(&orgID)
-		if errors.Is(err, sql.ErrNoRows) {
-			return apperr.NotFound("dynamic group")
-		}
+		var a store.Args
+		orgID, err := store.ByID(ctx, tx, "dynamic group", `SELECT org_id FROM device_groups`, "id", groupID, &a,
+			[]string{"type = 'dynamic'"}, func(row store.Scanner) (string, error) {
+				var orgID string
+				return orgID, row.Scan(&orgID)
+			})
 		if err != nil {
 			return err
 		}
@@ -325,23 +280,10 @@ func (s *Service) RecomputeGroup(ctx context.Context, groupID string) error {
 // (lastSeen conditions) and changed custom field defaults. An organization that fails is
 // logged and the others still run; the errors are returned together.
 func (s *Service) RecomputeAll(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT g.org_id FROM device_groups g
+	orgs, err := store.QueryStrings(ctx, s.db, `SELECT DISTINCT g.org_id FROM device_groups g
 		WHERE g.type = 'dynamic' AND `+tenancy.LiveOrg("g.org_id")+` ORDER BY g.org_id`)
 	if err != nil {
-		return err
-	}
-	var orgs []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		orgs = append(orgs, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("read organizations with dynamic groups: %w", err)
 	}
 	var errs []error
 	for _, orgID := range orgs {
@@ -374,7 +316,7 @@ func (s *Service) recomputeOrg(ctx context.Context, tx *sql.Tx, orgID string, gr
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	for _, g := range groups {
 		if err := recomputeGroup(ctx, tx, g, devs, now, joinReason, leaveReason, act); err != nil {
 			return fmt.Errorf("recompute group %s: %w", g.ID, err)
@@ -418,7 +360,7 @@ func recomputeGroup(ctx context.Context, tx *sql.Tx, g dynamicGroup, devs []*Sna
 			gone = append(gone, id)
 		}
 	}
-	if err := removeGone(ctx, tx, g.ID, gone); err != nil {
+	if err := removeGone(ctx, tx, g.ID, gone, now); err != nil {
 		return err
 	}
 	if err := setSource(ctx, tx, g.ID, toDynamic, SourceDynamic); err != nil {
@@ -427,55 +369,56 @@ func recomputeGroup(ctx context.Context, tx *sql.Tx, g dynamicGroup, devs []*Sna
 	if err := setSource(ctx, tx, g.ID, toStatic, SourceStatic); err != nil {
 		return err
 	}
-	if err := leave(ctx, tx, g.ID, leaves, false, leaveReason, act); err != nil {
+	if err := leave(ctx, tx, g.ID, leaves, false, leaveReason, act, now); err != nil {
 		return err
 	}
-	return join(ctx, tx, g.ID, joins, SourceDynamic, false, joinReason, act)
+	return join(ctx, tx, g.ID, joins, SourceDynamic, false, joinReason, act, now)
 }
 
 // removeGone takes members out of a group that are decommissioned or no longer in its
 // organization: a safety net behind DeviceLeftOrg.
-func removeGone(ctx context.Context, tx *sql.Tx, groupID string, ids []string) error {
+func removeGone(ctx context.Context, tx *sql.Tx, groupID string, ids []string, now time.Time) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	slices.Sort(ids)
+	type goneDevice struct {
+		ref            deviceRef
+		decommissioned bool
+	}
 	var a store.Args
-	rows, err := tx.QueryContext(ctx, `SELECT id, hostname, decommissioned_at FROM devices WHERE id IN `+a.In(ids), a.Values()...)
+	list, err := store.QueryAll(ctx, tx, `SELECT id, hostname, decommissioned_at FROM devices WHERE id IN `+a.In(ids), a.Values(),
+		func(row store.Scanner) (goneDevice, error) {
+			var d goneDevice
+			var at sql.NullTime
+			err := row.Scan(&d.ref.ID, &d.ref.Hostname, &at)
+			d.decommissioned = at.Valid
+			return d, err
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("read devices gone from group %s: %w", groupID, err)
 	}
 	var decommissioned, moved []deviceRef
-	for rows.Next() {
-		var r deviceRef
-		var at sql.NullTime
-		if err := rows.Scan(&r.ID, &r.Hostname, &at); err != nil {
-			rows.Close()
-			return err
-		}
-		if at.Valid {
-			decommissioned = append(decommissioned, r)
+	for _, d := range list {
+		if d.decommissioned {
+			decommissioned = append(decommissioned, d.ref)
 		} else {
-			moved = append(moved, r)
+			moved = append(moved, d.ref)
 		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := leave(ctx, tx, groupID, decommissioned, true, ReasonDecommissioned, systemActor, now); err != nil {
 		return err
 	}
-	if err := leave(ctx, tx, groupID, decommissioned, true, ReasonDecommissioned, systemActor); err != nil {
-		return err
-	}
-	return leave(ctx, tx, groupID, moved, true, ReasonDeviceMoved, systemActor)
+	return leave(ctx, tx, groupID, moved, true, ReasonDeviceMoved, systemActor, now)
 }
 
 // batch is how many rows one multi-row statement writes.
 const batch = 200
 
 // join inserts members (skipping any a concurrent transaction added first) and logs each
-// device that joined.
-func join(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, source string, pinned bool, reason string, act MembershipActor) error {
-	now := store.Now()
+// device that joined, at now.
+func join(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, source string, pinned bool, reason string, act MembershipActor,
+	now time.Time) error {
 	var addedBy any
 	if act.ID != nil {
 		addedBy = *act.ID
@@ -490,7 +433,7 @@ func join(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, sou
 		done, err := returnedIDs(ctx, tx, `INSERT INTO device_group_members (group_id, device_id, source, pinned, added_at, added_by)
 			VALUES `+strings.Join(values, ", ")+` ON CONFLICT (group_id, device_id) DO NOTHING RETURNING device_id`, a.Values()...)
 		if err != nil {
-			return err
+			return fmt.Errorf("add members to group %s: %w", groupID, err)
 		}
 		if err := writeLog(ctx, tx, logRows(groupID, part, done, ActionJoined, reason, act, now)); err != nil {
 			return err
@@ -499,9 +442,10 @@ func join(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, sou
 	return nil
 }
 
-// leave deletes members (pinned ones only when withPinned) and logs each device that left.
-func leave(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, withPinned bool, reason string, act MembershipActor) error {
-	now := store.Now()
+// leave deletes members (pinned ones only when withPinned) and logs each device that left,
+// at now.
+func leave(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, withPinned bool, reason string, act MembershipActor,
+	now time.Time) error {
 	for start := 0; start < len(devs); start += batch {
 		part := devs[start:min(start+batch, len(devs))]
 		ids := make([]string, len(part))
@@ -515,7 +459,7 @@ func leave(ctx context.Context, tx *sql.Tx, groupID string, devs []deviceRef, wi
 		}
 		done, err := returnedIDs(ctx, tx, query+` RETURNING device_id`, a.Values()...)
 		if err != nil {
-			return err
+			return fmt.Errorf("remove members from group %s: %w", groupID, err)
 		}
 		if err := writeLog(ctx, tx, logRows(groupID, part, done, ActionLeft, reason, act, now)); err != nil {
 			return err
@@ -530,27 +474,22 @@ func setSource(ctx context.Context, tx *sql.Tx, groupID string, ids []string, so
 		_, err := tx.ExecContext(ctx, `UPDATE device_group_members SET source = `+a.Add(source)+` WHERE group_id = `+a.Add(groupID)+
 			` AND device_id IN `+a.In(ids[start:min(start+batch, len(ids))]), a.Values()...)
 		if err != nil {
-			return err
+			return fmt.Errorf("set the source of members of group %s: %w", groupID, err)
 		}
 	}
 	return nil
 }
 
 func returnedIDs(ctx context.Context, tx *sql.Tx, query string, args ...any) (map[string]bool, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+	ids, err := store.QueryStrings(ctx, tx, query, args...)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
 		out[id] = true
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // logRow is one membership log entry to write.
@@ -587,7 +526,7 @@ func writeLog(ctx context.Context, tx *sql.Tx, entries []logRow) error {
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_group_log (id, group_id, device_id, hostname, action, reason, actor_type,
 			actor_id, occurred_at) VALUES `+strings.Join(values, ", "), a.Values()...); err != nil {
-			return err
+			return fmt.Errorf("write the membership log: %w", err)
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -22,11 +22,21 @@ import (
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
+	clock  clock.Clock
+}
+
+// Deps is what the groups service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time filters are matched at (lastSeen conditions) and membership changes
+	// are logged at.
+	Clock clock.Clock
 }
 
 // New returns the groups service.
-func New(db *store.DB, logger *slog.Logger) *Service {
-	return &Service{db: db, logger: logger}
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock)}
 }
 
 // groupFilter keeps the groups (alias g) of organizations in scope that are not deleted.
@@ -67,12 +77,8 @@ func (s *Service) Get(ctx context.Context, id string) (Group, error) {
 
 func getGroup(ctx context.Context, q store.Querier, scope access.Scope, id string) (Group, error) {
 	var a store.Args
-	conds := []string{"g.id = " + a.Add(id), groupFilter(scope, &a)}
-	g, err := scanGroup(q.QueryRowContext(ctx, `SELECT `+groupColumns+` FROM device_groups g WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return g, apperr.NotFound("group")
-	}
-	return g, err
+	return store.ByID(ctx, q, "group", `SELECT `+groupColumns+` FROM device_groups g`, "g.id", id, &a,
+		[]string{groupFilter(scope, &a)}, scanGroup)
 }
 
 // writableGroup loads a group in scope for a change. On PostgreSQL it first locks the row, so
@@ -80,7 +86,7 @@ func getGroup(ctx context.Context, q store.Querier, scope access.Scope, id strin
 // current filter (SQLite runs one write transaction at a time anyway).
 func (s *Service) writableGroup(ctx context.Context, tx *sql.Tx, scope access.Scope, id string) (Group, error) {
 	if err := s.db.LockRow(ctx, tx, "device_groups", id); err != nil {
-		return Group{}, err
+		return Group{}, fmt.Errorf("lock group %s: %w", id, err)
 	}
 	return getGroup(ctx, tx, scope, id)
 }
@@ -220,7 +226,7 @@ func (s *Service) Create(ctx context.Context, in NewGroup) (Group, error) {
 		if p := access.PrincipalFrom(ctx); p != nil {
 			createdBy = p.ID
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO device_groups (id, partner_id, org_id, name, description, type, filter, created_by,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)`,
 			id, partnerID, orgID, name, description, in.Type, store.NullIfEmpty(canonical), createdBy, now)
@@ -228,7 +234,7 @@ func (s *Service) Create(ctx context.Context, in NewGroup) (Group, error) {
 			return conflictName(name)
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("insert group: %w", err)
 		}
 		if f != nil {
 			err := s.recomputeOrg(ctx, tx, orgID, []dynamicGroup{{ID: id, Filter: f}}, ReasonMatches, ReasonNoLongerMatches, actorFrom(ctx))
@@ -258,7 +264,7 @@ func (s *Service) Update(ctx context.Context, id string, in GroupUpdate) (Group,
 		if in.Type != nil && *in.Type != before.Type {
 			return apperr.Invalid("type", "the type cannot change after create; create a new group of the other type instead")
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.Name != nil {
 			name, err := validName(*in.Name)
 			if err != nil {
@@ -289,7 +295,7 @@ func (s *Service) Update(ctx context.Context, id string, in GroupUpdate) (Group,
 			return conflictName(strings.TrimSpace(*in.Name))
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("update group %s: %w", id, err)
 		}
 		if changed != nil {
 			err := s.recomputeOrg(ctx, tx, before.OrgID, []dynamicGroup{{ID: id, Filter: changed}}, ReasonFilterChanged,
@@ -318,7 +324,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM device_groups WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete group %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "device_group.delete", ResourceType: "device_group", ResourceID: id,
 			ResourceName: g.Name, PartnerID: g.PartnerID, OrgID: g.OrgID, Details: audit.Snapshot(g)})

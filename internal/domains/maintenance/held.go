@@ -39,33 +39,19 @@ func (s *Service) Held(ctx context.Context, q store.Querier, what Suppression, d
 	if len(deviceIDs) == 0 {
 		return out, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT DISTINCT w.id, w.org_id, w.target_type, w.target_ids FROM maintenance_occurrences o
-		JOIN maintenance_windows w ON w.id = o.window_id WHERE o.status = $1 AND `+col+` AND `+tenancy.LiveOrg("w.org_id"), Active)
+	windows, err := store.QueryAll(ctx, q, `SELECT DISTINCT w.id, w.org_id, w.target_type, w.target_ids FROM maintenance_occurrences o
+		JOIN maintenance_windows w ON w.id = o.window_id WHERE o.status = $1 AND `+col+` AND `+tenancy.LiveOrg("w.org_id"),
+		[]any{Active}, scanInEffect)
 	if err != nil {
 		return nil, fmt.Errorf("read windows in effect: %w", err)
 	}
-	var windows []inEffect
-	bySite, byGroup := false, false
-	for rows.Next() {
-		var id, ids string
-		var x inEffect
-		if err := rows.Scan(&id, &x.orgID, &x.targets.Type, &ids); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		if x.targets.IDs, err = store.DecodeStrings(ids); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read targets of window %s: %w", id, err)
-		}
-		bySite = bySite || x.targets.Type == TargetSites
-		byGroup = byGroup || x.targets.Type == TargetGroups
-		windows = append(windows, x)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
 	if len(windows) == 0 {
 		return out, nil
+	}
+	bySite, byGroup := false, false
+	for _, w := range windows {
+		bySite = bySite || w.targets.Type == TargetSites
+		byGroup = byGroup || w.targets.Type == TargetGroups
 	}
 	valid := make([]string, 0, len(deviceIDs))
 	for _, id := range deviceIDs {
@@ -103,6 +89,19 @@ func (s *Service) Held(ctx context.Context, q store.Querier, what Suppression, d
 	return out, nil
 }
 
+func scanInEffect(row store.Scanner) (inEffect, error) {
+	var id, ids string
+	var x inEffect
+	if err := row.Scan(&id, &x.orgID, &x.targets.Type, &ids); err != nil {
+		return x, err
+	}
+	var err error
+	if x.targets.IDs, err = store.DecodeStrings(ids); err != nil {
+		return x, fmt.Errorf("read targets of window %s: %w", id, err)
+	}
+	return x, nil
+}
+
 // covers reports whether a window's targets cover a device of its organization, in the
 // given site and groups.
 func covers(t MaintenanceTargets, deviceID, site string, groups []string) bool {
@@ -129,19 +128,13 @@ func (s *Service) HeldFromAutomations(ctx context.Context, deviceIDs []string) (
 // WindowActive reports whether an occurrence of the window is active now, for work scheduled
 // "in the window" (software deployments). A window that does not exist (deleted) is 404.
 func (s *Service) WindowActive(ctx context.Context, windowID string) (bool, error) {
-	if !store.ValidID(windowID) {
-		return false, apperr.NotFound("maintenance window")
-	}
-	var exists, active bool
-	err := s.db.QueryRowContext(ctx, `SELECT TRUE, EXISTS (SELECT 1 FROM maintenance_occurrences o WHERE o.window_id = w.id
-		AND o.status = $1) FROM maintenance_windows w WHERE w.id = $2`, Active, windowID).Scan(&exists, &active)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, apperr.NotFound("maintenance window")
-	}
-	if err != nil {
-		return false, fmt.Errorf("load maintenance window %s: %w", windowID, err)
-	}
-	return active, nil
+	var a store.Args
+	return store.ByID(ctx, s.db, "maintenance window", `SELECT EXISTS (SELECT 1 FROM maintenance_occurrences o
+		WHERE o.window_id = w.id AND o.status = `+a.Add(Active)+`) FROM maintenance_windows w`, "w.id", windowID, &a, nil,
+		func(row store.Scanner) (bool, error) {
+			var active bool
+			return active, row.Scan(&active)
+		})
 }
 
 // NextOccurrence returns the window's occurrence under way (active) or, without one, its next
@@ -149,18 +142,18 @@ func (s *Service) WindowActive(ctx context.Context, windowID string) (bool, erro
 // nil when it has none. The window must be of organization orgID (404 otherwise), for jobs of
 // that organization that run "in a window".
 func (s *Service) NextOccurrence(ctx context.Context, orgID, windowID, except string) (*MaintenanceOccurrence, error) {
-	if !store.ValidID(windowID) || !store.ValidID(orgID) {
+	// An organization ID that is not a UUID would fail the query on PostgreSQL rather than match nothing.
+	if !store.ValidID(orgID) {
 		return nil, apperr.NotFound("maintenance window")
 	}
 	var a store.Args
-	conds := append([]string{"w.id = " + a.Add(windowID), "w.org_id = " + a.Add(orgID)}, windowFilter(access.SystemScope(), &a)...)
-	var id string
-	err := s.db.QueryRowContext(ctx, `SELECT w.id FROM maintenance_windows w WHERE `+store.Where(conds), a.Values()...).Scan(&id)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, apperr.NotFound("maintenance window")
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load maintenance window %s: %w", windowID, err)
+	conds := append([]string{"w.org_id = " + a.Add(orgID)}, windowFilter(access.SystemScope(), &a)...)
+	if _, err := store.ByID(ctx, s.db, "maintenance window", `SELECT w.id FROM maintenance_windows w`, "w.id", windowID, &a, conds,
+		func(row store.Scanner) (string, error) {
+			var id string
+			return id, row.Scan(&id)
+		}); err != nil {
+		return nil, err
 	}
 	if !store.ValidID(except) {
 		except = windowID // no occurrence has the window's ID

@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -166,25 +165,11 @@ func (s *Service) topUp(ctx context.Context, now time.Time) error {
 			// committed meanwhile is waited for and seen, never undone by a stale expansion
 			// (SQLite writes one transaction at a time).
 			lock := s.db.ForUpdate()
-			rows, err := tx.QueryContext(ctx, `SELECT `+windowColumns+` FROM maintenance_windows w WHERE `+store.Where(conds)+
-				` ORDER BY w.id LIMIT `+fmt.Sprint(expandBatch)+lock, a.Values()...)
+			var err error
+			batch, err = store.QueryAll(ctx, tx, `SELECT `+windowColumns+` FROM maintenance_windows w WHERE `+store.Where(conds)+
+				` ORDER BY w.id LIMIT `+fmt.Sprint(expandBatch)+lock, a.Values(), scanWindow)
 			if err != nil {
 				return fmt.Errorf("find maintenance windows to expand: %w", err)
-			}
-			batch = batch[:0]
-			for rows.Next() {
-				w, err := scanWindow(rows)
-				if err != nil {
-					rows.Close()
-					return err
-				}
-				batch = append(batch, w)
-			}
-			if err := rows.Close(); err != nil {
-				return err
-			}
-			if err := rows.Err(); err != nil {
-				return err
 			}
 			plans := make([]planned, 0, len(batch))
 			for _, w := range batch {
@@ -214,8 +199,8 @@ func (s *Service) topUp(ctx context.Context, now time.Time) error {
 func (s *Service) Tick(ctx context.Context) error {
 	now := s.now()
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		ended, err := transitioned(ctx, tx, `UPDATE maintenance_occurrences SET status = $1, ended_at = $2 WHERE status = $3
-			AND ends_at <= $2 RETURNING `+occurrenceFields, Completed, now, Active)
+		ended, err := store.QueryAll(ctx, tx, `UPDATE maintenance_occurrences SET status = $1, ended_at = $2 WHERE status = $3
+			AND ends_at <= $2 RETURNING `+occurrenceFields, []any{Completed, now, Active}, scanOccurrence)
 		if err != nil {
 			return fmt.Errorf("end maintenance occurrences: %w", err)
 		}
@@ -223,8 +208,8 @@ func (s *Service) Tick(ctx context.Context) error {
 			AND ends_at <= $2`, Completed, now, Scheduled); err != nil {
 			return fmt.Errorf("close missed maintenance occurrences: %w", err)
 		}
-		started, err := transitioned(ctx, tx, `UPDATE maintenance_occurrences SET status = $1, started_at = $2 WHERE status = $3
-			AND starts_at <= $2 AND ends_at > $2 RETURNING `+occurrenceFields, Active, now, Scheduled)
+		started, err := store.QueryAll(ctx, tx, `UPDATE maintenance_occurrences SET status = $1, started_at = $2 WHERE status = $3
+			AND starts_at <= $2 AND ends_at > $2 RETURNING `+occurrenceFields, []any{Active, now, Scheduled}, scanOccurrence)
 		if err != nil {
 			return fmt.Errorf("start maintenance occurrences: %w", err)
 		}
@@ -245,23 +230,6 @@ func (s *Service) Purge(ctx context.Context) (int64, error) {
 		Args: []any{Completed, Cancelled, s.now().Add(-Retention)}})
 }
 
-func transitioned(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]MaintenanceOccurrence, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []MaintenanceOccurrence
-	for rows.Next() {
-		o, err := scanOccurrence(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
-}
-
 // recordEvents records maintenance.ended for ended and maintenance.started for started.
 func (s *Service) recordEvents(ctx context.Context, tx *sql.Tx, ended, started []MaintenanceOccurrence) error {
 	if len(ended)+len(started) == 0 {
@@ -272,21 +240,14 @@ func (s *Service) recordEvents(ctx context.Context, tx *sql.Tx, ended, started [
 		ids = append(ids, o.WindowID)
 	}
 	var a store.Args
-	rows, err := tx.QueryContext(ctx, `SELECT `+windowColumns+` FROM maintenance_windows w WHERE w.id IN `+a.In(uniqueIDs(ids)), a.Values()...)
+	list, err := store.QueryAll(ctx, tx, `SELECT `+windowColumns+` FROM maintenance_windows w WHERE w.id IN `+a.In(uniqueIDs(ids)),
+		a.Values(), scanWindow)
 	if err != nil {
 		return fmt.Errorf("load windows of maintenance events: %w", err)
 	}
-	windows := map[string]MaintenanceWindow{}
-	for rows.Next() {
-		w, err := scanWindow(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
+	windows := make(map[string]MaintenanceWindow, len(list))
+	for _, w := range list {
 		windows[w.ID] = w
-	}
-	if err := rows.Close(); err != nil {
-		return err
 	}
 	for _, o := range ended {
 		if err := recordEvent(ctx, tx, EventEnded, o, windows[o.WindowID]); err != nil {
@@ -318,20 +279,9 @@ func occurrenceFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func (s *Service) getOccurrence(ctx context.Context, q store.Querier, scope access.Scope, id string) (MaintenanceOccurrence, error) {
-	if !store.ValidID(id) {
-		return MaintenanceOccurrence{}, apperr.NotFound("maintenance occurrence")
-	}
 	var a store.Args
-	conds := append([]string{"o.id = " + a.Add(id)}, occurrenceFilter(scope, &a)...)
-	o, err := scanOccurrence(q.QueryRowContext(ctx, `SELECT `+occurrenceColumns+` FROM maintenance_occurrences o WHERE `+
-		store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return o, apperr.NotFound("maintenance occurrence")
-	}
-	if err != nil {
-		return o, fmt.Errorf("load maintenance occurrence %s: %w", id, err)
-	}
-	return o, nil
+	return store.ByID(ctx, q, "maintenance occurrence", `SELECT `+occurrenceColumns+` FROM maintenance_occurrences o`, "o.id", id, &a,
+		occurrenceFilter(scope, &a), scanOccurrence)
 }
 
 // GetOccurrence returns an occurrence in scope.
@@ -403,7 +353,7 @@ func (s *Service) move(ctx context.Context, id, from, to string) (MaintenanceOcc
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err != nil {
-				return err
+				return fmt.Errorf("move maintenance occurrence %s: %w", id, err)
 			}
 			if from == Scheduled {
 				return apperr.ConflictCode(CodeOccurrenceNotPlanned, "the occurrence is not scheduled")

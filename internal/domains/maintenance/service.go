@@ -3,7 +3,6 @@ package maintenance
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -79,20 +78,9 @@ func windowFilter(scope access.Scope, a *store.Args) []string {
 }
 
 func (s *Service) getWindow(ctx context.Context, q store.Querier, scope access.Scope, id string) (MaintenanceWindow, error) {
-	if !store.ValidID(id) {
-		return MaintenanceWindow{}, apperr.NotFound("maintenance window")
-	}
 	var a store.Args
-	conds := append([]string{"w.id = " + a.Add(id)}, windowFilter(scope, &a)...)
-	w, err := scanWindow(q.QueryRowContext(ctx, `SELECT `+windowColumns+` FROM maintenance_windows w WHERE `+store.Where(conds),
-		a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return w, apperr.NotFound("maintenance window")
-	}
-	if err != nil {
-		return w, fmt.Errorf("load maintenance window %s: %w", id, err)
-	}
-	return w, nil
+	return store.ByID(ctx, q, "maintenance window", `SELECT `+windowColumns+` FROM maintenance_windows w`, "w.id", id, &a,
+		windowFilter(scope, &a), scanWindow)
 }
 
 // GetWindow returns a window in scope.
@@ -244,7 +232,7 @@ func (s *Service) UpdateWindow(ctx context.Context, id string, in MaintenanceWin
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err != nil {
-				return err
+				return fmt.Errorf("update maintenance window %s: %w", id, err)
 			}
 			return apperr.ConflictCode(CodeWindowCancelled, "the maintenance window is cancelled")
 		}
@@ -265,25 +253,18 @@ func (s *Service) UpdateWindow(ctx context.Context, id string, in MaintenanceWin
 // reusing the IDs of those that start at the same time, around the active and completed
 // occurrences that have not ended before now.
 func (s *Service) rewriteOccurrences(ctx context.Context, tx *sql.Tx, plan *planned, now time.Time) error {
-	rows, err := tx.QueryContext(ctx, `SELECT `+occurrenceColumns+` FROM maintenance_occurrences o WHERE o.window_id = $1
-		AND (o.status = $2 OR (o.status IN ($3, $4) AND o.ends_at > $5))`, plan.id, Scheduled, Active, Completed, now)
+	current, err := store.QueryAll(ctx, tx, `SELECT `+occurrenceColumns+` FROM maintenance_occurrences o WHERE o.window_id = $1
+		AND (o.status = $2 OR (o.status IN ($3, $4) AND o.ends_at > $5))`, []any{plan.id, Scheduled, Active, Completed, now},
+		scanOccurrence)
 	if err != nil {
 		return fmt.Errorf("read occurrences of window %s: %w", plan.id, err)
 	}
-	for rows.Next() {
-		o, err := scanOccurrence(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
+	for _, o := range current {
 		if o.Status == Scheduled {
 			plan.ids[o.StartsAt] = o.ID
 		} else {
 			plan.kept = append(plan.kept, span{o.StartsAt, o.EndsAt})
 		}
-	}
-	if err := rows.Close(); err != nil {
-		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM maintenance_occurrences WHERE window_id = $1 AND status = $2`, plan.id, Scheduled); err != nil {
 		return fmt.Errorf("drop scheduled occurrences of window %s: %w", plan.id, err)
@@ -309,7 +290,7 @@ func (s *Service) CancelWindow(ctx context.Context, id string) (MaintenanceWindo
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			if err != nil {
-				return err
+				return fmt.Errorf("cancel maintenance window %s: %w", id, err)
 			}
 			return apperr.ConflictCode(CodeWindowCancelled, "the maintenance window is cancelled already")
 		}

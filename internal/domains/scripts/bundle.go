@@ -172,7 +172,7 @@ func (s *Service) Export(ctx context.Context, ids []string) (ScriptBundle, error
 	if len(ids) == 0 || len(ids) > MaxBundleScripts {
 		return ScriptBundle{}, apperr.Invalid("ids", fmt.Sprintf("name 1 to %d scripts", MaxBundleScripts))
 	}
-	b := ScriptBundle{BundleVersion: BundleVersion, ExportedAt: store.Now(), Scripts: []BundleEntry{}}
+	b := ScriptBundle{BundleVersion: BundleVersion, ExportedAt: s.clock.Now(), Scripts: []BundleEntry{}}
 	seen := map[string]bool{}
 	for _, id := range ids {
 		id = strings.TrimSpace(id)
@@ -238,7 +238,7 @@ func scriptNamed(ctx context.Context, q store.Querier, at tenancy.Placement, nam
 		return Script{}, false, nil
 	}
 	if err != nil {
-		return Script{}, false, err
+		return Script{}, false, fmt.Errorf("find script %q: %w", name, err)
 	}
 	sc, err := getScript(ctx, q, access.SystemScope(), id)
 	return sc, err == nil, err
@@ -314,7 +314,7 @@ func (s *Service) ImportBundle(ctx context.Context, in BundleRequest) (BundleImp
 			if err != nil {
 				return err
 			}
-			categoryID, err := resolveCategory(ctx, tx, at, e.Category)
+			categoryID, err := resolveCategory(ctx, tx, at, e.Category, s.clock.Now())
 			if err != nil {
 				return err
 			}
@@ -372,8 +372,8 @@ func freeName(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name string
 }
 
 // resolveCategory finds a top-level category of a name usable at the placement (the
-// organization's own first, then the partner's), creating it there when there is none.
-func resolveCategory(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name string) (string, error) {
+// organization's own first, then the partner's), creating it there at now when there is none.
+func resolveCategory(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name string, now time.Time) (string, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return "", nil
@@ -381,10 +381,13 @@ func resolveCategory(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name
 	var id string
 	err := tx.QueryRowContext(ctx, `SELECT id FROM script_categories WHERE partner_id = $1 AND lower(name) = $2 AND parent_id IS NULL
 		AND (org_id IS NULL OR org_id = $3) ORDER BY org_id IS NULL LIMIT 1`, at.PartnerID, strings.ToLower(name), store.NullIfEmpty(at.OrgID)).Scan(&id)
-	if err == nil || !errors.Is(err, sql.ErrNoRows) {
-		return id, err
+	if err == nil {
+		return id, nil
 	}
-	id, now := store.NewID(), store.Now()
+	if !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("find category %q: %w", name, err)
+	}
+	id = store.NewID()
 	_, err = tx.ExecContext(ctx, `INSERT INTO script_categories (id, partner_id, org_id, name, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $5)`, id, at.PartnerID, store.NullIfEmpty(at.OrgID), name, now)
 	if err != nil {

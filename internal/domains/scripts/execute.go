@@ -260,7 +260,7 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	}
 	res.Skipped = append(res.Skipped, held...)
 	out := ScriptRunResult{BatchID: store.NewID(), Executions: []ScriptExecution{}, Skipped: res.Skipped, Failed: res.Failed}
-	if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, store.EncodeJSON(env), runAs); err != nil {
+	if err := insertExecutions(ctx, tx, sc, out.BatchID, res.Commands, store.EncodeJSON(env), runAs, s.clock.Now()); err != nil {
 		return ScriptRunResult{}, nil, err
 	}
 	if len(res.Commands) > 0 {
@@ -325,14 +325,15 @@ func (s *Service) notHeld(ctx context.Context, tx *sql.Tx, ids []string) ([]stri
 // codeMaintenanceWindow marks devices, or a whole execution, held back by a maintenance window.
 const codeMaintenanceWindow = "MAINTENANCE_WINDOW"
 
-// insertExecutions records the executions a batch's commands carry, in statements of up to
-// 100 rows.
-func insertExecutions(ctx context.Context, tx *sql.Tx, sc Script, batchID string, cmds []devices.DeviceCommand, params, runAs string) error {
+// insertExecutions records the executions a batch's commands carry, created at now, in
+// statements of up to 100 rows.
+func insertExecutions(ctx context.Context, tx *sql.Tx, sc Script, batchID string, cmds []devices.DeviceCommand, params, runAs string,
+	now time.Time) error {
 	var by any
 	if p := access.PrincipalFrom(ctx); p != nil {
 		by = p.Email
 	}
-	now, who := store.Now(), principalID(ctx)
+	who := principalID(ctx)
 	for first := 0; first < len(cmds); first += 100 {
 		var a store.Args
 		rows := make([]string, 0, 100)
@@ -359,21 +360,12 @@ func principalID(ctx context.Context) any {
 
 // batch reads the executions of a batch, in creation order.
 func (s *Service) batch(ctx context.Context, q store.Querier, batchID string) ([]ScriptExecution, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+executionColumns+devices.CommandColumns+executionFrom+devices.CommandJoin("e.command_id")+
-		` WHERE e.batch_id = $1 ORDER BY e.id`, batchID)
+	out, err := store.QueryAll(ctx, q, `SELECT `+executionColumns+devices.CommandColumns+executionFrom+devices.CommandJoin("e.command_id")+
+		` WHERE e.batch_id = $1 ORDER BY e.id`, []any{batchID}, scanExecution)
 	if err != nil {
 		return nil, fmt.Errorf("read batch %s: %w", batchID, err)
 	}
-	defer rows.Close()
-	out := []ScriptExecution{}
-	for rows.Next() {
-		x, err := scanExecution(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ExecutionFilter narrows a list of executions.
@@ -412,17 +404,12 @@ func (s *Service) ListExecutions(ctx context.Context, scriptID string, f Executi
 // scriptWithHistory checks that a script, live or deleted, is in scope: a deleted script's
 // executions stay readable.
 func (s *Service) scriptWithHistory(ctx context.Context, scope access.Scope, id string) (string, error) {
-	if !store.ValidID(id) {
-		return "", apperr.NotFound("script")
-	}
 	var a store.Args
-	var name string
-	err := s.db.QueryRowContext(ctx, `SELECT s.name FROM scripts s WHERE s.id = `+a.Add(id)+` AND `+
-		tenancy.SharedRowsFilter(scope, &a, "s.org_id", "s.partner_id"), a.Values()...).Scan(&name)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", apperr.NotFound("script")
-	}
-	return name, err
+	return store.ByID(ctx, s.db, "script", `SELECT s.name FROM scripts s`, "s.id", id, &a,
+		[]string{tenancy.SharedRowsFilter(scope, &a, "s.org_id", "s.partner_id")}, func(row store.Scanner) (string, error) {
+			var name string
+			return name, row.Scan(&name)
+		})
 }
 
 // GetExecution returns an execution in scope.
@@ -431,16 +418,9 @@ func (s *Service) GetExecution(ctx context.Context, id string) (ScriptExecution,
 }
 
 func getExecution(ctx context.Context, q store.Querier, scope access.Scope, id string) (ScriptExecution, error) {
-	if !store.ValidID(id) {
-		return ScriptExecution{}, apperr.NotFound("execution")
-	}
 	var a store.Args
-	x, err := scanExecution(q.QueryRowContext(ctx, `SELECT `+executionColumns+devices.CommandColumns+executionFrom+
-		devices.CommandJoin("e.command_id")+` WHERE e.id = `+a.Add(id)+` AND `+executionFilter(scope, &a), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return x, apperr.NotFound("execution")
-	}
-	return x, err
+	return store.ByID(ctx, q, "execution", `SELECT `+executionColumns+devices.CommandColumns+executionFrom+devices.CommandJoin("e.command_id"),
+		"e.id", id, &a, []string{executionFilter(scope, &a)}, scanExecution)
 }
 
 // CancelExecution cancels an execution that has not ended: a pending one at once, a queued
@@ -478,7 +458,7 @@ func recordOutcome(ctx context.Context, tx *sql.Tx, deviceID string, r agentprot
 		return nil
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("load the execution of command %s: %w", r.CommandID, err)
 	}
 	status, severity := StatusFailed, (*string)(nil)
 	if r.Status == agentproto.ResultCompleted || (r.Status == agentproto.ResultFailed && r.ExitCode != nil) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"time"
 
@@ -208,20 +207,12 @@ func (s *Service) Versions(ctx context.Context, scriptID string) ([]ScriptVersio
 	if _, err := s.Get(ctx, scriptID); err != nil {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+versionColumns+` FROM script_versions v WHERE v.script_id = $1 ORDER BY v.version DESC`, scriptID)
+	out, err := store.QueryAll(ctx, s.db, `SELECT `+versionColumns+` FROM script_versions v WHERE v.script_id = $1 ORDER BY v.version DESC`,
+		[]any{scriptID}, scanVersion)
 	if err != nil {
 		return nil, fmt.Errorf("list versions of script %s: %w", scriptID, err)
 	}
-	defer rows.Close()
-	out := []ScriptVersion{}
-	for rows.Next() {
-		v, err := scanVersion(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ScriptVersionInput saves a new version: the fields given replace the current ones.
@@ -283,8 +274,12 @@ func (s *Service) SaveVersion(ctx context.Context, scriptID string, in ScriptVer
 }
 
 func getVersion(ctx context.Context, q store.Querier, scriptID string, version int) (ScriptVersion, error) {
-	return scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM script_versions v WHERE v.script_id = $1 AND v.version = $2`,
+	v, err := scanVersion(q.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM script_versions v WHERE v.script_id = $1 AND v.version = $2`,
 		scriptID, version))
+	if err != nil {
+		return v, fmt.Errorf("load version %d of script %s: %w", version, scriptID, err)
+	}
+	return v, nil
 }
 
 // Rollback saves an old version's definition as a new version.
@@ -295,14 +290,9 @@ func (s *Service) Rollback(ctx context.Context, scriptID, versionID string) (Scr
 		if err != nil {
 			return err
 		}
-		if !store.ValidID(versionID) {
-			return apperr.NotFound("version")
-		}
-		old, err := scanVersion(tx.QueryRowContext(ctx, `SELECT `+versionColumns+` FROM script_versions v WHERE v.id = $1 AND v.script_id = $2`,
-			versionID, scriptID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return apperr.NotFound("version")
-		}
+		var a store.Args
+		old, err := store.ByID(ctx, tx, "version", `SELECT `+versionColumns+` FROM script_versions v`, "v.id", versionID, &a,
+			[]string{"v.script_id = " + a.Add(scriptID)}, scanVersion)
 		if err != nil {
 			return err
 		}
@@ -336,41 +326,41 @@ func (s *Service) Usage(ctx context.Context, scriptID string, days int) (ScriptU
 	var a store.Args
 	conds := []string{"e.script_id = " + a.Add(scriptID), executionFilter(scope, &a)}
 	if days > 0 {
-		since := store.Now().Add(-time.Duration(days) * 24 * time.Hour)
+		since := s.clock.Now().Add(-time.Duration(days) * 24 * time.Hour)
 		out.Since = &since
 		conds = append(conds, "e.created_at >= "+a.Add(since))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT c.status, c.started_at IS NOT NULL, COALESCE(e.outcome, ''), COUNT(*),
+	// One row per command status, whether it started and outcome: what an execution's status
+	// is read from.
+	type statusGroup struct {
+		cmdStatus, outcome string
+		started            bool
+		n                  int
+		sum, withDur       int64
+	}
+	groups, err := store.QueryAll(ctx, s.db, `SELECT c.status, c.started_at IS NOT NULL, COALESCE(e.outcome, ''), COUNT(*),
 		COALESCE(SUM(c.duration_ms), 0), COUNT(c.duration_ms)
 		FROM script_executions e`+devices.CommandJoin("e.command_id")+` WHERE `+store.Where(conds)+
-		` GROUP BY c.status, c.started_at IS NOT NULL, COALESCE(e.outcome, '')`, a.Values()...)
+		` GROUP BY c.status, c.started_at IS NOT NULL, COALESCE(e.outcome, '')`, a.Values(), func(row store.Scanner) (statusGroup, error) {
+		var g statusGroup
+		return g, row.Scan(&g.cmdStatus, &g.started, &g.outcome, &g.n, &g.sum, &g.withDur)
+	})
 	if err != nil {
 		return out, fmt.Errorf("script usage: %w", err)
 	}
-	defer rows.Close()
 	var durSum, durN int64
-	for rows.Next() {
-		var cmdStatus, outcome string
-		var started bool
-		var n int
-		var sum, withDur int64
-		if err := rows.Scan(&cmdStatus, &started, &outcome, &n, &sum, &withDur); err != nil {
-			return out, err
-		}
+	for _, g := range groups {
 		var at *time.Time
-		if started {
+		if g.started {
 			t := time.Time{}
 			at = &t
 		}
-		status := executionStatus(devices.DeviceCommand{Status: cmdStatus, StartedAt: at}, outcome)
-		out.ByStatus[status] += n
-		out.TotalExecutions += n
+		status := executionStatus(devices.DeviceCommand{Status: g.cmdStatus, StartedAt: at}, g.outcome)
+		out.ByStatus[status] += g.n
+		out.TotalExecutions += g.n
 		if status == StatusCompleted || status == StatusFailed {
-			durSum, durN = durSum+sum, durN+withDur
+			durSum, durN = durSum+g.sum, durN+g.withDur
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return out, err
 	}
 	ended := out.ByStatus[StatusCompleted] + out.ByStatus[StatusFailed] + out.ByStatus[StatusTimeout]
 	if ended > 0 {
@@ -391,6 +381,9 @@ func (s *Service) Usage(ctx context.Context, scriptID string, days int) (ScriptU
 	}
 	last = last.UTC()
 	out.LastExecutedAt = &last
-	err = s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT e.device_id) FROM script_executions e WHERE `+store.Where(conds), a.Values()...).Scan(&out.Devices)
-	return out, err
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(DISTINCT e.device_id) FROM script_executions e WHERE `+store.Where(conds),
+		a.Values()...).Scan(&out.Devices); err != nil {
+		return out, fmt.Errorf("script usage: %w", err)
+	}
+	return out, nil
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
@@ -15,6 +15,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -22,6 +23,7 @@ import (
 type Service struct {
 	db          *store.DB
 	logger      *slog.Logger
+	clock       clock.Clock
 	devices     *devices.Service
 	maintenance *maintenance.Service
 }
@@ -30,6 +32,7 @@ type Service struct {
 type Deps struct {
 	DB      *store.DB
 	Logger  *slog.Logger
+	Clock   clock.Clock
 	Devices *devices.Service
 	// Maintenance holds executions back from devices in a window that suppresses scripts;
 	// nil holds none.
@@ -38,7 +41,7 @@ type Deps struct {
 
 // New returns the scripts service.
 func New(d Deps) *Service {
-	return &Service{db: d.DB, logger: d.Logger, devices: d.Devices, maintenance: d.Maintenance}
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, maintenance: d.Maintenance}
 }
 
 var errPartnerWide = apperr.Forbidden("partner-wide scripts are managed by callers who reach every organization of the partner")
@@ -98,20 +101,18 @@ func withTags(ctx context.Context, q store.Querier, list []Script) error {
 		ids[i], at[sc.ID] = sc.ID, i
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT l.script_id, t.name FROM script_tag_links l JOIN script_tags t ON t.id = l.tag_id
-		WHERE l.script_id IN `+a.In(ids)+` ORDER BY lower(t.name)`, a.Values()...)
+	links, err := store.QueryAll(ctx, q, `SELECT l.script_id, t.name FROM script_tag_links l JOIN script_tags t ON t.id = l.tag_id
+		WHERE l.script_id IN `+a.In(ids)+` ORDER BY lower(t.name)`, a.Values(), func(row store.Scanner) ([2]string, error) {
+		var l [2]string
+		return l, row.Scan(&l[0], &l[1])
+	})
 	if err != nil {
 		return fmt.Errorf("read script tags: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return err
-		}
-		list[at[id]].Tags = append(list[at[id]].Tags, name)
+	for _, l := range links {
+		list[at[l[0]]].Tags = append(list[at[l[0]]].Tags, l[1])
 	}
-	return rows.Err()
+	return nil
 }
 
 // ListFilter narrows a list of scripts.
@@ -162,17 +163,10 @@ func (s *Service) Get(ctx context.Context, id string) (Script, error) {
 }
 
 func getScript(ctx context.Context, q store.Querier, scope access.Scope, id string) (Script, error) {
-	if !store.ValidID(id) {
-		return Script{}, apperr.NotFound("script")
-	}
 	var a store.Args
-	conds := []string{"s.id = " + a.Add(id), scriptFilter(scope, &a)}
-	sc, err := scanScript(q.QueryRowContext(ctx, `SELECT `+scriptColumns+scriptFrom+` WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return sc, apperr.NotFound("script")
-	}
+	sc, err := store.ByID(ctx, q, "script", `SELECT `+scriptColumns+scriptFrom, "s.id", id, &a, []string{scriptFilter(scope, &a)}, scanScript)
 	if err != nil {
-		return sc, fmt.Errorf("load script %s: %w", id, err)
+		return sc, err
 	}
 	list := []Script{sc}
 	err = withTags(ctx, q, list)
@@ -225,7 +219,7 @@ func (s *Service) insert(ctx context.Context, tx *sql.Tx, at tenancy.Placement, 
 	if err := checkCategory(ctx, tx, at, categoryID); err != nil {
 		return Script{}, err
 	}
-	id, now := store.NewID(), store.Now()
+	id, now := store.NewID(), s.clock.Now()
 	_, err := tx.ExecContext(ctx, `INSERT INTO scripts (id, partner_id, org_id, name, description, category_id, os_types, language,
 		content, parameters, timeout_seconds, run_as, exit_code_mapping, version, source, created_by, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, 1, $14, $15, $16, $16)`,
@@ -237,10 +231,10 @@ func (s *Service) insert(ctx context.Context, tx *sql.Tx, at tenancy.Placement, 
 	if err != nil {
 		return Script{}, fmt.Errorf("insert script: %w", err)
 	}
-	if err := setTags(ctx, tx, at, id, tags); err != nil {
+	if err := setTags(ctx, tx, at, id, tags, now); err != nil {
 		return Script{}, err
 	}
-	if err := insertVersion(ctx, tx, id, 1, d, note); err != nil {
+	if err := insertVersion(ctx, tx, id, 1, d, note, now); err != nil {
 		return Script{}, err
 	}
 	sc, err := getScript(ctx, tx, access.SystemScope(), id)
@@ -262,11 +256,11 @@ func mappingValue(m map[string]*string) any {
 	return store.EncodeJSON(m)
 }
 
-func insertVersion(ctx context.Context, tx *sql.Tx, scriptID string, version int, d definition, note string) error {
+func insertVersion(ctx context.Context, tx *sql.Tx, scriptID string, version int, d definition, note string, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO script_versions (id, script_id, version, name, os_types, language, content, parameters,
 		timeout_seconds, run_as, exit_code_mapping, note, created_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		store.NewID(), scriptID, version, d.Name, store.EncodeJSON(d.OSTypes), d.Language, d.Content, store.EncodeJSON(d.Parameters), d.Timeout, d.RunAs,
-		mappingValue(d.Mapping), strings.TrimSpace(note), access.ActorName(ctx), store.Now())
+		mappingValue(d.Mapping), strings.TrimSpace(note), access.ActorName(ctx), now)
 	if err != nil {
 		return fmt.Errorf("insert script version: %w", err)
 	}
@@ -307,14 +301,14 @@ func (s *Service) save(ctx context.Context, tx *sql.Tx, before Script, d definit
 	} else {
 		categoryID = store.Deref(before.CategoryID)
 	}
-	version := before.Version
+	version, now := before.Version, s.clock.Now()
 	if !sameDefinition(before, d) || (!setMeta && note != "") {
 		version++
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE scripts SET name = $1, description = $2, category_id = $3, os_types = $4, language = $5,
 		content = $6, parameters = $7, timeout_seconds = $8, run_as = $9, exit_code_mapping = $10, version = $11, updated_at = $12
 		WHERE id = $13`, d.Name, d.Description, store.NullIfEmpty(categoryID), store.EncodeJSON(d.OSTypes), d.Language, d.Content,
-		store.EncodeJSON(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), version, store.Now(), before.ID)
+		store.EncodeJSON(d.Parameters), d.Timeout, d.RunAs, mappingValue(d.Mapping), version, now, before.ID)
 	if store.IsUniqueViolation(err) {
 		return Script{}, nameTaken(d.Name)
 	}
@@ -322,12 +316,12 @@ func (s *Service) save(ctx context.Context, tx *sql.Tx, before Script, d definit
 		return Script{}, fmt.Errorf("update script %s: %w", before.ID, err)
 	}
 	if setMeta {
-		if err := setTags(ctx, tx, at, before.ID, tags); err != nil {
+		if err := setTags(ctx, tx, at, before.ID, tags, now); err != nil {
 			return Script{}, err
 		}
 	}
 	if version != before.Version {
-		if err := insertVersion(ctx, tx, before.ID, version, d, note); err != nil {
+		if err := insertVersion(ctx, tx, before.ID, version, d, note, now); err != nil {
 			return Script{}, err
 		}
 	}
@@ -364,7 +358,7 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		if running > 0 {
 			return apperr.ConflictCode("SCRIPT_RUNNING", fmt.Sprintf("%d executions of this script have not ended; cancel them or wait", running))
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE scripts SET deleted_at = $1 WHERE id = $2`, store.Now(), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE scripts SET deleted_at = $1 WHERE id = $2`, s.clock.Now(), id); err != nil {
 			return fmt.Errorf("delete script %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script.delete", ResourceType: "script", ResourceID: id,

@@ -80,16 +80,9 @@ func scanCategory(row store.Scanner) (ScriptCategory, error) {
 }
 
 func getCategory(ctx context.Context, q store.Querier, scope access.Scope, id string) (ScriptCategory, error) {
-	if !store.ValidID(id) {
-		return ScriptCategory{}, apperr.NotFound("category")
-	}
 	var a store.Args
-	c, err := scanCategory(q.QueryRowContext(ctx, `SELECT `+categoryColumns+` FROM script_categories g WHERE g.id = `+a.Add(id)+
-		` AND `+tenancy.SharedRowsFilter(scope, &a, "g.org_id", "g.partner_id"), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, apperr.NotFound("category")
-	}
-	return c, err
+	return store.ByID(ctx, q, "category", `SELECT `+categoryColumns+` FROM script_categories g`, "g.id", id, &a,
+		[]string{tenancy.SharedRowsFilter(scope, &a, "g.org_id", "g.partner_id")}, scanCategory)
 }
 
 // fitsPlacement tells whether a category or tag of (partnerID, orgID) may be used by a row
@@ -117,21 +110,12 @@ func (s *Service) ListCategories(ctx context.Context, orgID string) ([]ScriptCat
 	if orgID != "" {
 		conds = append(conds, "(g.org_id = "+a.Add(orgID)+" OR (g.org_id IS NULL AND g.partner_id = "+tenancy.PartnerOfOrg(a.Add(orgID))+"))")
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+categoryColumns+` FROM script_categories g WHERE `+store.Where(conds)+
-		` ORDER BY lower(g.name), g.id`, a.Values()...)
+	out, err := store.QueryAll(ctx, s.db, `SELECT `+categoryColumns+` FROM script_categories g WHERE `+store.Where(conds)+
+		` ORDER BY lower(g.name), g.id`, a.Values(), scanCategory)
 	if err != nil {
 		return nil, fmt.Errorf("list script categories: %w", err)
 	}
-	defer rows.Close()
-	out := []ScriptCategory{}
-	for rows.Next() {
-		c, err := scanCategory(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // GetCategory returns a category in scope.
@@ -196,7 +180,7 @@ func (s *Service) CreateCategory(ctx context.Context, in ScriptCategoryInput) (S
 		if err := checkParent(ctx, tx, at, id, in.ParentID); err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO script_categories (id, partner_id, org_id, parent_id, name, description, color,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, id, at.PartnerID, store.NullIfEmpty(at.OrgID),
 			store.NullIfEmpty(in.ParentID), name, strings.TrimSpace(in.Description), store.NullIfEmpty(in.Color), now)
@@ -254,7 +238,7 @@ func (s *Service) UpdateCategory(ctx context.Context, id string, in ScriptCatego
 			}
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE script_categories SET name = $1, description = $2, color = $3, parent_id = $4, updated_at = $5
-			WHERE id = $6`, name, strings.TrimSpace(description), store.NullIfEmpty(color), store.NullIfEmpty(parent), store.Now(), id)
+			WHERE id = $6`, name, strings.TrimSpace(description), store.NullIfEmpty(color), store.NullIfEmpty(parent), s.clock.Now(), id)
 		if store.IsUniqueViolation(err) {
 			return categoryTaken(name)
 		}
@@ -280,13 +264,13 @@ func (s *Service) DeleteCategory(ctx context.Context, id string) error {
 		}
 		var children int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM script_categories WHERE parent_id = $1`, id).Scan(&children); err != nil {
-			return err
+			return fmt.Errorf("count subcategories of script category %s: %w", id, err)
 		}
 		if children > 0 {
 			return apperr.ConflictCode("CATEGORY_HAS_CHILDREN", "move or delete its subcategories first")
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE scripts SET category_id = NULL WHERE category_id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("uncategorise the scripts of script category %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM script_categories WHERE id = $1`, id); err != nil {
 			return fmt.Errorf("delete script category %s: %w", id, err)
@@ -314,21 +298,12 @@ func (s *Service) ListTags(ctx context.Context, orgID string) ([]ScriptTag, erro
 	if orgID != "" {
 		conds = append(conds, "(t.org_id = "+a.Add(orgID)+" OR (t.org_id IS NULL AND t.partner_id = "+tenancy.PartnerOfOrg(a.Add(orgID))+"))")
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+tagColumns+` FROM script_tags t WHERE `+store.Where(conds)+` ORDER BY lower(t.name), t.id`,
-		a.Values()...)
+	out, err := store.QueryAll(ctx, s.db, `SELECT `+tagColumns+` FROM script_tags t WHERE `+store.Where(conds)+` ORDER BY lower(t.name), t.id`,
+		a.Values(), scanTag)
 	if err != nil {
 		return nil, fmt.Errorf("list script tags: %w", err)
 	}
-	defer rows.Close()
-	out := []ScriptTag{}
-	for rows.Next() {
-		t, err := scanTag(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func validTagName(name string) (string, error) {
@@ -352,12 +327,12 @@ func (s *Service) CreateTag(ctx context.Context, in ScriptTagInput) (ScriptTag, 
 		if err != nil {
 			return err
 		}
-		id, err := insertTag(ctx, tx, at, name)
+		id, err := insertTag(ctx, tx, at, name, s.clock.Now())
 		if err != nil {
 			return err
 		}
 		if t, err = scanTag(tx.QueryRowContext(ctx, `SELECT `+tagColumns+` FROM script_tags t WHERE t.id = $1`, id)); err != nil {
-			return err
+			return fmt.Errorf("load script tag %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_tag.create", ResourceType: "script_tag", ResourceID: id,
 			ResourceName: name, PartnerID: at.PartnerID, OrgID: at.OrgID})
@@ -365,10 +340,11 @@ func (s *Service) CreateTag(ctx context.Context, in ScriptTagInput) (ScriptTag, 
 	return t, err
 }
 
-func insertTag(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name string) (string, error) {
+// insertTag adds a tag at the placement, created at now.
+func insertTag(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name string, now time.Time) (string, error) {
 	id := store.NewID()
 	_, err := tx.ExecContext(ctx, `INSERT INTO script_tags (id, partner_id, org_id, name, created_at) VALUES ($1, $2, $3, $4, $5)`,
-		id, at.PartnerID, store.NullIfEmpty(at.OrgID), name, store.Now())
+		id, at.PartnerID, store.NullIfEmpty(at.OrgID), name, now)
 	if store.IsUniqueViolation(err) {
 		return "", apperr.ConflictCode("TAG_NAME_TAKEN", "a tag named "+name+" already exists here")
 	}
@@ -382,15 +358,9 @@ func insertTag(ctx context.Context, tx *sql.Tx, at tenancy.Placement, name strin
 func (s *Service) DeleteTag(ctx context.Context, id string) error {
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		scope := access.ScopeFrom(ctx)
-		if !store.ValidID(id) {
-			return apperr.NotFound("tag")
-		}
 		var a store.Args
-		t, err := scanTag(tx.QueryRowContext(ctx, `SELECT `+tagColumns+` FROM script_tags t WHERE t.id = `+a.Add(id)+` AND `+
-			tenancy.SharedRowsFilter(scope, &a, "t.org_id", "t.partner_id"), a.Values()...))
-		if errors.Is(err, sql.ErrNoRows) {
-			return apperr.NotFound("tag")
-		}
+		t, err := store.ByID(ctx, tx, "tag", `SELECT `+tagColumns+` FROM script_tags t`, "t.id", id, &a,
+			[]string{tenancy.SharedRowsFilter(scope, &a, "t.org_id", "t.partner_id")}, scanTag)
 		if err != nil {
 			return err
 		}
@@ -398,10 +368,10 @@ func (s *Service) DeleteTag(ctx context.Context, id string) error {
 			return errPartnerWide
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM script_tag_links WHERE tag_id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("untag the scripts of script tag %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM script_tags WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete script tag %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_tag.delete", ResourceType: "script_tag", ResourceID: id,
 			ResourceName: t.Name, PartnerID: t.PartnerID, OrgID: store.Deref(t.OrgID)})
@@ -409,13 +379,13 @@ func (s *Service) DeleteTag(ctx context.Context, id string) error {
 }
 
 // setTags replaces a script's tags with the named ones, resolved in the script's scope (its
-// organization's tags first, then the partner's) and created in it when unknown.
-func setTags(ctx context.Context, tx *sql.Tx, at tenancy.Placement, scriptID string, names []string) error {
+// organization's tags first, then the partner's) and created in it at now when unknown.
+func setTags(ctx context.Context, tx *sql.Tx, at tenancy.Placement, scriptID string, names []string, now time.Time) error {
 	if len(names) > maxTagsPerScript {
 		return apperr.Invalid("tags", fmt.Sprintf("at most %d tags", maxTagsPerScript))
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM script_tag_links WHERE script_id = $1`, scriptID); err != nil {
-		return err
+		return fmt.Errorf("untag script %s: %w", scriptID, err)
 	}
 	seen := map[string]bool{}
 	for _, raw := range names {
@@ -431,11 +401,13 @@ func setTags(ctx context.Context, tx *sql.Tx, at tenancy.Placement, scriptID str
 		err = tx.QueryRowContext(ctx, `SELECT id FROM script_tags WHERE partner_id = $1 AND lower(name) = $2
 			AND (org_id IS NULL OR org_id = $3) ORDER BY org_id IS NULL LIMIT 1`, at.PartnerID, strings.ToLower(name),
 			store.NullIfEmpty(at.OrgID)).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			id, err = insertTag(ctx, tx, at, name)
-		}
-		if err != nil {
-			return err
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			if id, err = insertTag(ctx, tx, at, name, now); err != nil {
+				return err
+			}
+		case err != nil:
+			return fmt.Errorf("find script tag %q: %w", name, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO script_tag_links (script_id, tag_id) VALUES ($1, $2)`, scriptID, id); err != nil {
 			return fmt.Errorf("tag script: %w", err)
