@@ -13,21 +13,14 @@ import (
 // rowLoopDebt counts the hand-written loops over a query's rows (for rows.Next()).
 var rowLoopDebt = map[string]int{
 	"internal/domains/agentdist":      2,  // the version list and its binaries
-	"internal/domains/alertchannels":  4,  // channel use checks, policy matching, resolve announcements, escalation
-	"internal/domains/alerts":         8,  // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
+	"internal/domains/alerts":         1,  // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
 	"internal/domains/audit":          4,  // the log's query, user activity, statistics
 	"internal/domains/configpolicies": 1,  // device reports, summaries, statistics, row sync, follow-ups, targets
-	"internal/domains/customfields":   5,  // option use, values, effective values, applicable keys
 	"internal/domains/devices":        13, // software, sweeps, calls, queued commands, metrics, software summary, lookups, sites, posture
-	"internal/domains/groups":         11, // visible devices, memberships, snapshots, dynamic groups, recomputation
 	"internal/domains/identity":       4,  // review items, assignable roles, selected organizations
-	"internal/domains/maintenance":    5,  // held work, occurrence top-up, transitions, events, rewrites
-	"internal/domains/notifications":  1,  // due pushes
 	"internal/domains/patches":        1,  // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
-	"internal/domains/scripts":        6,  // batches, versions, usage, tags, categories
 	"internal/domains/search":         2,  // results, tags
 	"internal/domains/tenancy":        3,  // sole organization, owners, slugs
-	"internal/domains/webhooks":       2,  // the event handler, delivery logs
 }
 
 func TestNoHandWrittenRowLoops(t *testing.T) {
@@ -54,22 +47,17 @@ func TestNoOwnPagers(t *testing.T) {
 var clockDebt = map[string]int{
 	"internal/domains/agentdist":     2,  // registration, promotion
 	"internal/domains/agenthub":      1,  // the connection handler
-	"internal/domains/alertchannels": 14, // channels, policies, deliveries, escalations, purge
-	"internal/domains/alerts":        5,  // the service's clock, rules, templates
+	"internal/domains/alertchannels": 1,  // channels, policies, deliveries, escalations, purge
 	"internal/domains/apikeys":       1,  // the service's clock
 	"internal/domains/audit":         5,  // entries, export names, routes
 	"internal/domains/auth":          20, // tokens, MFA, invites, password resets, sessions, purge
-	"internal/domains/customfields":  3,  // fields, device values
 	"internal/domains/devices":       21, // enrollment, heartbeats, inventory, results, sweeps, calls, commands, detail, changes, posture
-	"internal/domains/groups":        12, // pins, previews, membership changes, recomputation, groups
 	"internal/domains/identity":      16, // roles, users, invites, access reviews, organization access
-	"internal/domains/notifications": 4,  // provider tokens, the service's clock
 	"internal/domains/remote":        1,  // the shell and its bridge
-	"internal/domains/scripts":       11, // export, categories, executions, usage, versions, tags
 	"internal/domains/systemtools":   1,  // event log headers
 	"internal/domains/tenancy":       9,  // organizations, partners, sites
 	"internal/domains/tunnels":       1,  // opening a tunnel
-	"internal/domains/webhooks":      12, // deliveries, retries, tests, purge, webhooks, secrets
+	"internal/domains/webhooks":      2,  // deliveries, retries, tests, purge, webhooks, secrets
 	"internal/platform/events":       5,  // recording, leases, pending events, consumption, purge
 	"internal/platform/httpapi":      1,  // request timing
 	"internal/platform/mail":         1,  // the Date header
@@ -86,20 +74,13 @@ func TestServerTimeComesFromTheClock(t *testing.T) {
 // byIDDebt counts the functions that read one row by ID by hand (sql.ErrNoRows to
 // apperr.NotFound).
 var byIDDebt = map[string]int{
-	"internal/domains/alertchannels": 2, // channels, policies
-	"internal/domains/alerts":        3, // alerts, rules, templates, the device of a raised alert
-	"internal/domains/apikeys":       1, // keys
-	"internal/domains/audit":         1, // entries
-	"internal/domains/customfields":  1, // fields, devices
-	"internal/domains/devices":       3, // devices, commands, installed packages
-	"internal/domains/enrollment":    1, // keys
-	"internal/domains/groups":        2, // groups, the dynamic group to recompute
-	"internal/domains/identity":      4, // users (two), roles, access reviews
-	"internal/domains/maintenance":   4, // windows (three), occurrences
-	"internal/domains/partnerapi":    2, // service principals, their keys
-	"internal/domains/scripts":       6, // scripts (two), executions, versions, categories, tags
-	"internal/domains/tenancy":       3, // partners, organizations, sites
-	"internal/domains/webhooks":      2, // webhooks, deliveries
+	"internal/domains/apikeys":    1, // keys
+	"internal/domains/audit":      1, // entries
+	"internal/domains/devices":    3, // devices, commands, installed packages
+	"internal/domains/enrollment": 1, // keys
+	"internal/domains/identity":   4, // users (two), roles, access reviews
+	"internal/domains/partnerapi": 2, // service principals, their keys
+	"internal/domains/tenancy":    3, // partners, organizations, sites
 }
 
 func TestNoHandWrittenByIDReads(t *testing.T) {
