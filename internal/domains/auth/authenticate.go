@@ -98,3 +98,9 @@ func PrincipalForUser(ctx context.Context, q store.Querier, userID string) (*acc
 	}
 	return UserPrincipal(ctx, q, c)
 }
+
+// PrincipalForUser loads the principal of an active user by ID; nil when the user is missing
+// or not active.
+func (s *Service) PrincipalForUser(ctx context.Context, userID string) (*access.Principal, error) {
+	return PrincipalForUser(ctx, s.db, userID)
+}
