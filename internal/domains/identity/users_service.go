@@ -3,7 +3,6 @@ package identity
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"strings"
 
 	"gale/internal/domains/audit"
@@ -63,7 +62,7 @@ func (s *Service) UpdateMe(ctx context.Context, name *string) (Me, error) {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, store.Now(), p.UserID); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, s.clock.Now(), p.UserID); err != nil {
 				return err
 			}
 			after, err := LoadUser(ctx, tx, p.UserID)
@@ -132,11 +131,8 @@ func (s *Service) GetUser(ctx context.Context, id string) (User, error) {
 
 func getUser(ctx context.Context, q store.Querier, scope access.Scope, id string) (User, error) {
 	var a store.Args
-	conds := []string{"u.id = " + a.Add(id), UserFilter(scope, &a)}
-	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+userFrom+` WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return u, apperr.NotFound("user")
-	}
+	u, err := store.ByID(ctx, q, "user", `SELECT `+userColumns+userFrom, "u.id", id, &a,
+		[]string{UserFilter(scope, &a)}, scanUser)
 	if err != nil {
 		return u, err
 	}
@@ -194,7 +190,7 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		if in.Name != nil {
 			n := strings.TrimSpace(*in.Name)
 			if n == "" {
@@ -212,21 +208,21 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 			if in.OrgAccess != nil {
 				mode = *in.OrgAccess
 			}
-			if err := setOrgAccess(ctx, tx, p, id, store.Deref(before.PartnerID), mode, in.OrgIDs); err != nil {
+			if err := s.setOrgAccess(ctx, tx, p, id, store.Deref(before.PartnerID), mode, in.OrgIDs); err != nil {
 				return err
 			}
 		}
 		if in.Status != nil && *in.Status != before.Status {
 			switch *in.Status {
 			case StatusDisabled:
-				if err := disableUser(ctx, tx, id); err != nil {
+				if err := s.disableUser(ctx, tx, id); err != nil {
 					return err
 				}
 			case StatusActive:
 				if before.Status == StatusInvited {
 					return apperr.Conflict("the user has not accepted the invitation yet")
 				}
-				if err := enableUser(ctx, tx, id); err != nil {
+				if err := s.enableUser(ctx, tx, id); err != nil {
 					return err
 				}
 			}
@@ -247,8 +243,8 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 // disableUser disables a user and ends its sessions at once: the token epoch moves (so
 // access tokens already issued are refused), refresh tokens and pending invitations are
 // revoked.
-func disableUser(ctx context.Context, tx *sql.Tx, id string) error {
-	now := store.Now()
+func (s *Service) disableUser(ctx context.Context, tx *sql.Tx, id string) error {
+	now := s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE users SET status = 'disabled', token_epoch = token_epoch + 1, updated_at = $1
 		WHERE id = $2`, now, id); err != nil {
 		return err
@@ -262,16 +258,16 @@ func disableUser(ctx context.Context, tx *sql.Tx, id string) error {
 
 // enableUser re-activates a disabled user; one who never set a password goes back to
 // invited (resend the invitation).
-func enableUser(ctx context.Context, tx *sql.Tx, id string) error {
+func (s *Service) enableUser(ctx context.Context, tx *sql.Tx, id string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE users SET status = CASE WHEN password_hash IS NULL THEN 'invited' ELSE 'active' END,
-		updated_at = $1 WHERE id = $2 AND status = 'disabled'`, store.Now(), id)
+		updated_at = $1 WHERE id = $2 AND status = 'disabled'`, s.clock.Now(), id)
 	return err
 }
 
 // setOrgAccess sets which organizations a partner user reaches. mode empty with orgIDs means
 // selected. Each organization must be the user's partner's and within the caller's reach;
 // a caller limited to selected organizations cannot grant all of them.
-func setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, partnerID, mode string, orgIDs []string) error {
+func (s *Service) setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, partnerID, mode string, orgIDs []string) error {
 	if mode == "" {
 		mode = OrgAccessAll
 		if orgIDs != nil {
@@ -284,7 +280,7 @@ func setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, 
 	if mode == OrgAccessAll && p.Scope.OrgLimited() {
 		return apperr.Forbidden("you reach selected organizations only, so you cannot grant access to all of them; use orgAccess selected or none")
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE users SET org_access = $1, updated_at = $2 WHERE id = $3`, mode, store.Now(), userID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE users SET org_access = $1, updated_at = $2 WHERE id = $3`, mode, s.clock.Now(), userID); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM user_org_access WHERE user_id = $1`, userID); err != nil {
@@ -331,7 +327,7 @@ func (s *Service) DeleteUser(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = $1, updated_at = $1 WHERE created_by = $2 AND revoked_at IS NULL`, now, id)
 		if err != nil {
 			return err
@@ -366,7 +362,7 @@ func (s *Service) AssignRole(ctx context.Context, id, roleID string) (User, erro
 		if err := checkAssignable(p, r, before.Scope, store.Deref(before.PartnerID), store.Deref(before.OrgID)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE users SET role_id = $1, updated_at = $2 WHERE id = $3`, roleID, store.Now(), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET role_id = $1, updated_at = $2 WHERE id = $3`, roleID, s.clock.Now(), id); err != nil {
 			return err
 		}
 		if u, err = getUser(ctx, tx, access.SystemScope(), id); err != nil {
