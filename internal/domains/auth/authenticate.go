@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -43,7 +42,7 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 	if err != nil {
 		return nil, apperr.Unauthorized("invalid or expired access token")
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	if p, ok := s.principals.get(raw, now); ok {
 		return p, nil
 	}

@@ -86,7 +86,7 @@ func (s *Service) SetupMFA(ctx context.Context, p *access.Principal, password st
 		return nil, err
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE users SET mfa_pending_secret = $1, updated_at = $2 WHERE id = $3`,
-		s.box.Seal(key.Secret()), store.Now(), c.ID); err != nil {
+		s.box.Seal(key.Secret()), s.clock.Now(), c.ID); err != nil {
 		return nil, err
 	}
 	return &MFASetup{Secret: key.Secret(), OTPAuthURL: key.URL()}, nil
@@ -118,7 +118,7 @@ func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, pass
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET mfa_enabled = TRUE, mfa_secret = mfa_pending_secret,
-			mfa_pending_secret = NULL, updated_at = $1 WHERE id = $2`, store.Now(), c.ID); err != nil {
+			mfa_pending_secret = NULL, updated_at = $1 WHERE id = $2`, s.clock.Now(), c.ID); err != nil {
 			return err
 		}
 		if codes, err = s.replaceRecoveryCodes(ctx, tx, c.ID); err != nil {
@@ -144,7 +144,7 @@ func (s *Service) DisableMFA(ctx context.Context, p *access.Principal, code, pas
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET mfa_enabled = FALSE, mfa_secret = NULL, mfa_pending_secret = NULL,
-			updated_at = $1 WHERE id = $2`, store.Now(), c.ID); err != nil {
+			updated_at = $1 WHERE id = $2`, s.clock.Now(), c.ID); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM mfa_recovery_codes WHERE user_id = $1`, c.ID); err != nil {
@@ -245,7 +245,7 @@ func (s *Service) useCode(ctx context.Context, tx *sql.Tx, c *credentialRow, cod
 		return s.useTOTP(ctx, tx, c.ID, secret, code)
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE mfa_recovery_codes SET used_at = $1 WHERE user_id = $2 AND code_hash = $3
-		AND used_at IS NULL`, store.Now(), c.ID, s.recoveryHash(code))
+		AND used_at IS NULL`, s.clock.Now(), c.ID, s.recoveryHash(code))
 	if err != nil {
 		return err
 	}
@@ -258,6 +258,7 @@ func (s *Service) useCode(ctx context.Context, tx *sql.Tx, c *credentialRow, cod
 // useTOTP checks code against the steps around now and records the matching step, so the
 // same code (or an older one) can never be used again: the conditional update has one winner.
 func (s *Service) useTOTP(ctx context.Context, tx *sql.Tx, userID, secret, code string) error {
+	// The wall clock: the authenticator app makes its codes on it.
 	now := time.Now()
 	for skew := -totpSkew; skew <= totpSkew; skew++ {
 		at := now.Add(time.Duration(skew*totpPeriod) * time.Second)
@@ -288,7 +289,7 @@ func (s *Service) replaceRecoveryCodes(ctx context.Context, tx *sql.Tx, userID s
 		return nil, err
 	}
 	codes := make([]string, recoveryCount)
-	now := store.Now()
+	now := s.clock.Now()
 	for i := range codes {
 		b := make([]byte, 8)
 		if _, err := rand.Read(b); err != nil {

@@ -16,7 +16,7 @@ import (
 var Module = module.Module{Name: "auth", Build: func(k *module.Kernel) error {
 	cfg := k.Config
 	argon := Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}
-	s := New(Deps{DB: k.DB, Logger: k.Logger, Box: k.Box, Limiter: k.Limiter, Audit: module.Get[*audit.Log](k), Mail: k.Mail,
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Box: k.Box, Limiter: k.Limiter, Audit: module.Get[*audit.Log](k), Mail: k.Mail,
 		Users: module.Get[*identity.Service](k), AccessChanged: k.AccessChanged},
 		Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
 			RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,

@@ -17,6 +17,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/mail"
 	"gale/internal/platform/ratelimit"
 	"gale/internal/platform/secrets"
@@ -55,6 +56,7 @@ var (
 // Service implements sign-in, sessions and request authentication.
 type Service struct {
 	db            *store.DB
+	clock         clock.Clock
 	opts          Options
 	box           *secrets.Box
 	limiter       *ratelimit.Limiter
@@ -81,6 +83,7 @@ type APIKeyVerifier interface {
 type Deps struct {
 	DB      *store.DB
 	Logger  *slog.Logger
+	Clock   clock.Clock
 	Box     *secrets.Box
 	Limiter *ratelimit.Limiter
 	Audit   *audit.Log
@@ -95,7 +98,7 @@ type Deps struct {
 
 // New returns the auth service.
 func New(d Deps, opts Options) *Service {
-	return &Service{db: d.DB, opts: opts, box: d.Box, limiter: d.Limiter, audit: d.Audit, mailer: d.Mail, logger: d.Logger,
+	return &Service{db: d.DB, clock: clock.Or(d.Clock), opts: opts, box: d.Box, limiter: d.Limiter, audit: d.Audit, mailer: d.Mail, logger: d.Logger,
 		users: d.Users, accessChanged: d.AccessChanged, dummyHash: HashPassword("not-a-real-password", opts.Argon2),
 		principals: newPrincipalCache(opts.PrincipalTTL)}
 }
@@ -257,7 +260,7 @@ func (s *Service) loginFailed(ctx context.Context, email string, c *credentialRo
 // startSession opens a refresh-token family and signs the first access token.
 func (s *Service) startSession(ctx context.Context, c *credentialRow, mfa bool, action string) (*Session, error) {
 	family := store.NewID()
-	now := store.Now()
+	now := s.clock.Now()
 	refresh := secrets.Token("grt_", 32)
 	var sess *Session
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -322,7 +325,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 	if revoked.Valid {
 		return nil, apperr.Unauthorized("session ended; sign in again")
 	}
-	now := store.Now()
+	now := s.clock.Now()
 	if !expires.After(now) || !famExp.After(now) {
 		return nil, apperr.Unauthorized("refresh token expired; sign in again")
 	}
@@ -369,7 +372,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 
 func (s *Service) revokeFamily(ctx context.Context, family, userID, reason string) error {
 	if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
-		store.Now(), family); err != nil {
+		s.clock.Now(), family); err != nil {
 		return err
 	}
 	if s.accessChanged != nil {
@@ -398,14 +401,14 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 		return apperr.Unauthorized("send the refresh token, or the access token of the session to end")
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
-		store.Now(), family)
+		s.clock.Now(), family)
 	return err
 }
 
 // Purge deletes refresh tokens past their family's lifetime and used or expired one-time
 // tokens; the periodic cleanup job calls it.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	now := store.Now()
+	now := s.clock.Now()
 	return s.db.Purge(ctx, "expired tokens",
 		store.Deletion{SQL: `DELETE FROM refresh_tokens WHERE family_expires_at < $1 OR (revoked_at IS NOT NULL AND expires_at < $1)`,
 			Args: []any{now}},
