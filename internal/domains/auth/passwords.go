@@ -58,7 +58,7 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password, name string
 		}
 		res, err := tx.ExecContext(ctx, q+` WHERE id = $3 AND status = 'invited'`, args...)
 		if err != nil {
-			return err
+			return fmt.Errorf("activate invited user %s: %w", userID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.BadRequest("INVALID_TOKEN", "this invitation was already accepted")
@@ -111,12 +111,12 @@ func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link s
 		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL
 			AND revoked_at IS NULL`, now, c.ID, TokenPasswordReset); err != nil {
-			return err
+			return fmt.Errorf("revoke earlier password resets of user %s: %w", c.ID, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_tokens (id, user_id, kind, token_hash, expires_at, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6)`, store.NewID(), c.ID, TokenPasswordReset, secrets.Hash(token),
 			now.Add(s.opts.ResetTTL), now); err != nil {
-			return err
+			return fmt.Errorf("store password reset of user %s: %w", c.ID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "user.password_reset_requested", Category: audit.CategorySecurity,
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
@@ -191,10 +191,10 @@ func SetPassword(ctx context.Context, db *store.DB, email, password string, p Ar
 			return apperr.NotFound("user " + email)
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("find user %s: %w", email, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET status = 'active' WHERE id = $1 AND status = 'invited'`, id); err != nil {
-			return err
+			return fmt.Errorf("activate user %s: %w", id, err)
 		}
 		return setPassword(ctx, tx, id, HashPassword(password, p), "user.password_reset", store.Now())
 	})
@@ -206,10 +206,10 @@ func setPassword(ctx context.Context, tx *sql.Tx, userID, hash, action string, n
 	err := tx.QueryRowContext(ctx, `UPDATE users SET password_hash = $1, token_epoch = token_epoch + 1, updated_at = $2
 		WHERE id = $3 RETURNING email, partner_id, org_id`, hash, now, userID).Scan(&email, &partnerID, &orgID)
 	if err != nil {
-		return err
+		return fmt.Errorf("set password of user %s: %w", userID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL`, now, userID); err != nil {
-		return err
+		return fmt.Errorf("end sessions of user %s: %w", userID, err)
 	}
 	return audit.Record(ctx, tx, audit.Entry{Action: action, Category: audit.CategorySecurity, ResourceType: "user",
 		ResourceID: userID, ResourceName: email, PartnerID: partnerID.String, OrgID: orgID.String})

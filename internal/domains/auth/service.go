@@ -270,7 +270,7 @@ func (s *Service) startSession(ctx context.Context, c *credentialRow, mfa bool, 
 			return fmt.Errorf("store refresh token: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET last_login_at = $1 WHERE id = $2`, now, c.ID); err != nil {
-			return err
+			return fmt.Errorf("record sign-in of user %s: %w", c.ID, err)
 		}
 		var err error
 		sess, err = s.session(ctx, tx, c, family, refresh, mfa)
@@ -317,7 +317,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		return nil, apperr.Unauthorized("invalid refresh token")
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("look up refresh token: %w", err)
 	}
 	if rotated.Valid {
 		return nil, s.revokeFamily(ctx, family, userID, "refresh token reused")
@@ -335,7 +335,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		res, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1, rotated_at = $1
 			WHERE id = $2 AND revoked_at IS NULL`, now, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("rotate refresh token %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			replay = true
@@ -356,7 +356,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO refresh_tokens (id, user_id, family_id, token_hash, mfa, expires_at,
 			family_expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, store.NewID(), userID, family,
 			secrets.Hash(next), mfa, exp, famExp, now); err != nil {
-			return err
+			return fmt.Errorf("store refresh token: %w", err)
 		}
 		sess, err = s.session(ctx, tx, c, family, next, mfa)
 		return err
@@ -373,7 +373,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 func (s *Service) revokeFamily(ctx context.Context, family, userID, reason string) error {
 	if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
 		s.clock.Now(), family); err != nil {
-		return err
+		return fmt.Errorf("revoke session %s: %w", family, err)
 	}
 	if s.accessChanged != nil {
 		s.accessChanged(ctx)
@@ -390,7 +390,7 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 		err := s.db.QueryRowContext(ctx, `SELECT family_id FROM refresh_tokens WHERE token_hash = $1`,
 			secrets.Hash(refreshToken)).Scan(&family)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+			return fmt.Errorf("look up refresh token: %w", err)
 		}
 	} else if bearer != "" {
 		if c, err := s.parse(bearer, tokenAccess); err == nil {
@@ -402,7 +402,10 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
 		s.clock.Now(), family)
-	return err
+	if err != nil {
+		return fmt.Errorf("end session %s: %w", family, err)
+	}
+	return nil
 }
 
 // Purge deletes refresh tokens past their family's lifetime and used or expired one-time

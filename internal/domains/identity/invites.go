@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 
 	"gale/internal/domains/audit"
@@ -127,7 +128,7 @@ func (s *Service) InviteUser(ctx context.Context, in InviteInput) (InviteResult,
 			return apperr.Conflict("a user with email " + email + " already exists")
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("insert invited user %s: %w", email, err)
 		}
 		if r.Scope == access.LevelPartner {
 			if err := s.setOrgAccess(ctx, tx, p, id, partnerID, in.OrgAccess, in.OrgIDs); err != nil {
@@ -181,12 +182,15 @@ func (s *Service) issueInvite(ctx context.Context, tx *sql.Tx, userID string) (s
 	now := s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND kind = $3
 		AND used_at IS NULL AND revoked_at IS NULL`, now, userID, TokenInvite); err != nil {
-		return "", err
+		return "", fmt.Errorf("revoke earlier invitations of user %s: %w", userID, err)
 	}
 	token := secrets.Token("", 32)
 	_, err := tx.ExecContext(ctx, `INSERT INTO user_tokens (id, user_id, kind, token_hash, expires_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, store.NewID(), userID, TokenInvite, secrets.Hash(token), now.Add(s.opts.InviteTTL), now)
-	return token, err
+	if err != nil {
+		return "", fmt.Errorf("store invitation of user %s: %w", userID, err)
+	}
+	return token, nil
 }
 
 // deliverInvite mails the link when SMTP is configured and otherwise returns it. A failed

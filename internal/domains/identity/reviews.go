@@ -185,7 +185,7 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 			id, store.NullIfEmpty(p.Scope.PartnerID), store.NullIfEmpty(p.Scope.OrgID), string(p.Scope.Level), name, in.Description, due,
 			store.NullIfEmpty(p.UserID), now)
 		if err != nil {
-			return err
+			return fmt.Errorf("insert access review: %w", err)
 		}
 		if err := snapshotItems(ctx, tx, p.Scope, id); err != nil {
 			return err
@@ -264,13 +264,13 @@ func (s *Service) DecideItem(ctx context.Context, reviewID, itemID string, d Dec
 			WHERE id = $5 AND review_id = $6 AND EXISTS (SELECT 1 FROM access_reviews WHERE id = $6 AND status = 'in_progress')`,
 			d.Decision, d.Note, store.NullIfEmpty(p.UserID), now, itemID, reviewID)
 		if err != nil {
-			return err
+			return fmt.Errorf("decide item %s of access review %s: %w", itemID, reviewID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Conflict("the access review is completed; its decisions can no longer change")
 		}
 		if it, err = scanItem(tx.QueryRowContext(ctx, `SELECT `+itemColumns+` FROM access_review_items i WHERE i.id = $1`, itemID)); err != nil {
-			return err
+			return fmt.Errorf("load access review item %s: %w", itemID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "access_review.decide", ResourceType: "access_review", ResourceID: reviewID,
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: map[string]any{
@@ -303,7 +303,7 @@ func (s *Service) CompleteAccessReview(ctx context.Context, id string) (AccessRe
 		res, err := tx.ExecContext(ctx, `UPDATE access_reviews SET status = 'completed', completed_at = $1, completed_by = $2
 			WHERE id = $3 AND status = 'in_progress'`, now, store.NullIfEmpty(p.UserID), id)
 		if err != nil {
-			return err
+			return fmt.Errorf("complete access review %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Conflict("the access review is already completed")
@@ -348,7 +348,7 @@ func (s *Service) applyRevoke(ctx context.Context, tx *sql.Tx, p *access.Princip
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE access_review_items SET applied_at = $1 WHERE id = $2`, now, it.ID); err != nil {
-		return err
+		return fmt.Errorf("mark item %s of the access review applied: %w", it.ID, err)
 	}
 	return audit.Record(ctx, tx, audit.Entry{Action: "access_review.revoke", ResourceType: "user", ResourceID: it.UserID,
 		ResourceName: it.UserEmail, PartnerID: store.Deref(it.PartnerID), OrgID: store.Deref(it.OrgID), Details: map[string]any{

@@ -371,13 +371,13 @@ func (s *Service) DeleteRole(ctx context.Context, id string) error {
 		}
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE role_id = $1`, id).Scan(&n); err != nil {
-			return err
+			return fmt.Errorf("count users of role %s: %w", id, err)
 		}
 		if n > 0 {
 			return apperr.Conflict("the role is held by " + itoa(n) + " user(s); assign them another role first")
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM roles WHERE id = $1 AND built_in = FALSE`, id); err != nil {
-			return err
+			return fmt.Errorf("delete role %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.delete", ResourceType: "role", ResourceID: id,
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})

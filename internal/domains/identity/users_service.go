@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 
 	"gale/internal/domains/audit"
@@ -63,7 +64,7 @@ func (s *Service) UpdateMe(ctx context.Context, name *string) (Me, error) {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, s.clock.Now(), p.UserID); err != nil {
-				return err
+				return fmt.Errorf("rename user %s: %w", p.UserID, err)
 			}
 			after, err := LoadUser(ctx, tx, p.UserID)
 			if err != nil {
@@ -197,7 +198,7 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 				return apperr.Invalid("name", "name cannot be empty")
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, now, id); err != nil {
-				return err
+				return fmt.Errorf("rename user %s: %w", id, err)
 			}
 		}
 		if in.OrgAccess != nil || in.OrgIDs != nil {
@@ -247,13 +248,16 @@ func (s *Service) disableUser(ctx context.Context, tx *sql.Tx, id string) error 
 	now := s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE users SET status = 'disabled', token_epoch = token_epoch + 1, updated_at = $1
 		WHERE id = $2`, now, id); err != nil {
-		return err
+		return fmt.Errorf("disable user %s: %w", id, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
-		return err
+		return fmt.Errorf("end sessions of user %s: %w", id, err)
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND used_at IS NULL AND revoked_at IS NULL`, now, id)
-	return err
+	if err != nil {
+		return fmt.Errorf("revoke links of user %s: %w", id, err)
+	}
+	return nil
 }
 
 // enableUser re-activates a disabled user; one who never set a password goes back to
@@ -261,7 +265,10 @@ func (s *Service) disableUser(ctx context.Context, tx *sql.Tx, id string) error 
 func (s *Service) enableUser(ctx context.Context, tx *sql.Tx, id string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE users SET status = CASE WHEN password_hash IS NULL THEN 'invited' ELSE 'active' END,
 		updated_at = $1 WHERE id = $2 AND status = 'disabled'`, s.clock.Now(), id)
-	return err
+	if err != nil {
+		return fmt.Errorf("enable user %s: %w", id, err)
+	}
+	return nil
 }
 
 // setOrgAccess sets which organizations a partner user reaches. mode empty with orgIDs means
@@ -281,10 +288,10 @@ func (s *Service) setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Princi
 		return apperr.Forbidden("you reach selected organizations only, so you cannot grant access to all of them; use orgAccess selected or none")
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE users SET org_access = $1, updated_at = $2 WHERE id = $3`, mode, s.clock.Now(), userID); err != nil {
-		return err
+		return fmt.Errorf("set organization access of user %s: %w", userID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM user_org_access WHERE user_id = $1`, userID); err != nil {
-		return err
+		return fmt.Errorf("clear organizations of user %s: %w", userID, err)
 	}
 	if mode != OrgAccessSelected {
 		return nil
@@ -306,7 +313,7 @@ func (s *Service) setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Princi
 			return apperr.NotFound("organization")
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_org_access (user_id, org_id) VALUES ($1, $2)`, userID, orgID); err != nil {
-			return err
+			return fmt.Errorf("give user %s organization %s: %w", userID, orgID, err)
 		}
 	}
 	return nil
@@ -330,11 +337,11 @@ func (s *Service) DeleteUser(ctx context.Context, id string) error {
 		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = $1, updated_at = $1 WHERE created_by = $2 AND revoked_at IS NULL`, now, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("revoke API keys of user %s: %w", id, err)
 		}
 		keys, _ := res.RowsAffected()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete user %s: %w", id, err)
 		}
 		details := audit.Snapshot(u)
 		details["apiKeysRevoked"] = keys
@@ -363,7 +370,7 @@ func (s *Service) AssignRole(ctx context.Context, id, roleID string) (User, erro
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET role_id = $1, updated_at = $2 WHERE id = $3`, roleID, s.clock.Now(), id); err != nil {
-			return err
+			return fmt.Errorf("assign role %s to user %s: %w", roleID, id, err)
 		}
 		if u, err = getUser(ctx, tx, access.SystemScope(), id); err != nil {
 			return err
