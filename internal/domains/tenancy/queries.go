@@ -199,3 +199,26 @@ func OrgOwners(ctx context.Context, q store.Querier, ids []string) (map[string]O
 func SiteOwners(ctx context.Context, q store.Querier, ids []string) (map[string]Owner, error) {
 	return Owners(ctx, q, `SELECT id, partner_id, org_id FROM sites WHERE `+LiveOrg("org_id")+` AND id`, ids)
 }
+
+// The reads above, for domains that make them outside a transaction of their own: on the
+// service's database.
+
+// Place is Place on the service's database.
+func (s *Service) Place(ctx context.Context, scope access.Scope, orgID string, opts PlaceOptions) (Placement, error) {
+	return Place(ctx, s.db, scope, orgID, opts)
+}
+
+// OrgInScope is OrgInScope on the service's database.
+func (s *Service) OrgInScope(ctx context.Context, scope access.Scope, orgID string) (partnerID string, ok bool, err error) {
+	return OrgInScope(ctx, s.db, scope, orgID)
+}
+
+// Names is Names on the service's database.
+func (s *Service) Names(ctx context.Context, orgID, siteID string) (orgName, siteName string, err error) {
+	return Names(ctx, s.db, orgID, siteID)
+}
+
+// OrgOwners is OrgOwners on the service's database.
+func (s *Service) OrgOwners(ctx context.Context, ids []string) (map[string]Owner, error) {
+	return OrgOwners(ctx, s.db, ids)
+}
