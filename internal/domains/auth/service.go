@@ -89,7 +89,8 @@ type Deps struct {
 	Audit   *audit.Log
 	// Mail sends password resets; nil when SMTP is not configured.
 	Mail mail.Sender
-	// Users finds the users an administrator may reset the password of.
+	// Users finds the users an administrator may reset the password of, and creates the
+	// first administrator of an empty database.
 	Users *identity.Service
 	// AccessChanged, when set, tells every node to forget cached principals after a change
 	// the service commits on a path that answers with an error (a reused refresh token).
