@@ -8,15 +8,16 @@ package apikeys
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/auth"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -38,13 +39,22 @@ const (
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
-	// now is the clock; tests may replace it.
-	now func() time.Time
+	clock  clock.Clock
+	auth   *auth.Service
+}
+
+// Deps is what the API key service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Auth loads the principal of a key's creator, whose reach the key never exceeds.
+	Auth *auth.Service
 }
 
 // New returns the API key service.
-func New(db *store.DB, logger *slog.Logger) *Service {
-	return &Service{db: db, logger: logger, now: store.Now}
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), auth: d.Auth}
 }
 
 // APIKey is the API view of a key. It never carries the raw key or its hash.
@@ -97,7 +107,7 @@ func (s *Service) scanKey(row store.Scanner) (APIKey, error) {
 	}
 	k.PartnerID, k.OrgID, k.CreatedBy = store.StringPtr(partnerID), store.StringPtr(orgID), store.StringPtr(createdBy)
 	k.ExpiresAt, k.LastUsedAt, k.RevokedAt = store.TimePtr(expires), store.TimePtr(lastUsed), store.TimePtr(revoked)
-	k.Status = status(k.RevokedAt, k.ExpiresAt, s.now())
+	k.Status = status(k.RevokedAt, k.ExpiresAt, s.clock.Now())
 	return k, nil
 }
 
@@ -142,7 +152,7 @@ type ListFilter struct {
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]APIKey, string, *int, error) {
 	var a store.Args
 	conds := []string{access.ScopeFrom(ctx).TenantFilter(&a, "k.org_id", "k.partner_id")}
-	now := s.now()
+	now := s.clock.Now()
 	switch f.Status {
 	case "":
 	case StatusActive:
@@ -166,15 +176,8 @@ func (s *Service) Get(ctx context.Context, id string) (APIKey, error) {
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (APIKey, error) {
 	var a store.Args
-	conds := []string{"k.id = " + a.Add(id), scope.TenantFilter(&a, "k.org_id", "k.partner_id")}
-	k, err := s.scanKey(q.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys k WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, apperr.NotFound("API key")
-	}
-	if err != nil {
-		return k, fmt.Errorf("load API key %s: %w", id, err)
-	}
-	return k, nil
+	conds := []string{scope.TenantFilter(&a, "k.org_id", "k.partner_id")}
+	return store.ByID(ctx, q, "API key", `SELECT `+keyColumns+` FROM api_keys k`, "k.id", id, &a, conds, s.scanKey)
 }
 
 // checkGrants refuses grants outside the catalog (400) and grants the caller does not hold
@@ -203,7 +206,7 @@ func (s *Service) checkExpiry(t *time.Time) (any, error) {
 		return nil, nil
 	}
 	u := t.UTC().Truncate(time.Microsecond)
-	if !u.After(s.now()) {
+	if !u.After(s.clock.Now()) {
 		return nil, apperr.Invalid("expiresAt", "must be in the future")
 	}
 	return u, nil
@@ -253,7 +256,7 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 	raw, hash, prefix := newRawKey()
 	var out Created
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		id, now := store.NewID(), s.now()
+		id, now := store.NewID(), s.clock.Now()
 		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, partner_id, org_id, scope, created_by, name, key_prefix,
 			key_hash, permissions, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)`,
 			id, optional(partnerID), optional(orgID), string(scope.Level), p.UserID, *in.Name, prefix, hash,
@@ -304,7 +307,7 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (APIKey, erro
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(s.now())
+		ch := store.NewChanges(s.clock.Now())
 		changes := map[string]any{}
 		if in.Name != nil {
 			ch.Set("name", *in.Name)
@@ -343,7 +346,7 @@ func (s *Service) Revoke(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		now := s.now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = $1, updated_at = $1 WHERE id = $2 AND revoked_at IS NULL`,
 			now, id)
 		if err != nil {
@@ -377,7 +380,7 @@ func (s *Service) Rotate(ctx context.Context, id string) (Created, error) {
 			return apperr.Forbidden("rotating a key hands out its access; the caller must hold all of it")
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET key_hash = $1, key_prefix = $2, updated_at = $3
-			WHERE id = $4 AND revoked_at IS NULL`, hash, prefix, s.now(), id)
+			WHERE id = $4 AND revoked_at IS NULL`, hash, prefix, s.clock.Now(), id)
 		if err != nil {
 			return fmt.Errorf("rotate API key %s: %w", id, err)
 		}

@@ -7,7 +7,7 @@ import (
 
 // Module serves API keys and lets auth accept them.
 var Module = module.Module{Name: "apikeys", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger)
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Auth: module.Get[*auth.Service](k)})
 	k.Declare(auth.APIKeyVerifier(s))
 	s.Register(k.HTTP)
 	k.Provide(s)

@@ -40,11 +40,11 @@ func (s *Service) Verify(ctx context.Context, rawKey string) (*access.Principal,
 	if err != nil {
 		return nil, fmt.Errorf("look up API key: %w", err)
 	}
-	now := s.now()
+	now := s.clock.Now()
 	if status(store.TimePtr(revoked), store.TimePtr(expires), now) != StatusActive || !createdBy.Valid {
 		return nil, invalidKey()
 	}
-	creator, err := auth.PrincipalForUser(ctx, s.db, createdBy.String)
+	creator, err := s.auth.PrincipalForUser(ctx, createdBy.String)
 	if err != nil {
 		return nil, fmt.Errorf("load creator of API key %s: %w", id, err)
 	}

@@ -10,8 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"gale/internal/platform/access"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/events"
 	"gale/internal/platform/store"
 )
@@ -58,14 +60,24 @@ type Actor struct {
 type Log struct {
 	db     *store.DB
 	logger *slog.Logger
+	clock  clock.Clock
 }
 
-// New returns the audit log over db.
-func New(db *store.DB, logger *slog.Logger) *Log { return &Log{db: db, logger: logger} }
+// Deps is what the audit log is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+}
+
+// New returns the audit log.
+func New(d Deps) *Log { return &Log{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock)} }
 
 // Record writes e inside tx, so the entry commits or rolls back with the change it describes.
+// Every domain calls it inside its own transaction, where no clock is at hand: the entry
+// takes the system's time.
 func Record(ctx context.Context, tx *sql.Tx, e Entry) error {
-	return insert(ctx, tx, e)
+	return insert(ctx, tx, e, store.Now())
 }
 
 // Security records a security event (a refusal, a failed sign-in) in its own transaction:
@@ -77,7 +89,7 @@ func (l *Log) Security(ctx context.Context, e Entry) {
 	if e.Result == "" {
 		e.Result = ResultDenied
 	}
-	if err := l.db.Write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, e) }); err != nil {
+	if err := l.db.Write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, e, l.clock.Now()) }); err != nil {
 		l.logger.ErrorContext(ctx, "record security event", "action", e.Action, "error", err)
 	}
 }
@@ -85,7 +97,7 @@ func (l *Log) Security(ctx context.Context, e Entry) {
 // RecordAction records a change made outside the database (on a device, by its agent) once
 // it has happened, in a transaction of its own.
 func (l *Log) RecordAction(ctx context.Context, e Entry) error {
-	return l.db.Write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, e) })
+	return l.db.Write(ctx, func(tx *sql.Tx) error { return insert(ctx, tx, e, l.clock.Now()) })
 }
 
 // RecordDenied records a refused operation; it implements httpapi.SecurityRecorder.
@@ -115,7 +127,7 @@ const EventPrefix = "audit."
 
 // insert writes the entry and, in the same transaction, its domain event (audit.<action>,
 // data: the entry as the API shows it).
-func insert(ctx context.Context, tx *sql.Tx, e Entry) error {
+func insert(ctx context.Context, tx *sql.Tx, e Entry, now time.Time) error {
 	if e.Category == "" {
 		e.Category = CategoryChange
 	}
@@ -132,7 +144,7 @@ func insert(ctx context.Context, tx *sql.Tx, e Entry) error {
 	}
 	actor := actorFrom(ctx, e.Actor)
 	req := access.RequestFrom(ctx)
-	id, now := store.NewID(), store.Now()
+	id := store.NewID()
 	_, err = tx.ExecContext(ctx, `INSERT INTO audit_logs (id, occurred_at, partner_id, org_id, category, result,
 		actor_type, actor_id, actor_email, action, resource_type, resource_id, resource_name, ip, user_agent,
 		request_id, details) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
@@ -150,9 +162,11 @@ func insert(ctx context.Context, tx *sql.Tx, e Entry) error {
 	// Details go through JSON as the API reads them back.
 	view.Details = map[string]any{}
 	_ = json.Unmarshal(b, &view.Details)
-	_, err = events.Record(ctx, tx, events.Event{Type: EventPrefix + e.Action, PartnerID: e.PartnerID, OrgID: e.OrgID,
-		ResourceType: "audit_entry", ResourceID: id}, view)
-	return err
+	if _, err = events.Record(ctx, tx, events.Event{Type: EventPrefix + e.Action, PartnerID: e.PartnerID, OrgID: e.OrgID,
+		ResourceType: "audit_entry", ResourceID: id}, view); err != nil {
+		return fmt.Errorf("record the event of audit entry %s: %w", e.Action, err)
+	}
+	return nil
 }
 
 func ptr(s string) *string {

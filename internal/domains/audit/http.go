@@ -99,7 +99,7 @@ func (l *Log) exportStream(ctx context.Context, f Filters, format string) (*huma
 			contentType = "application/json"
 		}
 		hctx.SetHeader("Content-Type", contentType)
-		hctx.SetHeader("Content-Disposition", `attachment; filename="`+ExportFilename(format, time.Now())+`"`)
+		hctx.SetHeader("Content-Disposition", `attachment; filename="`+ExportFilename(format, l.clock.Now())+`"`)
 		hctx.SetHeader("Cache-Control", "no-store")
 		hctx.SetStatus(http.StatusOK)
 		n, err := l.Export(ctx, scope, c, format, hctx.BodyWriter())
@@ -177,7 +177,7 @@ func (l *Log) Register(api *httpapi.Server) {
 		Description: "Per actor in the period (default the last 30 days): entries, changes, security events, failures " +
 			"(failure or denied) and the last activity, most active first."},
 		func(ctx context.Context, in *periodQuery) (*activityOutput, error) {
-			p, err := ReportPeriod(in.From, in.To, time.Now())
+			p, err := ReportPeriod(in.From, in.To, l.clock.Now())
 			if err != nil {
 				return nil, err
 			}
@@ -205,7 +205,7 @@ func (l *Log) Register(api *httpapi.Server) {
 		Description: "For the period (default the last 30 days): events, changes, security events, failed sign-ins, " +
 			"denied requests, and the MFA adoption of the active users in scope (as of now)."},
 		func(ctx context.Context, in *periodQuery) (*complianceOutput, error) {
-			p, err := ReportPeriod(in.From, in.To, time.Now())
+			p, err := ReportPeriod(in.From, in.To, l.clock.Now())
 			if err != nil {
 				return nil, err
 			}
@@ -217,7 +217,7 @@ func (l *Log) Register(api *httpapi.Server) {
 		Description: "Counts of all entries in scope by category and result, the 10 most frequent actions, and entries per UTC day."},
 		func(ctx context.Context, in *statsInput) (*statsOutput, error) {
 			days := min(max(in.Days, 1), MaxStatsDays)
-			st, err := l.Stats(ctx, days, time.Now())
+			st, err := l.Stats(ctx, days, l.clock.Now())
 			return &statsOutput{st}, err
 		})
 }

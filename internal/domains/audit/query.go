@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -164,19 +163,9 @@ func (l *Log) List(ctx context.Context, c Criteria, page store.Page) ([]LogEntry
 
 // Get returns one entry in the caller's scope; one outside it is not found.
 func (l *Log) Get(ctx context.Context, id string) (LogEntry, error) {
-	if !store.ValidID(id) {
-		return LogEntry{}, apperr.NotFound("audit entry")
-	}
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).TenantFilter(&a, "org_id", "partner_id"), "id = " + a.Add(id)}
-	e, err := scanEntry(l.db.QueryRowContext(ctx, `SELECT `+entryColumns+` FROM audit_logs WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return LogEntry{}, apperr.NotFound("audit entry")
-	}
-	if err != nil {
-		return LogEntry{}, fmt.Errorf("load audit entry %s: %w", id, err)
-	}
-	return e, nil
+	conds := []string{access.ScopeFrom(ctx).TenantFilter(&a, "org_id", "partner_id")}
+	return store.ByID(ctx, l.db, "audit entry", `SELECT `+entryColumns+` FROM audit_logs`, "id", id, &a, conds, scanEntry)
 }
 
 // batch reads up to limit entries matching c in scope s, newest first, strictly older than
@@ -192,21 +181,9 @@ func (l *Log) batch(ctx context.Context, s access.Scope, c Criteria, before stri
 }
 
 func (l *Log) query(ctx context.Context, query string, args ...any) ([]LogEntry, error) {
-	rows, err := l.db.QueryContext(ctx, query, args...)
+	out, err := store.QueryAll(ctx, l.db, query, args, scanEntry)
 	if err != nil {
 		return nil, fmt.Errorf("query audit entries: %w", err)
-	}
-	defer rows.Close()
-	out := []LogEntry{}
-	for rows.Next() {
-		e, err := scanEntry(rows)
-		if err != nil {
-			return nil, fmt.Errorf("read audit entry: %w", err)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read audit entries: %w", err)
 	}
 	return out, nil
 }

@@ -64,33 +64,31 @@ const maxActivityRows = 1000
 func (l *Log) UserActivity(ctx context.Context, p Period) ([]ActorActivity, error) {
 	var a store.Args
 	conds := Criteria{FromTime: p.From, ToTime: p.To}.conditions(access.ScopeFrom(ctx), &a)
-	rows, err := l.db.QueryContext(ctx, `SELECT actor_id, actor_email, actor_type, COUNT(*),
+	out, err := store.QueryAll(ctx, l.db, `SELECT actor_id, actor_email, actor_type, COUNT(*),
 		COALESCE(SUM(CASE WHEN category = 'change' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN category = 'security' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN result <> 'success' THEN 1 ELSE 0 END), 0),
 		MAX(occurred_at)
 		FROM audit_logs WHERE `+store.Where(conds)+`
 		GROUP BY actor_type, actor_id, actor_email
-		ORDER BY COUNT(*) DESC, MAX(occurred_at) DESC LIMIT `+a.Add(maxActivityRows), a.Values()...)
+		ORDER BY COUNT(*) DESC, MAX(occurred_at) DESC LIMIT `+a.Add(maxActivityRows), a.Values(), scanActivity)
 	if err != nil {
 		return nil, fmt.Errorf("query user activity: %w", err)
 	}
-	defer rows.Close()
-	out := []ActorActivity{}
-	for rows.Next() {
-		var r ActorActivity
-		var id, email sql.NullString
-		var last any
-		if err := rows.Scan(&id, &email, &r.ActorType, &r.Actions, &r.Changes, &r.SecurityEvents, &r.Failures, &last); err != nil {
-			return nil, fmt.Errorf("read user activity: %w", err)
-		}
-		r.ActorID, r.ActorEmail = store.StringPtr(id), store.StringPtr(email)
-		if r.LastActivityAt, err = aggregateTime(last); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
+	return out, nil
+}
+
+func scanActivity(row store.Scanner) (ActorActivity, error) {
+	var r ActorActivity
+	var id, email sql.NullString
+	var last any
+	if err := row.Scan(&id, &email, &r.ActorType, &r.Actions, &r.Changes, &r.SecurityEvents, &r.Failures, &last); err != nil {
+		return r, err
 	}
-	return out, rows.Err()
+	r.ActorID, r.ActorEmail = store.StringPtr(id), store.StringPtr(email)
+	var err error
+	r.LastActivityAt, err = aggregateTime(last)
+	return r, err
 }
 
 // aggregateTime reads MAX(occurred_at): a time on PostgreSQL, the stored text on SQLite
@@ -198,20 +196,14 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 		if limit > 0 {
 			q += ` LIMIT ` + a.Add(limit)
 		}
-		rows, err := l.db.QueryContext(ctx, q, a.Values()...)
+		counts, err := store.QueryAll(ctx, l.db, q, a.Values(), scanKeyCount)
 		if err != nil {
 			return fmt.Errorf("count audit entries by %s: %w", col, err)
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var k string
-			var n int
-			if err := rows.Scan(&k, &n); err != nil {
-				return err
-			}
-			each(k, n)
+		for _, c := range counts {
+			each(c.key, c.n)
 		}
-		return rows.Err()
+		return nil
 	}
 	if err := group("category", 0, func(k string, n int) { out.ByCategory[k] = n; out.Total += n }); err != nil {
 		return out, err
@@ -227,29 +219,32 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 	since := today.AddDate(0, 0, -(days - 1))
 	var a store.Args
 	day := dayExpr(l.db.Dialect)
-	rows, err := l.db.QueryContext(ctx, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scope.TenantFilter(&a, "org_id", "partner_id")+
-		` AND occurred_at >= `+a.Add(since)+` GROUP BY `+day, a.Values()...)
+	perDay, err := store.QueryAll(ctx, l.db, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scope.TenantFilter(&a, "org_id", "partner_id")+
+		` AND occurred_at >= `+a.Add(since)+` GROUP BY `+day, a.Values(), scanKeyCount)
 	if err != nil {
 		return out, fmt.Errorf("count audit entries per day: %w", err)
 	}
-	defer rows.Close()
 	counts := map[string]int{}
-	for rows.Next() {
-		var d string
-		var n int
-		if err := rows.Scan(&d, &n); err != nil {
-			return out, err
-		}
-		counts[strings.TrimSpace(d)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return out, err
+	for _, c := range perDay {
+		counts[strings.TrimSpace(c.key)] = c.n
 	}
 	for d := since; !d.After(today); d = d.AddDate(0, 0, 1) {
 		k := d.Format(time.DateOnly)
 		out.PerDay = append(out.PerDay, DayCount{Date: k, Count: counts[k]})
 	}
 	return out, nil
+}
+
+// keyCount is one row of a GROUP BY: the group's key and its number of entries.
+type keyCount struct {
+	key string
+	n   int
+}
+
+func scanKeyCount(row store.Scanner) (keyCount, error) {
+	var c keyCount
+	err := row.Scan(&c.key, &c.n)
+	return c, err
 }
 
 // dayExpr is the UTC date (YYYY-MM-DD) of occurred_at, which the dialects spell differently.

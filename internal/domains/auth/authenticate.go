@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 
@@ -43,7 +42,7 @@ func (s *Service) principalFromJWT(ctx context.Context, raw string) (*access.Pri
 	if err != nil {
 		return nil, apperr.Unauthorized("invalid or expired access token")
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	if p, ok := s.principals.get(raw, now); ok {
 		return p, nil
 	}
@@ -97,4 +96,10 @@ func PrincipalForUser(ctx context.Context, q store.Querier, userID string) (*acc
 		return nil, err
 	}
 	return UserPrincipal(ctx, q, c)
+}
+
+// PrincipalForUser loads the principal of an active user by ID; nil when the user is missing
+// or not active.
+func (s *Service) PrincipalForUser(ctx context.Context, userID string) (*access.Principal, error) {
+	return PrincipalForUser(ctx, s.db, userID)
 }

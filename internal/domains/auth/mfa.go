@@ -86,8 +86,8 @@ func (s *Service) SetupMFA(ctx context.Context, p *access.Principal, password st
 		return nil, err
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE users SET mfa_pending_secret = $1, updated_at = $2 WHERE id = $3`,
-		s.box.Seal(key.Secret()), store.Now(), c.ID); err != nil {
-		return nil, err
+		s.box.Seal(key.Secret()), s.clock.Now(), c.ID); err != nil {
+		return nil, fmt.Errorf("store pending MFA secret of user %s: %w", c.ID, err)
 	}
 	return &MFASetup{Secret: key.Secret(), OTPAuthURL: key.URL()}, nil
 }
@@ -103,7 +103,7 @@ func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, pass
 	}
 	var pending sql.NullString
 	if err := s.db.QueryRowContext(ctx, `SELECT mfa_pending_secret FROM users WHERE id = $1`, c.ID).Scan(&pending); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load pending MFA secret of user %s: %w", c.ID, err)
 	}
 	if !pending.Valid {
 		return nil, apperr.Conflict("call /auth/mfa/setup first")
@@ -118,8 +118,8 @@ func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, pass
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET mfa_enabled = TRUE, mfa_secret = mfa_pending_secret,
-			mfa_pending_secret = NULL, updated_at = $1 WHERE id = $2`, store.Now(), c.ID); err != nil {
-			return err
+			mfa_pending_secret = NULL, updated_at = $1 WHERE id = $2`, s.clock.Now(), c.ID); err != nil {
+			return fmt.Errorf("enable MFA of user %s: %w", c.ID, err)
 		}
 		if codes, err = s.replaceRecoveryCodes(ctx, tx, c.ID); err != nil {
 			return err
@@ -144,11 +144,11 @@ func (s *Service) DisableMFA(ctx context.Context, p *access.Principal, code, pas
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET mfa_enabled = FALSE, mfa_secret = NULL, mfa_pending_secret = NULL,
-			updated_at = $1 WHERE id = $2`, store.Now(), c.ID); err != nil {
-			return err
+			updated_at = $1 WHERE id = $2`, s.clock.Now(), c.ID); err != nil {
+			return fmt.Errorf("disable MFA of user %s: %w", c.ID, err)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM mfa_recovery_codes WHERE user_id = $1`, c.ID); err != nil {
-			return err
+			return fmt.Errorf("delete recovery codes of user %s: %w", c.ID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "auth.mfa_disabled", Category: audit.CategorySecurity,
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
@@ -222,7 +222,7 @@ func (s *Service) StepUp(ctx context.Context, p *access.Principal, code string) 
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET mfa = TRUE WHERE family_id = $1`, p.SessionID); err != nil {
-			return err
+			return fmt.Errorf("mark session %s as MFA-verified: %w", p.SessionID, err)
 		}
 		sess, err = s.session(ctx, tx, c, p.SessionID, "", true)
 		if err != nil {
@@ -245,9 +245,9 @@ func (s *Service) useCode(ctx context.Context, tx *sql.Tx, c *credentialRow, cod
 		return s.useTOTP(ctx, tx, c.ID, secret, code)
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE mfa_recovery_codes SET used_at = $1 WHERE user_id = $2 AND code_hash = $3
-		AND used_at IS NULL`, store.Now(), c.ID, s.recoveryHash(code))
+		AND used_at IS NULL`, s.clock.Now(), c.ID, s.recoveryHash(code))
 	if err != nil {
-		return err
+		return fmt.Errorf("use a recovery code of user %s: %w", c.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return apperr.Unauthorized("invalid MFA code")
@@ -258,6 +258,7 @@ func (s *Service) useCode(ctx context.Context, tx *sql.Tx, c *credentialRow, cod
 // useTOTP checks code against the steps around now and records the matching step, so the
 // same code (or an older one) can never be used again: the conditional update has one winner.
 func (s *Service) useTOTP(ctx context.Context, tx *sql.Tx, userID, secret, code string) error {
+	// The wall clock: the authenticator app makes its codes on it.
 	now := time.Now()
 	for skew := -totpSkew; skew <= totpSkew; skew++ {
 		at := now.Add(time.Duration(skew*totpPeriod) * time.Second)
@@ -271,7 +272,7 @@ func (s *Service) useTOTP(ctx context.Context, tx *sql.Tx, userID, secret, code 
 		step := at.Unix() / totpPeriod
 		res, err := tx.ExecContext(ctx, `UPDATE users SET mfa_last_step = $1 WHERE id = $2 AND mfa_last_step < $1`, step, userID)
 		if err != nil {
-			return err
+			return fmt.Errorf("record the TOTP step of user %s: %w", userID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Unauthorized("this MFA code was already used; wait for the next one")
@@ -285,10 +286,10 @@ const recoveryAlphabet = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 
 func (s *Service) replaceRecoveryCodes(ctx context.Context, tx *sql.Tx, userID string) ([]string, error) {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM mfa_recovery_codes WHERE user_id = $1`, userID); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("delete recovery codes of user %s: %w", userID, err)
 	}
 	codes := make([]string, recoveryCount)
-	now := store.Now()
+	now := s.clock.Now()
 	for i := range codes {
 		b := make([]byte, 8)
 		if _, err := rand.Read(b); err != nil {
@@ -300,7 +301,7 @@ func (s *Service) replaceRecoveryCodes(ctx context.Context, tx *sql.Tx, userID s
 		codes[i] = string(b[:4]) + "-" + string(b[4:])
 		if _, err := tx.ExecContext(ctx, `INSERT INTO mfa_recovery_codes (id, user_id, code_hash, created_at) VALUES ($1, $2, $3, $4)`,
 			store.NewID(), userID, s.recoveryHash(codes[i]), now); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store recovery codes of user %s: %w", userID, err)
 		}
 	}
 	return codes, nil

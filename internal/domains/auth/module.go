@@ -16,7 +16,7 @@ import (
 var Module = module.Module{Name: "auth", Build: func(k *module.Kernel) error {
 	cfg := k.Config
 	argon := Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Iterations: cfg.Argon2Iterations, Parallelism: cfg.Argon2Parallelism}
-	s := New(Deps{DB: k.DB, Logger: k.Logger, Box: k.Box, Limiter: k.Limiter, Audit: module.Get[*audit.Log](k), Mail: k.Mail,
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Box: k.Box, Limiter: k.Limiter, Audit: module.Get[*audit.Log](k), Mail: k.Mail,
 		Users: module.Get[*identity.Service](k), AccessChanged: k.AccessChanged},
 		Options{JWTSecret: cfg.JWTSecret, AccessTTL: cfg.AccessTokenTTL, RefreshTTL: cfg.RefreshTokenTTL,
 			RefreshFamilyTTL: cfg.RefreshFamilyTTL, ResetTTL: cfg.PasswordResetTTL, Argon2: argon,
@@ -29,7 +29,7 @@ var Module = module.Module{Name: "auth", Build: func(k *module.Kernel) error {
 		if err := s.plug(module.Declared[APIKeyVerifier](k)); err != nil {
 			return err
 		}
-		return bootstrapAdmin(ctx, k, argon)
+		return s.bootstrapAdmin(ctx, k, argon)
 	})
 	k.Provide(s)
 	return nil
@@ -37,8 +37,8 @@ var Module = module.Module{Name: "auth", Build: func(k *module.Kernel) error {
 
 // bootstrapAdmin creates the first system administrator on an empty database when
 // BOOTSTRAP_ADMIN_EMAIL and BOOTSTRAP_ADMIN_PASSWORD are set, and otherwise says how to.
-func bootstrapAdmin(ctx context.Context, k *module.Kernel, argon Argon2Params) error {
-	has, err := identity.HasUsers(ctx, k.DB)
+func (s *Service) bootstrapAdmin(ctx context.Context, k *module.Kernel, argon Argon2Params) error {
+	has, err := s.users.HasUsers(ctx)
 	if err != nil || has {
 		return err
 	}
@@ -51,7 +51,7 @@ func bootstrapAdmin(ctx context.Context, k *module.Kernel, argon Argon2Params) e
 	if err := CheckPasswordPolicy("BOOTSTRAP_ADMIN_PASSWORD", cfg.BootstrapAdminPassword); err != nil {
 		return errors.New("BOOTSTRAP_ADMIN_PASSWORD: needs 8 to 128 characters with a lower-case letter, an upper-case letter and a digit")
 	}
-	_, err = identity.CreateUser(ctx, k.DB, identity.NewUser{Email: cfg.BootstrapAdminEmail, Name: cfg.BootstrapAdminName,
+	_, err = s.users.CreateUser(ctx, identity.NewUser{Email: cfg.BootstrapAdminEmail, Name: cfg.BootstrapAdminName,
 		PasswordHash: HashPassword(cfg.BootstrapAdminPassword, argon), Level: access.LevelSystem})
 	if err != nil {
 		return fmt.Errorf("create bootstrap administrator: %w", err)

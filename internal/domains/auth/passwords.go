@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/identity"
@@ -21,15 +23,18 @@ const TokenPasswordReset = "password_reset"
 
 // redeemToken marks an unused, unexpired token of kind as used and returns its user. The
 // conditional update lets only one caller redeem a token.
-func redeemToken(ctx context.Context, tx *sql.Tx, kind, raw string) (string, error) {
+func redeemToken(ctx context.Context, tx *sql.Tx, kind, raw string, now time.Time) (string, error) {
 	var userID string
 	err := tx.QueryRowContext(ctx, `UPDATE user_tokens SET used_at = $1 WHERE token_hash = $2 AND kind = $3
 		AND used_at IS NULL AND revoked_at IS NULL AND expires_at > $1 RETURNING user_id`,
-		store.Now(), secrets.Hash(raw), kind).Scan(&userID)
+		now, secrets.Hash(raw), kind).Scan(&userID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", apperr.BadRequest("INVALID_TOKEN", "this link is invalid, used or expired; ask for a new one")
 	}
-	return userID, err
+	if err != nil {
+		return "", fmt.Errorf("redeem a %s token: %w", kind, err)
+	}
+	return userID, nil
 }
 
 // AcceptInvite activates an invited user with a password (and optionally a name) and signs
@@ -41,19 +46,19 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password, name string
 	hash := HashPassword(password, s.opts.Argon2)
 	var c *credentialRow
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		userID, err := redeemToken(ctx, tx, identity.TokenInvite, token)
+		userID, err := redeemToken(ctx, tx, identity.TokenInvite, token, s.clock.Now())
 		if err != nil {
 			return err
 		}
 		q := `UPDATE users SET password_hash = $1, status = 'active', updated_at = $2`
-		args := []any{hash, store.Now(), userID}
+		args := []any{hash, s.clock.Now(), userID}
 		if n := strings.TrimSpace(name); n != "" {
 			q += `, name = $4`
 			args = append(args, n)
 		}
 		res, err := tx.ExecContext(ctx, q+` WHERE id = $3 AND status = 'invited'`, args...)
 		if err != nil {
-			return err
+			return fmt.Errorf("activate invited user %s: %w", userID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.BadRequest("INVALID_TOKEN", "this invitation was already accepted")
@@ -103,15 +108,15 @@ func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link s
 	token := secrets.Token("", 32)
 	link = s.opts.PublicURL + "/reset-password?token=" + token
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		now := store.Now()
+		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND kind = $3 AND used_at IS NULL
 			AND revoked_at IS NULL`, now, c.ID, TokenPasswordReset); err != nil {
-			return err
+			return fmt.Errorf("revoke earlier password resets of user %s: %w", c.ID, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_tokens (id, user_id, kind, token_hash, expires_at, created_at)
 			VALUES ($1, $2, $3, $4, $5, $6)`, store.NewID(), c.ID, TokenPasswordReset, secrets.Hash(token),
 			now.Add(s.opts.ResetTTL), now); err != nil {
-			return err
+			return fmt.Errorf("store password reset of user %s: %w", c.ID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "user.password_reset_requested", Category: audit.CategorySecurity,
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
@@ -150,11 +155,11 @@ func (s *Service) ResetPassword(ctx context.Context, token, password string) err
 	}
 	hash := HashPassword(password, s.opts.Argon2)
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
-		userID, err := redeemToken(ctx, tx, TokenPasswordReset, token)
+		userID, err := redeemToken(ctx, tx, TokenPasswordReset, token, s.clock.Now())
 		if err != nil {
 			return err
 		}
-		return setPassword(ctx, tx, userID, hash, "user.password_reset")
+		return setPassword(ctx, tx, userID, hash, "user.password_reset", s.clock.Now())
 	})
 }
 
@@ -168,10 +173,13 @@ func (s *Service) ChangePassword(ctx context.Context, p *access.Principal, curre
 		return err
 	}
 	hash := HashPassword(next, s.opts.Argon2)
-	return s.db.Write(ctx, func(tx *sql.Tx) error { return setPassword(ctx, tx, p.UserID, hash, "user.password_changed") })
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		return setPassword(ctx, tx, p.UserID, hash, "user.password_changed", s.clock.Now())
+	})
 }
 
-// SetPassword sets a user's password from the command line (operator reset).
+// SetPassword sets a user's password from the command line (operator reset), which runs
+// without the service and so on the system's time.
 func SetPassword(ctx context.Context, db *store.DB, email, password string, p Argon2Params) error {
 	if err := CheckPasswordPolicy("password", password); err != nil {
 		return err
@@ -183,26 +191,25 @@ func SetPassword(ctx context.Context, db *store.DB, email, password string, p Ar
 			return apperr.NotFound("user " + email)
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("find user %s: %w", email, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET status = 'active' WHERE id = $1 AND status = 'invited'`, id); err != nil {
-			return err
+			return fmt.Errorf("activate user %s: %w", id, err)
 		}
-		return setPassword(ctx, tx, id, HashPassword(password, p), "user.password_reset")
+		return setPassword(ctx, tx, id, HashPassword(password, p), "user.password_reset", store.Now())
 	})
 }
 
-func setPassword(ctx context.Context, tx *sql.Tx, userID, hash, action string) error {
-	now := store.Now()
+func setPassword(ctx context.Context, tx *sql.Tx, userID, hash, action string, now time.Time) error {
 	var email string
 	var partnerID, orgID sql.NullString
 	err := tx.QueryRowContext(ctx, `UPDATE users SET password_hash = $1, token_epoch = token_epoch + 1, updated_at = $2
 		WHERE id = $3 RETURNING email, partner_id, org_id`, hash, now, userID).Scan(&email, &partnerID, &orgID)
 	if err != nil {
-		return err
+		return fmt.Errorf("set password of user %s: %w", userID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL`, now, userID); err != nil {
-		return err
+		return fmt.Errorf("end sessions of user %s: %w", userID, err)
 	}
 	return audit.Record(ctx, tx, audit.Entry{Action: action, Category: audit.CategorySecurity, ResourceType: "user",
 		ResourceID: userID, ResourceName: email, PartnerID: partnerID.String, OrgID: orgID.String})

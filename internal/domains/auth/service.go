@@ -17,6 +17,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/mail"
 	"gale/internal/platform/ratelimit"
 	"gale/internal/platform/secrets"
@@ -55,6 +56,7 @@ var (
 // Service implements sign-in, sessions and request authentication.
 type Service struct {
 	db            *store.DB
+	clock         clock.Clock
 	opts          Options
 	box           *secrets.Box
 	limiter       *ratelimit.Limiter
@@ -81,12 +83,14 @@ type APIKeyVerifier interface {
 type Deps struct {
 	DB      *store.DB
 	Logger  *slog.Logger
+	Clock   clock.Clock
 	Box     *secrets.Box
 	Limiter *ratelimit.Limiter
 	Audit   *audit.Log
 	// Mail sends password resets; nil when SMTP is not configured.
 	Mail mail.Sender
-	// Users finds the users an administrator may reset the password of.
+	// Users finds the users an administrator may reset the password of, and creates the
+	// first administrator of an empty database.
 	Users *identity.Service
 	// AccessChanged, when set, tells every node to forget cached principals after a change
 	// the service commits on a path that answers with an error (a reused refresh token).
@@ -95,7 +99,7 @@ type Deps struct {
 
 // New returns the auth service.
 func New(d Deps, opts Options) *Service {
-	return &Service{db: d.DB, opts: opts, box: d.Box, limiter: d.Limiter, audit: d.Audit, mailer: d.Mail, logger: d.Logger,
+	return &Service{db: d.DB, clock: clock.Or(d.Clock), opts: opts, box: d.Box, limiter: d.Limiter, audit: d.Audit, mailer: d.Mail, logger: d.Logger,
 		users: d.Users, accessChanged: d.AccessChanged, dummyHash: HashPassword("not-a-real-password", opts.Argon2),
 		principals: newPrincipalCache(opts.PrincipalTTL)}
 }
@@ -257,7 +261,7 @@ func (s *Service) loginFailed(ctx context.Context, email string, c *credentialRo
 // startSession opens a refresh-token family and signs the first access token.
 func (s *Service) startSession(ctx context.Context, c *credentialRow, mfa bool, action string) (*Session, error) {
 	family := store.NewID()
-	now := store.Now()
+	now := s.clock.Now()
 	refresh := secrets.Token("grt_", 32)
 	var sess *Session
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -267,7 +271,7 @@ func (s *Service) startSession(ctx context.Context, c *credentialRow, mfa bool, 
 			return fmt.Errorf("store refresh token: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE users SET last_login_at = $1 WHERE id = $2`, now, c.ID); err != nil {
-			return err
+			return fmt.Errorf("record sign-in of user %s: %w", c.ID, err)
 		}
 		var err error
 		sess, err = s.session(ctx, tx, c, family, refresh, mfa)
@@ -314,7 +318,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		return nil, apperr.Unauthorized("invalid refresh token")
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("look up refresh token: %w", err)
 	}
 	if rotated.Valid {
 		return nil, s.revokeFamily(ctx, family, userID, "refresh token reused")
@@ -322,7 +326,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 	if revoked.Valid {
 		return nil, apperr.Unauthorized("session ended; sign in again")
 	}
-	now := store.Now()
+	now := s.clock.Now()
 	if !expires.After(now) || !famExp.After(now) {
 		return nil, apperr.Unauthorized("refresh token expired; sign in again")
 	}
@@ -332,7 +336,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		res, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1, rotated_at = $1
 			WHERE id = $2 AND revoked_at IS NULL`, now, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("rotate refresh token %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			replay = true
@@ -353,7 +357,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO refresh_tokens (id, user_id, family_id, token_hash, mfa, expires_at,
 			family_expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, store.NewID(), userID, family,
 			secrets.Hash(next), mfa, exp, famExp, now); err != nil {
-			return err
+			return fmt.Errorf("store refresh token: %w", err)
 		}
 		sess, err = s.session(ctx, tx, c, family, next, mfa)
 		return err
@@ -369,8 +373,8 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 
 func (s *Service) revokeFamily(ctx context.Context, family, userID, reason string) error {
 	if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
-		store.Now(), family); err != nil {
-		return err
+		s.clock.Now(), family); err != nil {
+		return fmt.Errorf("revoke session %s: %w", family, err)
 	}
 	if s.accessChanged != nil {
 		s.accessChanged(ctx)
@@ -387,7 +391,7 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 		err := s.db.QueryRowContext(ctx, `SELECT family_id FROM refresh_tokens WHERE token_hash = $1`,
 			secrets.Hash(refreshToken)).Scan(&family)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
+			return fmt.Errorf("look up refresh token: %w", err)
 		}
 	} else if bearer != "" {
 		if c, err := s.parse(bearer, tokenAccess); err == nil {
@@ -398,14 +402,17 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 		return apperr.Unauthorized("send the refresh token, or the access token of the session to end")
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
-		store.Now(), family)
-	return err
+		s.clock.Now(), family)
+	if err != nil {
+		return fmt.Errorf("end session %s: %w", family, err)
+	}
+	return nil
 }
 
 // Purge deletes refresh tokens past their family's lifetime and used or expired one-time
 // tokens; the periodic cleanup job calls it.
 func (s *Service) Purge(ctx context.Context) (int64, error) {
-	now := store.Now()
+	now := s.clock.Now()
 	return s.db.Purge(ctx, "expired tokens",
 		store.Deletion{SQL: `DELETE FROM refresh_tokens WHERE family_expires_at < $1 OR (revoked_at IS NOT NULL AND expires_at < $1)`,
 			Args: []any{now}},

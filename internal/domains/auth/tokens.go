@@ -35,6 +35,8 @@ type Claims struct {
 	jwt.RegisteredClaims
 }
 
+// Tokens live on the wall clock, not the service's clock: the JWT library checks expiry
+// against it, and a token must not expire because the server's rules were moved in time.
 func (s *Service) sign(c Claims, ttl time.Duration) (string, error) {
 	now := time.Now()
 	c.Issuer = issuer

@@ -36,8 +36,14 @@ type Service struct {
 	clock clock.Clock
 }
 
+// Deps is what the ticket service is built from.
+type Deps struct {
+	DB    *store.DB
+	Clock clock.Clock
+}
+
 // New returns a Service.
-func New(db *store.DB, clk clock.Clock) *Service { return &Service{db: db, clock: clock.Or(clk)} }
+func New(d Deps) *Service { return &Service{db: d.DB, clock: clock.Or(d.Clock)} }
 
 // Issue makes a ticket of kind for subjectID and userID, valid for ttl, and returns the raw
 // ticket (shown once) and its expiry.
@@ -89,5 +95,8 @@ func (s *Service) purge(ctx context.Context) (int64, error) {
 		n, err = res.RowsAffected()
 		return err
 	})
-	return n, err
+	if err != nil {
+		return 0, fmt.Errorf("purge expired tickets: %w", err)
+	}
+	return n, nil
 }

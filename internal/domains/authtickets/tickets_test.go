@@ -14,7 +14,7 @@ import (
 
 func TestTicketOpensOnceForItsKindAndSubject(t *testing.T) {
 	ctx := context.Background()
-	s := New(storetest.Open(t), nil)
+	s := New(Deps{DB: storetest.Open(t)})
 	raw, expires, err := s.Issue(ctx, "terminal", "session-1", "user-1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestTicketOpensOnceForItsKindAndSubject(t *testing.T) {
 func TestExpiredTicketIsRefusedAndPurgedADayLater(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Now())
-	s := New(storetest.Open(t), clk)
+	s := New(Deps{DB: storetest.Open(t), Clock: clk})
 	raw, _, err := s.Issue(ctx, "tunnel", "t1", "u1", 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestExpiredTicketIsRefusedAndPurgedADayLater(t *testing.T) {
 
 func TestConcurrentRedemptionsHaveOneWinner(t *testing.T) {
 	ctx := context.Background()
-	s := New(storetest.Open(t), nil)
+	s := New(Deps{DB: storetest.Open(t)})
 	raw, _, err := s.Issue(ctx, "terminal", "s", "u", time.Minute)
 	if err != nil {
 		t.Fatal(err)

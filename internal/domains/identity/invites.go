@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 
 	"gale/internal/domains/audit"
@@ -119,7 +120,7 @@ func (s *Service) InviteUser(ctx context.Context, in InviteInput) (InviteResult,
 		if r.Scope != access.LevelPartner && (in.OrgAccess != "" && in.OrgAccess != OrgAccessAll || len(in.OrgIDs) > 0) {
 			return apperr.Invalid("orgAccess", "only partner users have organization access settings")
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		_, err = tx.ExecContext(ctx, `INSERT INTO users (id, email, name, status, scope, partner_id, org_id, role_id, org_access,
 			created_at, updated_at) VALUES ($1, $2, $3, 'invited', $4, $5, $6, $7, 'all', $8, $8)`,
 			id, email, name, string(r.Scope), store.NullIfEmpty(partnerID), store.NullIfEmpty(orgID), r.ID, now)
@@ -127,10 +128,10 @@ func (s *Service) InviteUser(ctx context.Context, in InviteInput) (InviteResult,
 			return apperr.Conflict("a user with email " + email + " already exists")
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("insert invited user %s: %w", email, err)
 		}
 		if r.Scope == access.LevelPartner {
-			if err := setOrgAccess(ctx, tx, p, id, partnerID, in.OrgAccess, in.OrgIDs); err != nil {
+			if err := s.setOrgAccess(ctx, tx, p, id, partnerID, in.OrgAccess, in.OrgIDs); err != nil {
 				return err
 			}
 		}
@@ -178,15 +179,18 @@ func (s *Service) ResendInvite(ctx context.Context, userID string) (InviteResult
 
 // issueInvite revokes the user's unused invitation tokens and stores the hash of a new one.
 func (s *Service) issueInvite(ctx context.Context, tx *sql.Tx, userID string) (string, error) {
-	now := store.Now()
+	now := s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND kind = $3
 		AND used_at IS NULL AND revoked_at IS NULL`, now, userID, TokenInvite); err != nil {
-		return "", err
+		return "", fmt.Errorf("revoke earlier invitations of user %s: %w", userID, err)
 	}
 	token := secrets.Token("", 32)
 	_, err := tx.ExecContext(ctx, `INSERT INTO user_tokens (id, user_id, kind, token_hash, expires_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, store.NewID(), userID, TokenInvite, secrets.Hash(token), now.Add(s.opts.InviteTTL), now)
-	return token, err
+	if err != nil {
+		return "", fmt.Errorf("store invitation of user %s: %w", userID, err)
+	}
+	return token, nil
 }
 
 // deliverInvite mails the link when SMTP is configured and otherwise returns it. A failed

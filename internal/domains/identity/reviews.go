@@ -3,7 +3,7 @@ package identity
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -149,28 +149,17 @@ func (s *Service) GetAccessReview(ctx context.Context, id string) (AccessReview,
 
 func getReview(ctx context.Context, q store.Querier, scope access.Scope, id string) (AccessReview, error) {
 	var a store.Args
-	conds := []string{"ar.id = " + a.Add(id), reviewFilter(scope, &a)}
-	r, err := scanReview(q.QueryRowContext(ctx, `SELECT `+reviewColumns+` FROM access_reviews ar WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("access review")
-	}
+	r, err := store.ByID(ctx, q, "access review", `SELECT `+reviewColumns+` FROM access_reviews ar`, "ar.id", id, &a,
+		[]string{reviewFilter(scope, &a)}, scanReview)
 	if err != nil {
 		return r, err
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+itemColumns+` FROM access_review_items i WHERE i.review_id = $1 ORDER BY i.user_email, i.id`, id)
+	r.Items, err = store.QueryAll(ctx, q, `SELECT `+itemColumns+` FROM access_review_items i WHERE i.review_id = $1
+		ORDER BY i.user_email, i.id`, []any{id}, scanItem)
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("load items of access review %s: %w", id, err)
 	}
-	defer rows.Close()
-	r.Items = []AccessReviewItem{}
-	for rows.Next() {
-		it, err := scanItem(rows)
-		if err != nil {
-			return r, err
-		}
-		r.Items = append(r.Items, it)
-	}
-	return r, rows.Err()
+	return r, nil
 }
 
 // CreateAccessReview starts a review of every user in the caller's scope that is not
@@ -186,7 +175,7 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 	}
 	var r AccessReview
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		var due any
 		if in.DueAt != nil {
 			due = in.DueAt.UTC()
@@ -196,7 +185,7 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 			id, store.NullIfEmpty(p.Scope.PartnerID), store.NullIfEmpty(p.Scope.OrgID), string(p.Scope.Level), name, in.Description, due,
 			store.NullIfEmpty(p.UserID), now)
 		if err != nil {
-			return err
+			return fmt.Errorf("insert access review: %w", err)
 		}
 		if err := snapshotItems(ctx, tx, p.Scope, id); err != nil {
 			return err
@@ -213,35 +202,27 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 
 // snapshotItems adds one pending item per user in scope that is not disabled.
 func snapshotItems(ctx context.Context, tx *sql.Tx, scope access.Scope, reviewID string) error {
-	var a store.Args
-	rows, err := tx.QueryContext(ctx, `SELECT u.id, u.email, u.name, u.role_id, r.name, u.partner_id, u.org_id, u.org_access`+
-		userFrom+` WHERE u.status <> 'disabled' AND `+UserFilter(scope, &a)+` ORDER BY u.email`, a.Values()...)
-	if err != nil {
-		return err
-	}
 	type item struct {
 		userID, email, name, roleID, roleName, orgAccess string
 		partnerID, orgID                                 sql.NullString
 	}
-	var items []item
-	for rows.Next() {
-		var it item
-		if err := rows.Scan(&it.userID, &it.email, &it.name, &it.roleID, &it.roleName, &it.partnerID, &it.orgID, &it.orgAccess); err != nil {
-			rows.Close()
-			return err
-		}
-		items = append(items, it)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	var a store.Args
+	items, err := store.QueryAll(ctx, tx, `SELECT u.id, u.email, u.name, u.role_id, r.name, u.partner_id, u.org_id, u.org_access`+
+		userFrom+` WHERE u.status <> 'disabled' AND `+UserFilter(scope, &a)+` ORDER BY u.email`, a.Values(),
+		func(row store.Scanner) (item, error) {
+			var it item
+			err := row.Scan(&it.userID, &it.email, &it.name, &it.roleID, &it.roleName, &it.partnerID, &it.orgID, &it.orgAccess)
+			return it, err
+		})
+	if err != nil {
+		return fmt.Errorf("list the users to review: %w", err)
 	}
 	for _, it := range items {
 		_, err := tx.ExecContext(ctx, `INSERT INTO access_review_items (id, review_id, user_id, user_email, user_name, role_id,
 			role_name, partner_id, org_id, org_access, decision, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'pending', '')`,
 			store.NewID(), reviewID, it.userID, it.email, it.name, it.roleID, it.roleName, it.partnerID, it.orgID, it.orgAccess)
 		if err != nil {
-			return err
+			return fmt.Errorf("add user %s to access review %s: %w", it.userID, reviewID, err)
 		}
 	}
 	return nil
@@ -278,18 +259,18 @@ func (s *Service) DecideItem(ctx context.Context, reviewID, itemID string, d Dec
 		if d.Decision == DecisionRevoke && before.UserID == p.UserID {
 			return apperr.Forbidden("you cannot revoke your own access")
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE access_review_items SET decision = $1, note = $2, decided_by = $3, decided_at = $4
 			WHERE id = $5 AND review_id = $6 AND EXISTS (SELECT 1 FROM access_reviews WHERE id = $6 AND status = 'in_progress')`,
 			d.Decision, d.Note, store.NullIfEmpty(p.UserID), now, itemID, reviewID)
 		if err != nil {
-			return err
+			return fmt.Errorf("decide item %s of access review %s: %w", itemID, reviewID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Conflict("the access review is completed; its decisions can no longer change")
 		}
 		if it, err = scanItem(tx.QueryRowContext(ctx, `SELECT `+itemColumns+` FROM access_review_items i WHERE i.id = $1`, itemID)); err != nil {
-			return err
+			return fmt.Errorf("load access review item %s: %w", itemID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "access_review.decide", ResourceType: "access_review", ResourceID: reviewID,
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: map[string]any{
@@ -318,11 +299,11 @@ func (s *Service) CompleteAccessReview(ctx context.Context, id string) (AccessRe
 		if before.PendingCount > 0 {
 			return apperr.Conflict(itoa(before.PendingCount) + " item(s) still need a decision")
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE access_reviews SET status = 'completed', completed_at = $1, completed_by = $2
 			WHERE id = $3 AND status = 'in_progress'`, now, store.NullIfEmpty(p.UserID), id)
 		if err != nil {
-			return err
+			return fmt.Errorf("complete access review %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Conflict("the access review is already completed")
@@ -362,12 +343,12 @@ func (s *Service) applyRevoke(ctx context.Context, tx *sql.Tx, p *access.Princip
 	case u.ID == p.UserID:
 		outcome = "skipped_self"
 	default:
-		if err := disableUser(ctx, tx, u.ID); err != nil {
+		if err := s.disableUser(ctx, tx, u.ID); err != nil {
 			return err
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE access_review_items SET applied_at = $1 WHERE id = $2`, now, it.ID); err != nil {
-		return err
+		return fmt.Errorf("mark item %s of the access review applied: %w", it.ID, err)
 	}
 	return audit.Record(ctx, tx, audit.Entry{Action: "access_review.revoke", ResourceType: "user", ResourceID: it.UserID,
 		ResourceName: it.UserEmail, PartnerID: store.Deref(it.PartnerID), OrgID: store.Deref(it.OrgID), Details: map[string]any{

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -136,12 +136,8 @@ func (s *Service) GetRole(ctx context.Context, id string) (Role, error) {
 
 func getRole(ctx context.Context, q store.Querier, scope access.Scope, id string) (Role, error) {
 	var a store.Args
-	conds := []string{"r.id = " + a.Add(id), roleFilter(scope, &a)}
-	r, err := scanRole(q.QueryRowContext(ctx, `SELECT `+roleColumns+` FROM roles r WHERE `+store.Where(conds), a.Values()...), false)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("role")
-	}
-	return r, err
+	return store.ByID(ctx, q, "role", `SELECT `+roleColumns+` FROM roles r`, "r.id", id, &a, []string{roleFilter(scope, &a)},
+		func(row store.Scanner) (Role, error) { return scanRole(row, false) })
 }
 
 // EffectivePermissions lists the catalog permissions a role amounts to.
@@ -277,7 +273,7 @@ func (s *Service) CreateRole(ctx context.Context, in NewRole) (Role, error) {
 		if err != nil {
 			return err
 		}
-		if r, err = insertRole(ctx, tx, key, pid, oid, in.Scope, in.Name, in.Description, grants); err != nil {
+		if r, err = s.insertRole(ctx, tx, key, pid, oid, in.Scope, in.Name, in.Description, grants); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.create", ResourceType: "role", ResourceID: r.ID,
@@ -286,8 +282,8 @@ func (s *Service) CreateRole(ctx context.Context, in NewRole) (Role, error) {
 	return r, err
 }
 
-func insertRole(ctx context.Context, tx *sql.Tx, key, pid, oid string, scope access.Level, name, desc string, grants []string) (Role, error) {
-	id, now := store.NewID(), store.Now()
+func (s *Service) insertRole(ctx context.Context, tx *sql.Tx, key, pid, oid string, scope access.Level, name, desc string, grants []string) (Role, error) {
+	id, now := store.NewID(), s.clock.Now()
 	perms, _ := json.Marshal(grants)
 	_, err := tx.ExecContext(ctx, `INSERT INTO roles (id, tenant_key, partner_id, org_id, scope, name, description, built_in,
 		permissions, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, FALSE, $8, $9, $9)`,
@@ -326,7 +322,7 @@ func (s *Service) UpdateRole(ctx context.Context, id string, in RoleInput) (Role
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.Name != nil {
 			name := strings.TrimSpace(*in.Name)
 			if name == "" {
@@ -375,13 +371,13 @@ func (s *Service) DeleteRole(ctx context.Context, id string) error {
 		}
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE role_id = $1`, id).Scan(&n); err != nil {
-			return err
+			return fmt.Errorf("count users of role %s: %w", id, err)
 		}
 		if n > 0 {
 			return apperr.Conflict("the role is held by " + itoa(n) + " user(s); assign them another role first")
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM roles WHERE id = $1 AND built_in = FALSE`, id); err != nil {
-			return err
+			return fmt.Errorf("delete role %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.delete", ResourceType: "role", ResourceID: id,
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: audit.Snapshot(r)})
@@ -422,7 +418,7 @@ func (s *Service) CloneRole(ctx context.Context, id string, in CloneInput) (Role
 		if err != nil {
 			return err
 		}
-		if r, err = insertRole(ctx, tx, key, pid, oid, src.Scope, name, src.Description, grants); err != nil {
+		if r, err = s.insertRole(ctx, tx, key, pid, oid, src.Scope, name, src.Description, grants); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.clone", ResourceType: "role", ResourceID: r.ID,
@@ -471,23 +467,18 @@ func (s *Service) AssignableRoles(ctx context.Context) ([]Role, error) {
 		return nil, err
 	}
 	var a store.Args
-	rows, err := s.db.QueryContext(ctx, `SELECT `+roleColumns+` FROM roles r WHERE `+roleFilter(p.Scope, &a)+
-		` ORDER BY r.name, r.id`, a.Values()...)
+	roles, err := store.QueryAll(ctx, s.db, `SELECT `+roleColumns+` FROM roles r WHERE `+roleFilter(p.Scope, &a)+
+		` ORDER BY r.name, r.id`, a.Values(), func(row store.Scanner) (Role, error) { return scanRole(row, false) })
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list roles: %w", err)
 	}
-	defer rows.Close()
 	out := []Role{}
-	for rows.Next() {
-		r, err := scanRole(rows, false)
-		if err != nil {
-			return nil, err
-		}
+	for _, r := range roles {
 		if p.Permissions.Covers(r.grants()) {
 			out = append(out, r)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // usableAt reports whether role r can be held by a user at the given place.

@@ -9,6 +9,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/mail"
 	"gale/internal/platform/store"
 )
@@ -25,18 +26,28 @@ type Options struct {
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
+	clock  clock.Clock
 	// mailer sends invitations; nil means mail is not configured and the API answers with
 	// the invitation link instead.
 	mailer mail.Sender
 	opts   Options
 }
 
-// New returns the identity service. mailer may be nil (no SMTP).
-func New(db *store.DB, logger *slog.Logger, mailer mail.Sender, opts Options) *Service {
+// Deps is what the identity service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+	// Mail sends invitations; nil when SMTP is not configured.
+	Mail mail.Sender
+}
+
+// New returns the identity service.
+func New(d Deps, opts Options) *Service {
 	if opts.InviteTTL <= 0 {
 		opts.InviteTTL = 7 * 24 * time.Hour
 	}
-	return &Service{db: db, logger: logger, mailer: mailer, opts: opts}
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), mailer: d.Mail, opts: opts}
 }
 
 // caller returns the request's principal; every service method starts with it.

@@ -6,11 +6,10 @@ package identity
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
 	"time"
 
 	"gale/internal/platform/access"
-	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
 )
 
@@ -75,10 +74,7 @@ func scanUser(row scanner) (User, error) {
 // LoadUser reads one user by ID without a scope check: for callers that already proved who
 // the user is (sign-in, the caller's own profile).
 func LoadUser(ctx context.Context, q store.Querier, id string) (User, error) {
-	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+userFrom+` WHERE u.id = $1`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return u, apperr.NotFound("user")
-	}
+	u, err := store.ByID(ctx, q, "user", `SELECT `+userColumns+userFrom, "u.id", id, &store.Args{}, nil, scanUser)
 	if err != nil {
 		return u, err
 	}
@@ -102,18 +98,13 @@ func loadOrgIDs(ctx context.Context, q store.Querier, users []*User) error {
 
 // SelectedOrgIDs lists the organizations a partner user with selected access reaches.
 func SelectedOrgIDs(ctx context.Context, q store.Querier, userID string) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT org_id FROM user_org_access WHERE user_id = $1 ORDER BY org_id`, userID)
+	ids, err := store.QueryStrings(ctx, q, `SELECT org_id FROM user_org_access WHERE user_id = $1 ORDER BY org_id`, userID)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list organizations of user %s: %w", userID, err)
 	}
-	defer rows.Close()
-	ids := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
+	if ids == nil {
+		// Empty, not nil: a scope's nil OrgIDs means every organization.
+		ids = []string{}
 	}
-	return ids, rows.Err()
+	return ids, nil
 }

@@ -3,7 +3,7 @@ package identity
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"fmt"
 	"strings"
 
 	"gale/internal/domains/audit"
@@ -63,8 +63,8 @@ func (s *Service) UpdateMe(ctx context.Context, name *string) (Me, error) {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, store.Now(), p.UserID); err != nil {
-				return err
+			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, s.clock.Now(), p.UserID); err != nil {
+				return fmt.Errorf("rename user %s: %w", p.UserID, err)
 			}
 			after, err := LoadUser(ctx, tx, p.UserID)
 			if err != nil {
@@ -132,11 +132,8 @@ func (s *Service) GetUser(ctx context.Context, id string) (User, error) {
 
 func getUser(ctx context.Context, q store.Querier, scope access.Scope, id string) (User, error) {
 	var a store.Args
-	conds := []string{"u.id = " + a.Add(id), UserFilter(scope, &a)}
-	u, err := scanUser(q.QueryRowContext(ctx, `SELECT `+userColumns+userFrom+` WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return u, apperr.NotFound("user")
-	}
+	u, err := store.ByID(ctx, q, "user", `SELECT `+userColumns+userFrom, "u.id", id, &a,
+		[]string{UserFilter(scope, &a)}, scanUser)
 	if err != nil {
 		return u, err
 	}
@@ -194,14 +191,14 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		if in.Name != nil {
 			n := strings.TrimSpace(*in.Name)
 			if n == "" {
 				return apperr.Invalid("name", "name cannot be empty")
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE users SET name = $1, updated_at = $2 WHERE id = $3`, n, now, id); err != nil {
-				return err
+				return fmt.Errorf("rename user %s: %w", id, err)
 			}
 		}
 		if in.OrgAccess != nil || in.OrgIDs != nil {
@@ -212,21 +209,21 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 			if in.OrgAccess != nil {
 				mode = *in.OrgAccess
 			}
-			if err := setOrgAccess(ctx, tx, p, id, store.Deref(before.PartnerID), mode, in.OrgIDs); err != nil {
+			if err := s.setOrgAccess(ctx, tx, p, id, store.Deref(before.PartnerID), mode, in.OrgIDs); err != nil {
 				return err
 			}
 		}
 		if in.Status != nil && *in.Status != before.Status {
 			switch *in.Status {
 			case StatusDisabled:
-				if err := disableUser(ctx, tx, id); err != nil {
+				if err := s.disableUser(ctx, tx, id); err != nil {
 					return err
 				}
 			case StatusActive:
 				if before.Status == StatusInvited {
 					return apperr.Conflict("the user has not accepted the invitation yet")
 				}
-				if err := enableUser(ctx, tx, id); err != nil {
+				if err := s.enableUser(ctx, tx, id); err != nil {
 					return err
 				}
 			}
@@ -247,31 +244,37 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 // disableUser disables a user and ends its sessions at once: the token epoch moves (so
 // access tokens already issued are refused), refresh tokens and pending invitations are
 // revoked.
-func disableUser(ctx context.Context, tx *sql.Tx, id string) error {
-	now := store.Now()
+func (s *Service) disableUser(ctx context.Context, tx *sql.Tx, id string) error {
+	now := s.clock.Now()
 	if _, err := tx.ExecContext(ctx, `UPDATE users SET status = 'disabled', token_epoch = token_epoch + 1, updated_at = $1
 		WHERE id = $2`, now, id); err != nil {
-		return err
+		return fmt.Errorf("disable user %s: %w", id, err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE user_id = $2 AND revoked_at IS NULL`, now, id); err != nil {
-		return err
+		return fmt.Errorf("end sessions of user %s: %w", id, err)
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE user_tokens SET revoked_at = $1 WHERE user_id = $2 AND used_at IS NULL AND revoked_at IS NULL`, now, id)
-	return err
+	if err != nil {
+		return fmt.Errorf("revoke links of user %s: %w", id, err)
+	}
+	return nil
 }
 
 // enableUser re-activates a disabled user; one who never set a password goes back to
 // invited (resend the invitation).
-func enableUser(ctx context.Context, tx *sql.Tx, id string) error {
+func (s *Service) enableUser(ctx context.Context, tx *sql.Tx, id string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE users SET status = CASE WHEN password_hash IS NULL THEN 'invited' ELSE 'active' END,
-		updated_at = $1 WHERE id = $2 AND status = 'disabled'`, store.Now(), id)
-	return err
+		updated_at = $1 WHERE id = $2 AND status = 'disabled'`, s.clock.Now(), id)
+	if err != nil {
+		return fmt.Errorf("enable user %s: %w", id, err)
+	}
+	return nil
 }
 
 // setOrgAccess sets which organizations a partner user reaches. mode empty with orgIDs means
 // selected. Each organization must be the user's partner's and within the caller's reach;
 // a caller limited to selected organizations cannot grant all of them.
-func setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, partnerID, mode string, orgIDs []string) error {
+func (s *Service) setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, partnerID, mode string, orgIDs []string) error {
 	if mode == "" {
 		mode = OrgAccessAll
 		if orgIDs != nil {
@@ -284,11 +287,11 @@ func setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, 
 	if mode == OrgAccessAll && p.Scope.OrgLimited() {
 		return apperr.Forbidden("you reach selected organizations only, so you cannot grant access to all of them; use orgAccess selected or none")
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE users SET org_access = $1, updated_at = $2 WHERE id = $3`, mode, store.Now(), userID); err != nil {
-		return err
+	if _, err := tx.ExecContext(ctx, `UPDATE users SET org_access = $1, updated_at = $2 WHERE id = $3`, mode, s.clock.Now(), userID); err != nil {
+		return fmt.Errorf("set organization access of user %s: %w", userID, err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM user_org_access WHERE user_id = $1`, userID); err != nil {
-		return err
+		return fmt.Errorf("clear organizations of user %s: %w", userID, err)
 	}
 	if mode != OrgAccessSelected {
 		return nil
@@ -310,7 +313,7 @@ func setOrgAccess(ctx context.Context, tx *sql.Tx, p *access.Principal, userID, 
 			return apperr.NotFound("organization")
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_org_access (user_id, org_id) VALUES ($1, $2)`, userID, orgID); err != nil {
-			return err
+			return fmt.Errorf("give user %s organization %s: %w", userID, orgID, err)
 		}
 	}
 	return nil
@@ -331,14 +334,14 @@ func (s *Service) DeleteUser(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = $1, updated_at = $1 WHERE created_by = $2 AND revoked_at IS NULL`, now, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("revoke API keys of user %s: %w", id, err)
 		}
 		keys, _ := res.RowsAffected()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM users WHERE id = $1`, id); err != nil {
-			return err
+			return fmt.Errorf("delete user %s: %w", id, err)
 		}
 		details := audit.Snapshot(u)
 		details["apiKeysRevoked"] = keys
@@ -366,8 +369,8 @@ func (s *Service) AssignRole(ctx context.Context, id, roleID string) (User, erro
 		if err := checkAssignable(p, r, before.Scope, store.Deref(before.PartnerID), store.Deref(before.OrgID)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE users SET role_id = $1, updated_at = $2 WHERE id = $3`, roleID, store.Now(), id); err != nil {
-			return err
+		if _, err := tx.ExecContext(ctx, `UPDATE users SET role_id = $1, updated_at = $2 WHERE id = $3`, roleID, s.clock.Now(), id); err != nil {
+			return fmt.Errorf("assign role %s to user %s: %w", roleID, id, err)
 		}
 		if u, err = getUser(ctx, tx, access.SystemScope(), id); err != nil {
 			return err

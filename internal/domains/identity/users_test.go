@@ -153,7 +153,7 @@ func TestInviteWithMailerSendsLinkOnly(t *testing.T) {
 	e := apptest.New(t)
 	a := e.NewTenant(e.Admin(), "Alpha")
 	fm := &fakeMailer{}
-	svc := identity.New(e.App.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), fm,
+	svc := identity.New(identity.Deps{DB: e.App.DB, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Mail: fm},
 		identity.Options{PublicURL: "https://gale.example.com", InviteTTL: time.Hour})
 	ctx := access.WithPrincipal(context.Background(), &access.Principal{Kind: access.ActorUser, ID: "x", Name: "Pat",
 		Scope: access.Scope{Level: access.LevelPartner, PartnerID: a.PartnerID}, Permissions: access.Permissions{access.FullAdmin}})
@@ -178,7 +178,7 @@ func TestInviteWithMailerSendsLinkOnly(t *testing.T) {
 
 func TestMeRefusesAPIKeys(t *testing.T) {
 	e := apptest.New(t)
-	svc := identity.New(e.App.DB, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, identity.Options{})
+	svc := identity.New(identity.Deps{DB: e.App.DB, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, identity.Options{})
 	ctx := access.WithPrincipal(context.Background(), &access.Principal{Kind: access.ActorAPIKey, ID: "k", UserID: "u",
 		Scope: access.SystemScope(), Permissions: access.Permissions{access.FullAdmin}})
 	if _, err := svc.GetMe(ctx); !apperr.IsCode(err, apperr.CodeForbidden) {

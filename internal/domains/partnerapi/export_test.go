@@ -2,13 +2,14 @@ package partnerapi_test
 
 import (
 	"fmt"
-	"gale/internal/app"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gale/internal/app"
 
 	"gale/internal/domains/devices"
 	"gale/internal/testkit/apptest"

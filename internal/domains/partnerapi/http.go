@@ -2,6 +2,7 @@ package partnerapi
 
 import (
 	"fmt"
+
 	"gale/internal/platform/access"
 	"gale/internal/platform/partnerexport"
 

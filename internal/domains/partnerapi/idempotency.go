@@ -75,9 +75,12 @@ func (s *Service) claimIdempotencyKey(ctx context.Context, tx *sql.Tx, principal
 func (s *Service) rememberAnswer(ctx context.Context, tx *sql.Tx, principalID, key string, answer enrollment.IssuedKey) error {
 	b, err := json.Marshal(answer)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode the answer of idempotency key %s: %w", key, err)
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE partner_api_idempotency SET response = $1 WHERE principal_id = $2 AND key = $3`,
 		s.box.Seal(string(b)), principalID, key)
-	return err
+	if err != nil {
+		return fmt.Errorf("store the answer of idempotency key %s: %w", key, err)
+	}
+	return nil
 }

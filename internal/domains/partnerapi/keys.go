@@ -3,7 +3,6 @@ package partnerapi
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -91,15 +90,9 @@ func (s *Service) ListKeys(ctx context.Context, principalID string, page store.P
 }
 
 func (s *Service) getKey(ctx context.Context, q store.Querier, principalID, id string) (PrincipalKey, error) {
-	k, err := s.scanKey(q.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM service_principal_keys k
-		WHERE k.id = $1 AND k.principal_id = $2`, id, principalID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, apperr.NotFound("service principal key")
-	}
-	if err != nil {
-		return k, fmt.Errorf("load service principal key %s: %w", id, err)
-	}
-	return k, nil
+	var a store.Args
+	return store.ByID(ctx, q, "service principal key", `SELECT `+keyColumns+` FROM service_principal_keys k`, "k.id", id, &a,
+		[]string{"k.principal_id = " + a.Add(principalID)}, s.scanKey)
 }
 
 func keyDetails(p ServicePrincipal, k PrincipalKey) map[string]any {

@@ -14,7 +14,7 @@ import (
 // records.
 var Module = module.Module{Name: "partnerapi", Build: func(k *module.Kernel) error {
 	cfg := k.Config
-	s := New(k.DB, k.Logger, Deps{Audit: module.Get[*audit.Log](k), Box: k.Box, Limiter: k.Limiter, Clock: k.Clock,
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Audit: module.Get[*audit.Log](k), Box: k.Box, Limiter: k.Limiter, Clock: k.Clock,
 		Orgs: module.Get[*tenancy.Service](k), Keys: module.Get[*enrollment.Service](k)},
 		Options{KeyDefaultTTL: cfg.PartnerAPIEnrollmentKeyDefaultTTL, KeyMaxTTL: cfg.PartnerAPIEnrollmentKeyMaxTTL,
 			CursorSecret: cfg.JWTSecret})

@@ -12,6 +12,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -64,8 +65,10 @@ type Service struct {
 	clock     clock.Clock
 }
 
-// Deps are the services the partner API acts through.
+// Deps is what the partner API is built from, and the services it acts through.
 type Deps struct {
+	DB      *store.DB
+	Logger  *slog.Logger
 	Audit   *audit.Log
 	Box     *secrets.Box
 	Limiter *ratelimit.Limiter
@@ -76,10 +79,10 @@ type Deps struct {
 }
 
 // New returns the partner API service.
-func New(db *store.DB, logger *slog.Logger, d Deps, opts Options) *Service {
+func New(d Deps, opts Options) *Service {
 	mac := hmac.New(sha256.New, opts.CursorSecret)
 	mac.Write([]byte("gale partner-api export cursor v1"))
-	return &Service{db: db, logger: logger, audit: d.Audit, box: d.Box, limiter: d.Limiter, orgs: d.Orgs, keys: d.Keys,
+	return &Service{db: d.DB, logger: d.Logger, audit: d.Audit, box: d.Box, limiter: d.Limiter, orgs: d.Orgs, keys: d.Keys,
 		clock: clock.Or(d.Clock), opts: opts, cursorKey: mac.Sum(nil)}
 }
 
@@ -90,7 +93,7 @@ func (s *Service) now() time.Time { return s.clock.Now() }
 func (s *Service) Purge(ctx context.Context) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM partner_api_idempotency WHERE expires_at <= $1`, s.now())
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("purge idempotency records: %w", err)
 	}
 	return res.RowsAffected()
 }

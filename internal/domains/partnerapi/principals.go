@@ -3,7 +3,6 @@ package partnerapi
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -234,16 +233,8 @@ func (s *Service) GetPrincipal(ctx context.Context, id string) (ServicePrincipal
 
 func (s *Service) getPrincipal(ctx context.Context, q store.Querier, scope access.Scope, id string) (ServicePrincipal, error) {
 	var a store.Args
-	conds := []string{"p.id = " + a.Add(id), scope.PartnerFilter(&a, "p.partner_id")}
-	p, err := s.scanPrincipal(q.QueryRowContext(ctx, `SELECT `+principalColumns+` FROM service_principals p WHERE `+store.Where(conds),
-		a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, apperr.NotFound("service principal")
-	}
-	if err != nil {
-		return p, fmt.Errorf("load service principal %s: %w", id, err)
-	}
-	return p, nil
+	return store.ByID(ctx, q, "service principal", `SELECT `+principalColumns+` FROM service_principals p`, "p.id", id, &a,
+		[]string{scope.PartnerFilter(&a, "p.partner_id")}, s.scanPrincipal)
 }
 
 // principalDetails is what the audit log keeps of a principal.

@@ -2,8 +2,6 @@ package partnerapi_test
 
 import (
 	"fmt"
-	"gale/internal/app"
-	"gale/internal/domains/partnerapi"
 	"maps"
 	"net/http"
 	"slices"
@@ -11,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/partnerapi"
 
 	"gale/internal/platform/config"
 	"gale/internal/testkit/apptest"

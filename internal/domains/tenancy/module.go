@@ -10,7 +10,8 @@ import (
 
 // Module serves partners, organizations and sites.
 var Module = module.Module{Name: "tenancy", Build: func(k *module.Kernel) error {
-	s := New(k.DB, k.Logger, k.Config.ListCacheRows, k.Config.ListPageCacheTTL)
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock},
+		Options{CacheRows: k.Config.ListCacheRows, PageTTL: k.Config.ListPageCacheTTL})
 	s.Register(k.HTTP)
 	k.Cache(s.ForgetPages)
 	k.Provide(s)

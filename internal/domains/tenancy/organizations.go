@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -189,15 +190,11 @@ func (s *Service) ExportOrganizations(ctx context.Context, sk store.Seek) ([]*Or
 
 func (s *Service) getOrg(ctx context.Context, q store.Querier, scope access.Scope, id string, withDeleted bool) (Organization, error) {
 	var a store.Args
-	conds := []string{"o.id = " + a.Add(id), scope.OrgFilter(&a, "o.id", "o.partner_id")}
+	conds := []string{scope.OrgFilter(&a, "o.id", "o.partner_id")}
 	if !withDeleted {
 		conds = append(conds, "o.deleted_at IS NULL")
 	}
-	o, err := scanOrg(q.QueryRowContext(ctx, `SELECT `+orgColumns+` FROM organizations o WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return o, apperr.NotFound("organization")
-	}
-	return o, err
+	return store.ByID(ctx, q, "organization", `SELECT `+orgColumns+` FROM organizations o`, "o.id", id, &a, conds, scanOrg)
 }
 
 // ErrOrgLimit is the refusal of a new organization beyond the partner's maxOrganizations.
@@ -214,14 +211,17 @@ func reserveOrgSlot(ctx context.Context, tx *sql.Tx, partnerID string) error {
 	if errors.Is(err, sql.ErrNoRows) {
 		var exists bool
 		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM partners WHERE id = $1 AND deleted_at IS NULL)`, partnerID).Scan(&exists); err != nil {
-			return err
+			return fmt.Errorf("load partner %s: %w", partnerID, err)
 		}
 		if !exists {
 			return apperr.NotFound("partner")
 		}
 		return ErrOrgLimit
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("count an organization of partner %s: %w", partnerID, err)
+	}
+	return nil
 }
 
 // CreateOrganization creates an organization under the caller's partner (or, for system
@@ -269,7 +269,7 @@ func (s *Service) CreateOrganizationIn(ctx context.Context, tx *sql.Tx, in NewOr
 	if err != nil {
 		return Organization{}, err
 	}
-	id, now := store.NewID(), store.Now()
+	id, now := store.NewID(), s.clock.Now()
 	orgType, status := "customer", "active"
 	if in.Type != nil {
 		orgType = *in.Type
@@ -292,7 +292,7 @@ func (s *Service) CreateOrganizationIn(ctx context.Context, tx *sql.Tx, in NewOr
 	// A partner user limited to selected organizations keeps reaching what it creates.
 	if p := access.PrincipalFrom(ctx); p != nil && scope.OrgLimited() && p.Kind == access.ActorUser {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_org_access (user_id, org_id) VALUES ($1, $2)`, p.UserID, id); err != nil {
-			return Organization{}, err
+			return Organization{}, fmt.Errorf("give user %s organization %s: %w", p.UserID, id, err)
 		}
 	}
 	o, err := s.getOrg(ctx, tx, access.SystemScope(), id, false)
@@ -348,7 +348,7 @@ func (s *Service) UpdateOrganization(ctx context.Context, id string, in Organiza
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.Name != nil {
 			ch.Set("name", *in.Name)
 		}
@@ -404,15 +404,15 @@ func (s *Service) DeleteOrganization(ctx context.Context, id string) error {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE organizations SET deleted_at = $1, updated_at = $1 WHERE id = $2 AND deleted_at IS NULL`,
-			store.Now(), id)
+			s.clock.Now(), id)
 		if err != nil {
-			return err
+			return fmt.Errorf("delete organization %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.NotFound("organization")
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE partners SET org_count = org_count - 1 WHERE id = $1`, o.PartnerID); err != nil {
-			return err
+			return fmt.Errorf("uncount organization %s of partner %s: %w", id, o.PartnerID, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "organization.delete", ResourceType: "organization",
 			ResourceID: id, ResourceName: o.Name, PartnerID: o.PartnerID, OrgID: id})
@@ -438,9 +438,9 @@ func (s *Service) RestoreOrganization(ctx context.Context, id string) (Organizat
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE organizations SET deleted_at = NULL, updated_at = $1 WHERE id = $2 AND deleted_at IS NOT NULL`,
-			store.Now(), id)
+			s.clock.Now(), id)
 		if err != nil {
-			return err
+			return fmt.Errorf("restore organization %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Conflict("the organization is not deleted")

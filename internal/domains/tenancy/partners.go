@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"gale/internal/domains/audit"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -22,18 +22,33 @@ import (
 type Service struct {
 	db     *store.DB
 	logger *slog.Logger
+	clock  clock.Clock
 	// orgRows caches organization rows for lists, and orgPages which rows made each page
 	// (nil: none).
 	orgRows  *store.RowCache[*Organization]
 	orgPages *store.PageCache
 }
 
-// New returns the tenancy service. Organization lists keep up to cacheRows rows cached on
-// this node (0: none) and, when they do, their pages for up to pageTTL (0: none).
-func New(db *store.DB, logger *slog.Logger, cacheRows int, pageTTL time.Duration) *Service {
-	s := &Service{db: db, logger: logger, orgRows: store.NewRowCache(cacheRows, cacheOrg)}
+// Deps is what the tenancy service is built from.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	Clock  clock.Clock
+}
+
+// Options configure the tenancy service.
+type Options struct {
+	// CacheRows is how many organization rows lists keep cached on this node (0: none).
+	CacheRows int
+	// PageTTL is how long, when rows are cached, their pages are kept (0: none).
+	PageTTL time.Duration
+}
+
+// New returns the tenancy service.
+func New(d Deps, opts Options) *Service {
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), orgRows: store.NewRowCache(opts.CacheRows, cacheOrg)}
 	if s.orgRows != nil {
-		s.orgPages = store.NewPageCache(pageTTL)
+		s.orgPages = store.NewPageCache(opts.PageTTL)
 	}
 	return s
 }
@@ -128,11 +143,8 @@ func (s *Service) getPartner(ctx context.Context, q store.Querier, scope access.
 	if !scope.CanSeePartner(id) {
 		return Partner{}, apperr.NotFound("partner")
 	}
-	p, err := scanPartner(q.QueryRowContext(ctx, `SELECT `+partnerColumns+` FROM partners WHERE id = $1 AND deleted_at IS NULL`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return p, apperr.NotFound("partner")
-	}
-	return p, err
+	return store.ByID(ctx, q, "partner", `SELECT `+partnerColumns+` FROM partners`, "id", id, &store.Args{},
+		[]string{"deleted_at IS NULL"}, scanPartner)
 }
 
 // MyPartner returns the caller's own partner.
@@ -158,7 +170,7 @@ func (s *Service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, 
 		if err != nil {
 			return err
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		status := PartnerActive
 		if in.Status != nil {
 			status = *in.Status
@@ -198,7 +210,7 @@ func (s *Service) UpdatePartner(ctx context.Context, id string, in PartnerInput)
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.Name != nil {
 			ch.Set("name", *in.Name)
 		}
@@ -247,9 +259,9 @@ func (s *Service) DeletePartner(ctx context.Context, id string) error {
 			return apperr.Conflict(fmt.Sprintf("the partner still has %d organizations; delete them first", p.OrganizationCount))
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE partners SET deleted_at = $1, updated_at = $1 WHERE id = $2 AND deleted_at IS NULL
-			AND org_count = 0`, store.Now(), id)
+			AND org_count = 0`, s.clock.Now(), id)
 		if err != nil {
-			return err
+			return fmt.Errorf("delete partner %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return apperr.Conflict("the partner changed meanwhile; retry")

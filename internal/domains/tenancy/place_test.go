@@ -148,3 +148,24 @@ func TestPlaceForeignOrgIsAMissingOrg(t *testing.T) {
 		t.Errorf("foreign organization = %v, missing organization = %v; want the same answer", foreign, missing)
 	}
 }
+
+func TestServiceReadsOnItsDatabase(t *testing.T) {
+	w := newPlaceWorld(t)
+	s := tenancy.New(tenancy.Deps{DB: w.db}, tenancy.Options{})
+	ctx := context.Background()
+	alpha := access.Scope{Level: access.LevelPartner, PartnerID: w.alpha}
+	at, err := s.Place(ctx, alpha, w.a1, tenancy.PlaceOptions{Noun: "thing"})
+	if err != nil || at != (tenancy.Placement{PartnerID: w.alpha, OrgID: w.a1}) {
+		t.Fatalf("Place = %+v, %v", at, err)
+	}
+	if partner, ok, err := s.OrgInScope(ctx, alpha, w.b1); err != nil || ok || partner != "" {
+		t.Fatalf("OrgInScope of another partner's organization = %q, %v, %v", partner, ok, err)
+	}
+	if org, site, err := s.Names(ctx, w.a1, store.NewID()); err != nil || org != "a1" || site != "" {
+		t.Fatalf("Names = %q, %q, %v", org, site, err)
+	}
+	owners, err := s.OrgOwners(ctx, []string{w.a1, w.aDeleted})
+	if err != nil || len(owners) != 1 || owners[w.a1] != (tenancy.Owner{PartnerID: w.alpha, OrgID: w.a1}) {
+		t.Fatalf("OrgOwners = %v, %v", owners, err)
+	}
+}

@@ -69,22 +69,10 @@ func IsLivePartner(ctx context.Context, q store.Querier, partnerID string) (bool
 // SoleOrg returns the only live organization of a partner; ok is false when it has none or
 // several.
 func SoleOrg(ctx context.Context, q store.Querier, partnerID string) (orgID string, ok bool, err error) {
-	rows, err := q.QueryContext(ctx, `SELECT id FROM organizations WHERE partner_id = $1 AND deleted_at IS NULL
+	ids, err := store.QueryStrings(ctx, q, `SELECT id FROM organizations WHERE partner_id = $1 AND deleted_at IS NULL
 		ORDER BY id LIMIT 2`, partnerID)
 	if err != nil {
 		return "", false, fmt.Errorf("list organizations of partner %s: %w", partnerID, err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return "", false, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
-		return "", false, err
 	}
 	if len(ids) != 1 {
 		return "", false, nil
@@ -137,7 +125,10 @@ func Names(ctx context.Context, q store.Querier, orgID, siteID string) (orgName,
 	if errors.Is(err, sql.ErrNoRows) {
 		err = nil
 	}
-	return org.String, site.String, err
+	if err != nil {
+		return "", "", fmt.Errorf("load names of organization %s and site %s: %w", orgID, siteID, err)
+	}
+	return org.String, site.String, nil
 }
 
 // SharedRowsFilter renders the condition keeping the rows the scope may see of a table whose
@@ -179,20 +170,24 @@ func Owners(ctx context.Context, q store.Querier, query string, ids []string) (m
 		return out, nil
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, query+" IN "+a.In(ids), a.Values()...)
+	owned, err := store.QueryAll(ctx, q, query+" IN "+a.In(ids), a.Values(), func(row store.Scanner) (ownedRow, error) {
+		var r ownedRow
+		err := row.Scan(&r.id, &r.PartnerID, &r.OrgID)
+		return r, err
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("load owners: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var o Owner
-		if err := rows.Scan(&id, &o.PartnerID, &o.OrgID); err != nil {
-			return nil, err
-		}
-		out[id] = o
+	for _, r := range owned {
+		out[r.id] = r.Owner
 	}
-	return out, rows.Err()
+	return out, nil
+}
+
+// ownedRow is a row's ID with its owner.
+type ownedRow struct {
+	id string
+	Owner
 }
 
 // OrgOwners returns the owner of each live organization among ids (its OrgID is itself).
@@ -203,4 +198,27 @@ func OrgOwners(ctx context.Context, q store.Querier, ids []string) (map[string]O
 // SiteOwners returns the owner of each site of a live organization among ids.
 func SiteOwners(ctx context.Context, q store.Querier, ids []string) (map[string]Owner, error) {
 	return Owners(ctx, q, `SELECT id, partner_id, org_id FROM sites WHERE `+LiveOrg("org_id")+` AND id`, ids)
+}
+
+// The reads above, for domains that make them outside a transaction of their own: on the
+// service's database.
+
+// Place is Place on the service's database.
+func (s *Service) Place(ctx context.Context, scope access.Scope, orgID string, opts PlaceOptions) (Placement, error) {
+	return Place(ctx, s.db, scope, orgID, opts)
+}
+
+// OrgInScope is OrgInScope on the service's database.
+func (s *Service) OrgInScope(ctx context.Context, scope access.Scope, orgID string) (partnerID string, ok bool, err error) {
+	return OrgInScope(ctx, s.db, scope, orgID)
+}
+
+// Names is Names on the service's database.
+func (s *Service) Names(ctx context.Context, orgID, siteID string) (orgName, siteName string, err error) {
+	return Names(ctx, s.db, orgID, siteID)
+}
+
+// OrgOwners is OrgOwners on the service's database.
+func (s *Service) OrgOwners(ctx context.Context, ids []string) (map[string]Owner, error) {
+	return OrgOwners(ctx, s.db, ids)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -115,12 +115,8 @@ func (s *Service) GetSite(ctx context.Context, id string) (Site, error) {
 
 func (s *Service) getSite(ctx context.Context, q store.Querier, scope access.Scope, id string) (Site, error) {
 	var a store.Args
-	conds := []string{"s.id = " + a.Add(id), scope.OrgFilter(&a, "s.org_id", "s.partner_id"), LiveOrg("s.org_id")}
-	st, err := scanSite(q.QueryRowContext(ctx, `SELECT `+siteColumns+` FROM sites s WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return st, apperr.NotFound("site")
-	}
-	return st, err
+	conds := []string{scope.OrgFilter(&a, "s.org_id", "s.partner_id"), LiveOrg("s.org_id")}
+	return store.ByID(ctx, q, "site", `SELECT `+siteColumns+` FROM sites s`, "s.id", id, &a, conds, scanSite)
 }
 
 // CreateSite adds a site to an organization in scope. An organization caller may omit orgID.
@@ -164,7 +160,7 @@ func (s *Service) insertSite(ctx context.Context, tx *sql.Tx, org Organization, 
 	if err := validTimezone(tz); err != nil {
 		return Site{}, err
 	}
-	id, now := store.NewID(), store.Now()
+	id, now := store.NewID(), s.clock.Now()
 	_, err := tx.ExecContext(ctx, `INSERT INTO sites (id, partner_id, org_id, name, timezone, address, contact, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, id, org.PartnerID, org.ID, strings.TrimSpace(*in.Name), tz,
 		store.EncodeJSONOrNull(in.Address), store.EncodeJSONOrNull(in.Contact), now)
@@ -172,7 +168,7 @@ func (s *Service) insertSite(ctx context.Context, tx *sql.Tx, org Organization, 
 		return Site{}, apperr.Conflict("the organization already has a site named " + *in.Name)
 	}
 	if err != nil {
-		return Site{}, err
+		return Site{}, fmt.Errorf("insert site: %w", err)
 	}
 	st, err := s.getSite(ctx, tx, access.SystemScope(), id)
 	if err != nil {
@@ -196,7 +192,7 @@ func (s *Service) UpdateSite(ctx context.Context, id string, in SiteInput) (Site
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.Name != nil {
 			ch.Set("name", strings.TrimSpace(*in.Name))
 		}
@@ -214,7 +210,7 @@ func (s *Service) UpdateSite(ctx context.Context, id string, in SiteInput) (Site
 			return apperr.Conflict("the organization already has a site with that name")
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("update site %s: %w", id, err)
 		}
 		if st, err = s.getSite(ctx, tx, scope, id); err != nil {
 			return err
@@ -237,7 +233,7 @@ func (s *Service) DeleteSite(ctx context.Context, id string) error {
 			if strings.Contains(strings.ToLower(err.Error()), "foreign key") {
 				return apperr.Conflict("the site is still in use (devices or keys refer to it); move them first")
 			}
-			return err
+			return fmt.Errorf("delete site %s: %w", id, err)
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "site.delete", ResourceType: "site", ResourceID: id,
 			ResourceName: st.Name, PartnerID: st.PartnerID, OrgID: st.OrgID, Details: audit.Snapshot(st)})

@@ -69,21 +69,13 @@ func chooseSlug(ctx context.Context, tx *sql.Tx, table, name string, explicit *s
 	base := Slugify(name)
 	// "base" and every "base-..." sort between "base" and "base." ('.' follows '-'), so a
 	// range on the unique slug index finds them without scanning the table.
-	rows, err := tx.QueryContext(ctx, `SELECT slug FROM `+table+` WHERE slug >= $1 AND slug < $2`, base, base+".")
+	slugs, err := store.QueryStrings(ctx, tx, `SELECT slug FROM `+table+` WHERE slug >= $1 AND slug < $2`, base, base+".")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("list slugs like %s: %w", base, err)
 	}
-	defer rows.Close()
 	taken := map[string]bool{}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return "", err
-		}
+	for _, s := range slugs {
 		taken[s] = true
-	}
-	if err := rows.Err(); err != nil {
-		return "", err
 	}
 	candidate := base
 	for i := 2; taken[candidate]; i++ {
