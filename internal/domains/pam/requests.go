@@ -530,7 +530,7 @@ func (s *Service) Preview(ctx context.Context, in PAMRuleInput) (PAMPreview, err
 	if err := c.err(); err != nil {
 		return PAMPreview{}, err
 	}
-	at, err := tenancy.Place(ctx, s.db, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "pam rule"})
+	at, err := s.tenancy.Place(ctx, access.ScopeFrom(ctx), in.OrgID, tenancy.PlaceOptions{Noun: "pam rule"})
 	if err != nil {
 		return PAMPreview{}, err
 	}

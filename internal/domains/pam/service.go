@@ -24,6 +24,7 @@ type Service struct {
 	logger  *slog.Logger
 	clock   clock.Clock
 	devices *devices.Service
+	tenancy *tenancy.Service
 	wake    func()
 
 	// cache holds each organization's compiled rules with the rules_version they were built
@@ -42,6 +43,8 @@ type Deps struct {
 	Wake func()
 	// Devices carries the decisions to the agents.
 	Devices *devices.Service
+	// Tenancy places previews in the caller's organization.
+	Tenancy *tenancy.Service
 }
 
 // New returns the PAM service.
@@ -53,7 +56,7 @@ func New(d Deps) *Service {
 	if wake == nil {
 		wake = func() {}
 	}
-	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, wake: wake, cache: map[string]*ruleSet{}}
+	return &Service{db: d.DB, logger: logger, clock: clock.Or(d.Clock), devices: d.Devices, tenancy: d.Tenancy, wake: wake, cache: map[string]*ruleSet{}}
 }
 
 func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }

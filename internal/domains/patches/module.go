@@ -6,6 +6,7 @@ import (
 	"gale/internal/domains/devices"
 	"gale/internal/domains/maintenance"
 	"gale/internal/domains/rollouts"
+	"gale/internal/domains/tenancy"
 	"gale/internal/domains/thirdparty"
 	"gale/internal/platform/module"
 	"gale/internal/wire/agentproto"
@@ -16,7 +17,7 @@ import (
 // release of work held by maintenance windows, each node's builder of compliance reports, and
 // patch policies with their runner.
 var Module = module.Module{Name: "patches", Build: func(k *module.Kernel) error {
-	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
+	s := New(Deps{DB: k.DB, Tenancy: module.Get[*tenancy.Service](k), Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
 		Maintenance: module.Get[*maintenance.Service](k), Catalog: module.Get[*thirdparty.Service](k)})
 	for _, kind := range s.commandKinds() {
 		k.Declare(kind)

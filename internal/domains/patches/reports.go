@@ -282,7 +282,7 @@ func (s *Service) reportRows(ctx context.Context, id, partnerID, orgID string, f
 			k := place{r.orgID, r.siteID}
 			n, ok := names[k]
 			if !ok {
-				if n.org, n.site, err = tenancy.Names(ctx, s.db, r.orgID, r.siteID); err != nil {
+				if n.org, n.site, err = s.tenancy.Names(ctx, r.orgID, r.siteID); err != nil {
 					return fmt.Errorf("read the names of organization %s and site %s: %w", r.orgID, r.siteID, err)
 				}
 				names[k] = n

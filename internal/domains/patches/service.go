@@ -28,6 +28,7 @@ type Service struct {
 	logger      *slog.Logger
 	clock       clock.Clock
 	devices     *devices.Service
+	tenancy     *tenancy.Service
 	blobs       blob.Store
 	maintenance *maintenance.Service
 	// hold says which devices a maintenance window keeps from package changes now; nil: none.
@@ -51,11 +52,13 @@ type Deps struct {
 	Maintenance *maintenance.Service
 	// Catalog is the third-party catalog that third-party patches come from; nil: none.
 	Catalog *thirdparty.Service
+	// Tenancy names the organizations and sites of compliance reports.
+	Tenancy *tenancy.Service
 }
 
 // New returns the patches service.
 func New(d Deps) *Service {
-	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, blobs: d.Blobs,
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, tenancy: d.Tenancy, blobs: d.Blobs,
 		maintenance: d.Maintenance, catalog: d.Catalog}
 	if m := d.Maintenance; m != nil {
 		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"gale/internal/domains/agenthub"
+	"gale/internal/domains/auth"
 	"gale/internal/domains/authtickets"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/systemtools"
@@ -16,7 +17,7 @@ import (
 // sessions every minute.
 var Module = module.Module{Name: "remote", Build: func(k *module.Kernel) error {
 	c := k.Config
-	s := New(Deps{DB: k.DB, Clock: k.Clock, Logger: k.Logger, Devices: module.Get[*devices.Service](k), Agents: module.Get[*agenthub.Hub](k),
+	s := New(Deps{DB: k.DB, Auth: module.Get[*auth.Service](k), Clock: k.Clock, Logger: k.Logger, Devices: module.Get[*devices.Service](k), Agents: module.Get[*agenthub.Hub](k),
 		Tickets: module.Get[*authtickets.Service](k), Files: module.Get[*systemtools.Service](k)},
 		Options{PublicURL: c.PublicURL, STUNURLs: c.RemoteSTUNURLs, TURNURLs: c.RemoteTURNURLs, TURNSecret: c.RemoteTURNSecret,
 			TURNCredentialTTL: c.RemoteTURNCredentialTTL, FileTransferMaxBytes: c.RemoteFileTransferMaxBytes})

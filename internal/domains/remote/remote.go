@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/auth"
 	"gale/internal/domains/authtickets"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/systemtools"
@@ -100,6 +101,7 @@ type Service struct {
 	clock   clock.Clock
 	logger  *slog.Logger
 	devices *devices.Service
+	auth    *auth.Service
 	agents  systemtools.Caller
 	tickets *authtickets.Service
 	files   *systemtools.Service
@@ -119,11 +121,13 @@ type Deps struct {
 	Tickets *authtickets.Service
 	// Files carries the transfers of file_transfer sessions.
 	Files *systemtools.Service
+	// Auth turns a ticket's user into the principal the session runs as.
+	Auth *auth.Service
 }
 
 // New returns the remote-session service.
 func New(d Deps, opts Options) *Service {
-	return &Service{db: d.DB, clock: clock.Or(d.Clock), logger: d.Logger, devices: d.Devices, agents: d.Agents, tickets: d.Tickets,
+	return &Service{db: d.DB, auth: d.Auth, clock: clock.Or(d.Clock), logger: d.Logger, devices: d.Devices, agents: d.Agents, tickets: d.Tickets,
 		files: d.Files, opts: opts}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"gale/internal/domains/auth"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/httpapi"
@@ -179,7 +178,7 @@ func (s *Service) redeem(ctx context.Context, kind, id, raw string) (*access.Pri
 	if err != nil {
 		return nil, err
 	}
-	p, err := auth.PrincipalForUser(ctx, s.db, t.UserID)
+	p, err := s.auth.PrincipalForUser(ctx, t.UserID)
 	if err != nil {
 		return nil, fmt.Errorf("load the principal of user %s: %w", t.UserID, err)
 	}

@@ -28,6 +28,7 @@ type Service struct {
 	logger  *slog.Logger
 	clock   clock.Clock
 	devices *devices.Service
+	tenancy *tenancy.Service
 	blobs   blob.Store
 	// hold says which devices a maintenance window keeps from installs now; nil: none.
 	hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
@@ -49,11 +50,13 @@ type Deps struct {
 	// ReleaseWaiting finds them free) and whether a window a deployment is scheduled for is
 	// active. Nil holds none and makes deployments scheduled for a window unavailable (400).
 	Maintenance *maintenance.Service
+	// Tenancy places deployments in the caller's organization.
+	Tenancy *tenancy.Service
 }
 
 // New returns the software service.
 func New(d Deps) *Service {
-	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, blobs: d.Blobs}
+	s := &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), devices: d.Devices, tenancy: d.Tenancy, blobs: d.Blobs}
 	if m := d.Maintenance; m != nil {
 		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 			return m.Held(ctx, tx, maintenance.Patches, ids)

@@ -259,7 +259,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 	default:
 		return SoftwareDeployment{}, apperr.Invalid("schedule.mode", "mode is now or maintenance_window")
 	}
-	at, err := tenancy.Place(ctx, s.db, scope, in.OrgID, tenancy.PlaceOptions{Noun: "deployment"})
+	at, err := s.tenancy.Place(ctx, scope, in.OrgID, tenancy.PlaceOptions{Noun: "deployment"})
 	if err != nil {
 		return SoftwareDeployment{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"gale/internal/domains/devices"
 	"gale/internal/domains/maintenance"
 	"gale/internal/domains/rollouts"
+	"gale/internal/domains/tenancy"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/module"
@@ -17,7 +18,7 @@ import (
 
 // Module serves the software catalog, deployments and inventory.
 var Module = module.Module{Name: "software", Build: func(k *module.Kernel) error {
-	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
+	s := New(Deps{DB: k.DB, Tenancy: module.Get[*tenancy.Service](k), Logger: k.Logger, Clock: k.Clock, Devices: module.Get[*devices.Service](k), Blobs: k.Blobs,
 		Maintenance: module.Get[*maintenance.Service](k)})
 	// An installer that started is not interrupted: a sent software_install cannot be
 	// cancelled (CancelRefused), nor can an uninstall.

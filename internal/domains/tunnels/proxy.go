@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"gale/internal/domains/agenthub"
-	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
@@ -129,7 +128,7 @@ func (s *Service) redeem(w http.ResponseWriter, r *http.Request, id, raw string)
 // remote:access, reaching the tunnel's organization and device, whose agent is connected
 // when needAgent is set.
 func (s *Service) authorize(ctx context.Context, id, userID string, needAgent bool) (Tunnel, error) {
-	p, err := auth.PrincipalForUser(ctx, s.db, userID)
+	p, err := s.auth.PrincipalForUser(ctx, userID)
 	if err != nil {
 		return Tunnel{}, fmt.Errorf("load the principal of user %s: %w", userID, err)
 	}

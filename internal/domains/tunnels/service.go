@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"gale/internal/domains/audit"
+	"gale/internal/domains/auth"
 	"gale/internal/domains/authtickets"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/tenancy"
@@ -56,11 +57,14 @@ type Deps struct {
 	Tickets *authtickets.Service
 	// Audit records the issue of tickets, outside a transaction.
 	Audit *audit.Log
+	// Auth turns a ticket's user into the principal the proxied requests run as.
+	Auth *auth.Service
 }
 
 // Service keeps tunnels and serves their proxy.
 type Service struct {
 	db        *store.DB
+	auth      *auth.Service
 	devices   *devices.Service
 	agents    Agents
 	tickets   *authtickets.Service
@@ -79,7 +83,7 @@ func New(d Deps, opts Options) *Service {
 	if opts.ResponseTimeout <= 0 {
 		opts.ResponseTimeout = 60 * time.Second
 	}
-	s := &Service{db: d.DB, devices: d.Devices, agents: d.Agents, tickets: d.Tickets, audit: d.Audit, logger: d.Logger, opts: opts,
+	s := &Service{db: d.DB, auth: d.Auth, devices: d.Devices, agents: d.Agents, tickets: d.Tickets, audit: d.Audit, logger: d.Logger, opts: opts,
 		clock: clock.Or(d.Clock)}
 	s.transport = s.newTransport()
 	return s
