@@ -42,22 +42,20 @@ func TestNoOwnPagers(t *testing.T) {
 
 // clockDebt counts the uses of time.Now and store.Now.
 var clockDebt = map[string]int{
-	"internal/domains/agentdist":     2,  // registration, promotion
-	"internal/domains/agenthub":      1,  // the connection handler
-	"internal/domains/alertchannels": 1,  // channels, policies, deliveries, escalations, purge
-	"internal/domains/audit":         1,  // entries, export names, routes
-	"internal/domains/auth":          6,  // tokens, MFA, invites, password resets, sessions, purge
-	"internal/domains/devices":       21, // enrollment, heartbeats, inventory, results, sweeps, calls, commands, detail, changes, posture
-	"internal/domains/identity":      1,  // roles, users, invites, access reviews, organization access
-	"internal/domains/remote":        1,  // the shell and its bridge
-	"internal/domains/systemtools":   1,  // event log headers
-	"internal/domains/tunnels":       1,  // opening a tunnel
-	"internal/domains/webhooks":      2,  // deliveries, retries, tests, purge, webhooks, secrets
-	"internal/platform/events":       5,  // recording, leases, pending events, consumption, purge
-	"internal/platform/httpapi":      1,  // request timing
-	"internal/platform/mail":         1,  // the Date header
-	"internal/platform/nodes":        6,  // signatures, node heartbeats, leases, liveness
-	"internal/platform/senders":      1,  // claims
+	"internal/domains/agentdist":   2,  // registration, promotion
+	"internal/domains/agenthub":    1,  // the connection handler
+	"internal/domains/audit":       1,  // entries, export names, routes
+	"internal/domains/auth":        6,  // tokens, MFA, invites, password resets, sessions, purge
+	"internal/domains/devices":     21, // enrollment, heartbeats, inventory, results, sweeps, calls, commands, detail, changes, posture
+	"internal/domains/identity":    1,  // roles, users, invites, access reviews, organization access
+	"internal/domains/remote":      1,  // the shell and its bridge
+	"internal/domains/systemtools": 1,  // event log headers
+	"internal/domains/tunnels":     1,  // opening a tunnel
+	"internal/domains/webhooks":    1,  // deliveries, retries, tests, purge, webhooks, secrets
+	"internal/platform/events":     5,  // recording, leases, pending events, consumption, purge
+	"internal/platform/httpapi":    1,  // request timing
+	"internal/platform/mail":       1,  // the Date header
+	"internal/platform/nodes":      6,  // signatures, node heartbeats, leases, liveness
 }
 
 func TestServerTimeComesFromTheClock(t *testing.T) {
@@ -85,11 +83,6 @@ func TestNoHandWrittenByIDReads(t *testing.T) {
 var foreignCallDebt = map[string]int{
 	"internal/domains/incidents":       1, // devices.FindByAddress
 	"internal/domains/mobile":          2, // tenancy.Names
-	"internal/domains/pam":             1, // devices.Sites, tenancy.Place
-	"internal/domains/patches":         1, // tenancy.OrgOwners, Names and Place, groups.Owners
-	"internal/domains/remote":          1, // auth.PrincipalForUser
-	"internal/domains/software":        1, // tenancy.Place
-	"internal/domains/tunnels":         1, // auth.PrincipalForUser
 	"internal/domains/vulnerabilities": 4, // patches' pending installs, devices' online, live and software lists
 }
 

@@ -79,10 +79,6 @@ func (s *Service) Deliveries(ctx context.Context, channelID, status string, page
 		Args: &a, SortKey: "d.id", SortID: "d.id", Desc: true}, page, scanDelivery, func(d NotificationDelivery) (string, string) { return d.ID, d.ID })
 }
 
-// deliveryNow is the time of the delivery rows: senders.Claim, which claims them, compares
-// their next_attempt_at and claimed_until with the system clock, so they are written on it.
-func deliveryNow() time.Time { return store.Now() }
-
 // queue writes a pending delivery of n through a channel in tx; a channel whose throttle is
 // reached for the last hour gets a throttled row instead. A second delivery of the same
 // event and step to the channel is ignored.
@@ -91,7 +87,7 @@ func (s *Service) queue(ctx context.Context, tx *sql.Tx, channelID string, throt
 	if err != nil {
 		return err
 	}
-	now := deliveryNow()
+	now := s.now()
 	status := StatusPending
 	if throttle != nil {
 		var sent int
@@ -130,7 +126,7 @@ func (s *Service) Stop() { s.senders.Stop() }
 func (s *Service) RunDue(ctx context.Context) (int, error) {
 	return senders.Drain(ctx, func(ctx context.Context) (bool, error) {
 		c := claimed{token: store.NewID()}
-		ok, err := senders.Claim(ctx, s.db, "notification_deliveries", claimFor, c.token,
+		ok, err := senders.Claim(ctx, s.db, s.clock, "notification_deliveries", claimFor, c.token,
 			"id, channel_id, payload, attempts, max_attempts", func(row store.Scanner) error {
 				return row.Scan(&c.id, &c.channelID, &c.payload, &c.attempts, &c.maxAttempts)
 			})
@@ -178,7 +174,7 @@ func (s *Service) send(ctx context.Context, c claimed) error {
 // attempts are used up. Only the claim's holder may record it.
 func (s *Service) record(ctx context.Context, c claimed, out outcome, final bool) error {
 	attempt := c.attempts + 1
-	now := deliveryNow()
+	now := s.now()
 	status, next := StatusSucceeded, any(nil)
 	var delivered any
 	switch {
@@ -225,7 +221,6 @@ func (s *Service) Test(ctx context.Context, channelID string) (NotificationDeliv
 		return NotificationDelivery{}, err
 	}
 	now := s.now()
-	at := deliveryNow()
 	org := store.Deref(ch.OrgID)
 	alert, _ := json.Marshal(AlertView{ID: store.NewID(), PartnerID: ch.PartnerID, OrgID: org, Severity: "info", Status: "active",
 		Title: "Test notification", Message: "This is a test notification from Gale for the channel " + ch.Name + ".", TriggeredAt: now})
@@ -236,7 +231,7 @@ func (s *Service) Test(ctx context.Context, channelID string) (NotificationDeliv
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO notification_deliveries (id, channel_id, event_id, event_type, step, payload,
 		status, max_attempts, next_attempt_at, claim_token, claimed_until, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, -1, $5, $6, 1, $7, $8, $9, $7, $7)`, c.id, ch.ID, n.EventID, n.EventType, c.payload, StatusSending,
-		at, c.token, at.Add(claimFor)); err != nil {
+		now, c.token, now.Add(claimFor)); err != nil {
 		return NotificationDelivery{}, fmt.Errorf("insert the test delivery of channel %s: %w", ch.ID, err)
 	}
 	if err := s.send(ctx, c); err != nil {

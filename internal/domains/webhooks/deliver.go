@@ -66,7 +66,7 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	if err != nil {
 		return fmt.Errorf("encode event %s: %w", e.ID, err)
 	}
-	now := deliveryNow()
+	now := s.clock.Now()
 	for _, id := range targets {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, payload, status,
 			max_attempts, next_attempt_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $8)
@@ -77,10 +77,6 @@ func (s *Service) handle(ctx context.Context, tx *sql.Tx, e events.Event) error 
 	s.Wake()
 	return nil
 }
-
-// deliveryNow is the time of the delivery rows: senders.Claim, which claims them, compares
-// their next_attempt_at and claimed_until with the system clock, so they are written on it.
-func deliveryNow() time.Time { return store.Now() }
 
 func envelope(e events.Event) (string, error) {
 	var org *string
@@ -108,7 +104,7 @@ func (s *Service) Stop() { s.senders.Stop() }
 func (s *Service) RunDue(ctx context.Context) (int, error) {
 	return senders.Drain(ctx, func(ctx context.Context) (bool, error) {
 		c := claimed{token: store.NewID()}
-		ok, err := senders.Claim(ctx, s.db, "webhook_deliveries", claimFor, c.token,
+		ok, err := senders.Claim(ctx, s.db, s.clock, "webhook_deliveries", claimFor, c.token,
 			"id, webhook_id, event_id, event_type, payload, attempts, max_attempts", func(row store.Scanner) error {
 				return row.Scan(&c.id, &c.webhookID, &c.eventID, &c.eventType, &c.payload, &c.attempts, &c.maxAttempts)
 			})
@@ -223,7 +219,7 @@ func (s *Service) post(ctx context.Context, url, secret string, headers map[stri
 // may record it.
 func (s *Service) record(ctx context.Context, c claimed, started time.Time, out outcome, final bool) error {
 	attempt := c.attempts + 1
-	now := deliveryNow()
+	now := s.clock.Now()
 	ms := out.duration.Milliseconds()
 	status, next := StatusSucceeded, any(nil)
 	var delivered any
@@ -375,7 +371,7 @@ func (s *Service) Retry(ctx context.Context, webhookID, deliveryID string) (Deli
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = $1, next_attempt_at = $2, max_attempts = attempts + $3,
-			updated_at = $2 WHERE id = $4 AND status IN ($5, $6)`, StatusPending, deliveryNow(), MaxAttempts, deliveryID, StatusDead,
+			updated_at = $2 WHERE id = $4 AND status IN ($5, $6)`, StatusPending, s.clock.Now(), MaxAttempts, deliveryID, StatusDead,
 			StatusRetrying)
 		if err != nil {
 			return fmt.Errorf("requeue delivery %s: %w", deliveryID, err)
@@ -420,7 +416,7 @@ func (s *Service) Test(ctx context.Context, webhookID string) (Delivery, error) 
 	// The row is written already claimed by this request, so no worker sends it too.
 	c := claimed{id: store.NewID(), webhookID: w.ID, eventID: e.ID, eventType: e.Type, payload: payload, maxAttempts: 1,
 		token: store.NewID()}
-	now := deliveryNow()
+	now := s.clock.Now()
 	if _, err := s.db.ExecContext(ctx, `INSERT INTO webhook_deliveries (id, webhook_id, event_id, event_type, payload, status,
 		max_attempts, next_attempt_at, claim_token, claimed_until, created_at, updated_at)
 		VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $7, $7)`,

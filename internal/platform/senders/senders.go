@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -116,15 +117,15 @@ const (
 const dueCondition = `((status IN ($1, $2) AND next_attempt_at <= $3) OR (status = $4 AND claimed_until < $3))`
 
 // Claim takes one due row of table for claimFor with a conditional update, so exactly one
-// node wins it; token marks the claim, and the columns named by returning are read back into
+// node wins it, due and claims measured on clk (the one the rows were queued on); token marks the claim, and the columns named by returning are read back into
 // scan. An idle node only reads; the claim itself runs in a write transaction that on
 // PostgreSQL skips rows other nodes are claiming (FOR UPDATE SKIP LOCKED), so senders do not
 // queue up behind each other. false means nothing is due.
-func Claim(ctx context.Context, db *store.DB, table string, claimFor time.Duration, token, returning string,
+func Claim(ctx context.Context, db *store.DB, clk clock.Clock, table string, claimFor time.Duration, token, returning string,
 	scan func(store.Scanner) error) (bool, error) {
 	lock := db.ForUpdateSkipLocked()
 	for range 20 {
-		now := store.Now()
+		now := clk.Now()
 		var one int
 		err := db.QueryRowContext(ctx, `SELECT 1 FROM `+table+` WHERE `+dueCondition+` LIMIT 1`,
 			Pending, Retrying, now, Sending).Scan(&one)
