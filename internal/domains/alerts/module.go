@@ -12,9 +12,7 @@ import (
 // Module serves alert rules, templates and alerts; rules are evaluated in the transactions of
 // heartbeats and command results, and every minute.
 var Module = module.Module{Name: "alerts", Build: func(k *module.Kernel) error {
-	// The alerts stay on the system clock (no Deps.Clock) while the monitors' cooldown test
-	// dates alert resolutions on it under a fake k.Clock.
-	s := New(Deps{DB: k.DB, Logger: k.Logger, Wake: k.Events.Wake, Maintenance: module.Get[*maintenance.Service](k),
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake, Maintenance: module.Get[*maintenance.Service](k),
 		Devices: module.Get[*devices.Service](k)},
 		Options{MetricsRetention: k.Config.DeviceMetricsRetention})
 	s.Register(k.HTTP)

@@ -440,8 +440,8 @@ func TestAlertCooldownAndDisable(t *testing.T) {
 	if n := f.count(`SELECT COUNT(*) FROM alerts WHERE source_id = $1`, m.ID); n != 1 {
 		t.Fatalf("%d alerts within the cooldown", n)
 	}
-	// The cooldown counts from the resolution, on the alerts' own clock.
-	if _, err := f.e.App.DB.SQL.Exec(`UPDATE alerts SET resolved_at = $1 WHERE source_id = $2`, time.Now().Add(-16*time.Minute), m.ID); err != nil {
+	// The cooldown counts from the resolution, on the server's clock.
+	if _, err := f.e.App.DB.SQL.Exec(`UPDATE alerts SET resolved_at = $1 WHERE source_id = $2`, f.clk.Now().Add(-16*time.Minute), m.ID); err != nil {
 		t.Fatal(err)
 	}
 	f.clk.Advance(time.Minute)
