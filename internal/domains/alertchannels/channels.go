@@ -214,7 +214,7 @@ func forgetChannel(ctx context.Context, tx *sql.Tx, partnerID, id string, now ti
 		for i := range steps {
 			steps[i].ChannelIDs = slices.DeleteFunc(steps[i].ChannelIDs, func(s string) bool { return s == id })
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET steps = $1, updated_at = $2 WHERE id = $3`, jsonText(steps),
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_policies SET steps = $1, updated_at = $2 WHERE id = $3`, store.EncodeJSON(steps),
 			now, c.id); err != nil {
 			return fmt.Errorf("remove channel %s from policy %s: %w", id, c.id, err)
 		}

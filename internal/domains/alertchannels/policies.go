@@ -274,18 +274,6 @@ func (s *Service) ListPolicies(ctx context.Context, page store.Page) ([]AlertPol
 		SortKey: "p.id", SortID: "p.id", Desc: true}, page, scanPolicy, func(p AlertPolicy) (string, string) { return p.ID, p.ID })
 }
 
-func jsonText(v any) string {
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-func windowJSON(w *PolicyTimeWindow) any {
-	if w == nil {
-		return nil
-	}
-	return jsonText(w)
-}
-
 // CreatePolicy adds a policy.
 func (s *Service) CreatePolicy(ctx context.Context, in NewAlertPolicy) (AlertPolicy, error) {
 	scope := access.ScopeFrom(ctx)
@@ -323,7 +311,7 @@ func (s *Service) CreatePolicy(ctx context.Context, in NewAlertPolicy) (AlertPol
 		id, now := store.NewID(), s.now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_policies (id, partner_id, org_id, name, priority, match, time_window, steps,
 			enabled, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)`, id, partnerID, store.NullIfEmpty(orgID),
-			name, prio, jsonText(in.Match), windowJSON(window), jsonText(steps), enabled, now); err != nil {
+			name, prio, store.EncodeJSON(in.Match), store.EncodeJSONOrNull(window), store.EncodeJSON(steps), enabled, now); err != nil {
 			return fmt.Errorf("insert policy: %w", err)
 		}
 		if out, err = s.getPolicy(ctx, tx, access.SystemScope(), id); err != nil {
@@ -367,21 +355,21 @@ func (s *Service) UpdatePolicy(ctx context.Context, id string, in AlertPolicyUpd
 			if err := checkMatchTargets(ctx, tx, scope, *in.Match, before.PartnerID, store.Deref(before.OrgID)); err != nil {
 				return err
 			}
-			ch.Set("match", jsonText(*in.Match))
+			ch.Set("match", store.EncodeJSON(*in.Match))
 		}
 		if in.TimeWindow != nil {
 			w, err := validWindow(in.TimeWindow)
 			if err != nil {
 				return err
 			}
-			ch.Set("time_window", windowJSON(w))
+			ch.Set("time_window", store.EncodeJSONOrNull(w))
 		}
 		if in.Steps != nil {
 			steps, err := validSteps(ctx, tx, in.Steps, before.PartnerID, store.Deref(before.OrgID))
 			if err != nil {
 				return err
 			}
-			ch.Set("steps", jsonText(steps))
+			ch.Set("steps", store.EncodeJSON(steps))
 		}
 		if in.Enabled != nil {
 			ch.Set("enabled", *in.Enabled)

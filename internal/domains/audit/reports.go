@@ -218,7 +218,7 @@ func (l *Log) Stats(ctx context.Context, days int, now time.Time) (Stats, error)
 	today := now.UTC().Truncate(24 * time.Hour)
 	since := today.AddDate(0, 0, -(days - 1))
 	var a store.Args
-	day := dayExpr(l.db.Dialect)
+	day := l.db.UTCDate("occurred_at")
 	perDay, err := store.QueryAll(ctx, l.db, `SELECT `+day+`, COUNT(*) FROM audit_logs WHERE `+scope.TenantFilter(&a, "org_id", "partner_id")+
 		` AND occurred_at >= `+a.Add(since)+` GROUP BY `+day, a.Values(), scanKeyCount)
 	if err != nil {
@@ -246,16 +246,3 @@ func scanKeyCount(row store.Scanner) (keyCount, error) {
 	err := row.Scan(&c.key, &c.n)
 	return c, err
 }
-
-// dayExpr is the UTC date (YYYY-MM-DD) of occurred_at, which the dialects spell differently.
-func dayExpr(d store.Dialect) string {
-	if d == store.Postgres {
-		return postgresDay()
-	}
-	return sqliteDay()
-}
-
-// sqliteDay: times are stored as text in UTC ("2026-11-22 04:40:45.123+00:00").
-func sqliteDay() string { return "substr(occurred_at, 1, 10)" }
-
-func postgresDay() string { return "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" }

@@ -21,6 +21,7 @@ import (
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/jobs"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/secrets"
 	"gale/internal/platform/store"
 )
@@ -256,8 +257,8 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			trigger_config, event_type, webhook_secret, webhook_secret_hint, conditions, actions, targets, on_failure, notify_channel_ids,
 			created_by, created_at, updated_at, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 			$16, $17, $18, $18, $19)`, id, at.PartnerID, store.NullIfEmpty(at.OrgID), in.Name, in.Description, enabled, in.Trigger.Type,
-			store.EncodeJSON(in.Trigger), store.NullIfEmpty(in.Trigger.EventType), sealed, hint, store.EncodeJSON(nonNil(in.Conditions)), store.EncodeJSON(in.Actions),
-			targetsValue(in.Targets), in.OnFailure, store.EncodeJSON(nonNil(in.NotifyChannelIDs)), access.ActorName(ctx), now,
+			store.EncodeJSON(in.Trigger), store.NullIfEmpty(in.Trigger.EventType), sealed, hint, store.EncodeJSON(jsonenc.NonNil(in.Conditions)), store.EncodeJSON(in.Actions),
+			targetsValue(in.Targets), in.OnFailure, store.EncodeJSON(jsonenc.NonNil(in.NotifyChannelIDs)), access.ActorName(ctx), now,
 			nextRun(in.Trigger, enabled, now)); err != nil {
 			if store.IsUniqueViolation(err) {
 				return nameTaken(in.Name)
@@ -290,13 +291,6 @@ func (s *Service) newSecret(triggerType string) (secret string, sealed, hint any
 	}
 	secret = secrets.Token("whsec_", 32)
 	return secret, s.box.Seal(secret), secret[len(secret)-4:]
-}
-
-func nonNil[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
 }
 
 func targetsValue(t *devices.Targets) any {
@@ -360,11 +354,11 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 		c.Set("trigger_type", after.Trigger.Type)
 		c.Set("trigger_config", store.EncodeJSON(after.Trigger))
 		c.Set("event_type", store.NullIfEmpty(after.Trigger.EventType))
-		c.Set("conditions", store.EncodeJSON(nonNil(after.Conditions)))
+		c.Set("conditions", store.EncodeJSON(jsonenc.NonNil(after.Conditions)))
 		c.Set("actions", store.EncodeJSON(after.Actions))
 		c.Set("targets", targetsValue(after.Targets))
 		c.Set("on_failure", after.OnFailure)
-		c.Set("notify_channel_ids", store.EncodeJSON(nonNil(after.NotifyChannelIDs)))
+		c.Set("notify_channel_ids", store.EncodeJSON(jsonenc.NonNil(after.NotifyChannelIDs)))
 		if after.Trigger.Type != before.Trigger.Type || store.EncodeJSON(after.Trigger) != store.EncodeJSON(before.Trigger) || after.Enabled != before.Enabled {
 			c.Set("next_run_at", nextRun(after.Trigger, after.Enabled, now))
 		}

@@ -18,6 +18,7 @@ import (
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 )
 
@@ -194,16 +195,9 @@ func scanPolicy(row store.Scanner) (PatchPolicy, error) {
 			return x, fmt.Errorf("read patch policy %s: %w", x.ID, err)
 		}
 	}
-	x.AutoApprove.Categories, x.AutoApprove.Severities = nonNil(x.AutoApprove.Categories), nonNil(x.AutoApprove.Severities)
-	x.Rings, x.LastJobIDs, x.Targets.IDs = nonNil(x.Rings), nonNil(x.LastJobIDs), nonNil(x.Targets.IDs)
+	x.AutoApprove.Categories, x.AutoApprove.Severities = jsonenc.NonNil(x.AutoApprove.Categories), jsonenc.NonNil(x.AutoApprove.Severities)
+	x.Rings, x.LastJobIDs, x.Targets.IDs = jsonenc.NonNil(x.Rings), jsonenc.NonNil(x.LastJobIDs), jsonenc.NonNil(x.Targets.IDs)
 	return x, nil
-}
-
-func nonNil[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
 }
 
 // policyFilter keeps the policies in scope: partner-wide ones only for callers that reach the
@@ -393,7 +387,7 @@ func ownedBy(owners map[string]tenancy.Owner, id string, x *PatchPolicy) bool {
 }
 
 func (p *Policies) checkRings(ctx context.Context, q store.Querier, x *PatchPolicy) error {
-	x.Rings = nonNil(x.Rings)
+	x.Rings = jsonenc.NonNil(x.Rings)
 	if len(x.Rings) > MaxPolicyRings {
 		return apperr.Invalid("rings", "at most 10 rings")
 	}

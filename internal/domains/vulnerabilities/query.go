@@ -11,6 +11,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 )
 
@@ -94,17 +95,10 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Vu
 			pk[p.cve] = append(pk[p.cve], p.pkg)
 		}
 		for i := range out {
-			out[i].Packages = nonNil(pk[out[i].CVEID])
+			out[i].Packages = jsonenc.NonNil(pk[out[i].CVEID])
 		}
 	}
 	return out, next, total, nil
-}
-
-func nonNil[T any](l []T) []T {
-	if l == nil {
-		return []T{}
-	}
-	return l
 }
 
 const groupSelect = `SELECT f.group_key, COUNT(DISTINCT f.device_id), COUNT(*), SUM(CASE WHEN f.severity_rank = 4 THEN 1 ELSE 0 END),
