@@ -105,7 +105,7 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		hw := agentproto.Hardware{}
 		if req.Hardware != nil {
 			hw = *req.Hardware
@@ -213,7 +213,7 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 		if err != nil {
 			return err
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		var createdBy any
 		if p := access.PrincipalFrom(ctx); p != nil {
 			createdBy = p.ID
@@ -259,7 +259,7 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 // alone: only that the agent is alive now counts.
 func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) (waiting bool, err error) {
 	cleanHeartbeat(&hb)
-	now := store.Now()
+	now := s.clock.Now()
 	sampledAt, late, keep := sampleTime(now, hb.SampledAt, s.opts.MetricsRetention)
 	err = s.db.WriteUrgent(ctx, func(tx *sql.Tx) error {
 		if a.Role == agentproto.RoleWatchdog {
@@ -377,7 +377,7 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		inv.Software = inv.Software[:maxSoftware]
 		inv.Errors = append(inv.Errors, "software: list cut at 10000 packages")
 	}
-	now := store.Now()
+	now := s.clock.Now()
 	if inv.CollectedAt.IsZero() {
 		inv.CollectedAt = now
 	}
@@ -584,7 +584,8 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	const update = `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
 		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9, stdout_encoding = $14, stderr_encoding = $15
 		WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`
-	args := []any{status, store.Now(), exit, stdout, stderr, r.Truncated, r.DurationMs, result,
+	now := s.clock.Now()
+	args := []any{status, now, exit, stdout, stderr, r.Truncated, r.DurationMs, result,
 		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent, stdoutEncoding, stderrEncoding}
 	if len(s.hooks.commandFinished) == 0 && !s.anyOnResult {
 		// One statement records most results; a cancel_command's, and one that changes
@@ -610,7 +611,7 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 			return err
 		}
 		if kind == agentproto.CommandCancel && status == CommandCompleted {
-			if err := confirmCancellation(ctx, tx, a.DeviceID, payload); err != nil {
+			if err := confirmCancellation(ctx, tx, a.DeviceID, payload, now); err != nil {
 				return err
 			}
 		}
@@ -652,7 +653,7 @@ func storedOutput(s, encoding string) (out, enc any) {
 // Sweep marks devices offline whose agents went quiet, times out commands past their
 // deadline, and trims the metrics history. It runs periodically on one node at a time.
 func (s *Service) Sweep(ctx context.Context) error {
-	now := store.Now()
+	now := s.clock.Now()
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM devices WHERE status = $1 AND last_seen_at < $2`, StatusOnline, now.Add(-s.opts.OfflineAfter))
 	if err != nil {
 		return err

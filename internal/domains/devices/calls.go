@@ -22,7 +22,7 @@ const (
 
 // QueueCall stores a call for a device until its agent's connection picks it up.
 func (s *Service) QueueCall(ctx context.Context, deviceID, method string, args json.RawMessage, timeout time.Duration) (string, error) {
-	id, now := store.NewID(), store.Now()
+	id, now := store.NewID(), s.clock.Now()
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -34,7 +34,7 @@ func (s *Service) QueueCall(ctx context.Context, deviceID, method string, args j
 // TakeCalls marks a device's queued calls as sent and returns them, oldest first.
 func (s *Service) TakeCalls(ctx context.Context, deviceID string) ([]agentproto.Call, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, method, args FROM agent_calls WHERE device_id = $1 AND status = $2
-		AND expires_at > $3 ORDER BY id LIMIT 50`, deviceID, callQueued, store.Now())
+		AND expires_at > $3 ORDER BY id LIMIT 50`, deviceID, callQueued, s.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -74,8 +74,8 @@ func (s *Service) AnswerCall(ctx context.Context, a Agent, r agentproto.CallResu
 		code, msg = r.Error.Code, r.Error.Message
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE agent_calls SET status = $1, result = $2, error_code = $3, error = $4, answered_at = $5
-		WHERE id = $6 AND device_id = $7 AND status = $8`, callAnswered, store.NullIfEmpty(string(r.Result)), code, msg, store.Now(),
-		r.CallID, a.DeviceID, callSent)
+		WHERE id = $6 AND device_id = $7 AND status = $8`, callAnswered, store.NullIfEmpty(string(r.Result)), code, msg,
+		s.clock.Now(), r.CallID, a.DeviceID, callSent)
 	if err != nil {
 		return false, err
 	}

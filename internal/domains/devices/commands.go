@@ -114,9 +114,10 @@ func scanCommand(row store.Scanner) (DeviceCommand, error) {
 // insertCommand queues a command in tx, or, when sent, records it as sent: it goes out at once
 // on this node's connection to the agent (dispatch). It returns false when the database refused
 // it as a duplicate pending refresh_inventory. The record is made here rather than read back.
-func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int, sent bool) (DeviceCommand, bool, error) {
+func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int, sent bool,
+	now time.Time) (DeviceCommand, bool, error) {
 	c := DeviceCommand{ID: store.NewID(), DeviceID: d.ID, OrgID: d.OrgID, Type: in.Type, Payload: json.RawMessage(payload),
-		Status: CommandQueued, TimeoutSeconds: timeout, CreatedAt: store.Now()}
+		Status: CommandQueued, TimeoutSeconds: timeout, CreatedAt: now}
 	expires := c.CreatedAt.Add(QueueTTL)
 	if sent {
 		sentAt := c.CreatedAt
@@ -164,7 +165,7 @@ func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandIn
 			return err
 		}
 		var ok bool
-		if c, ok, err = insertCommand(ctx, tx, d, in, payload, timeout, live && !queued); err != nil {
+		if c, ok, err = insertCommand(ctx, tx, d, in, payload, timeout, live && !queued, s.clock.Now()); err != nil {
 			return err
 		}
 		if !ok {
@@ -203,8 +204,9 @@ func (s *Service) dispatch(ctx context.Context, c *DeviceCommand) {
 // connection now.
 func (s *Service) Requeue(ctx context.Context, deviceID string, ids []string) error {
 	var a store.Args
+	expires := s.clock.Now().Add(QueueTTL)
 	_, err := s.db.ExecContext(ctx, `UPDATE device_commands SET status = `+a.Add(CommandQueued)+`, sent_at = NULL, expires_at = `+
-		a.Add(store.Now().Add(QueueTTL))+` WHERE device_id = `+a.Add(deviceID)+` AND id IN `+a.In(ids)+` AND status = `+a.Add(CommandSent),
+		a.Add(expires)+` WHERE device_id = `+a.Add(deviceID)+` AND id IN `+a.In(ids)+` AND status = `+a.Add(CommandSent),
 		a.Values()...)
 	if err == nil {
 		s.notifier.Work(ctx, deviceID)
@@ -294,7 +296,8 @@ func (s *Service) SendBulkIn(ctx context.Context, tx *sql.Tx, in BulkInput) (Bul
 		if err != nil {
 			return out, err
 		}
-		c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued)
+		c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued,
+			s.clock.Now())
 		if err != nil {
 			return out, err
 		}
@@ -444,7 +447,7 @@ func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto
 	}
 	// Each command expires its own timeout (plus the grace) after now. (The ELSE, never taken,
 	// gives PostgreSQL the CASE's type.)
-	now := store.Now()
+	now := s.clock.Now()
 	var a store.Args
 	ids := make([]string, len(queued))
 	expires := "CASE id"

@@ -62,7 +62,7 @@ func (s *Service) GetDetail(ctx context.Context, id string) (Detail, error) {
 	if out.Inventory, err = s.inventory(ctx, id); err != nil {
 		return out, err
 	}
-	out.RecentMetrics, err = s.metricsSince(ctx, id, store.Now().Add(-time.Hour))
+	out.RecentMetrics, err = s.metricsSince(ctx, id, s.clock.Now().Add(-time.Hour))
 	return out, err
 }
 

@@ -56,7 +56,7 @@ func (s *Service) UpdateDevice(ctx context.Context, id string, in Update) (Devic
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.DisplayName != nil {
 			ch.Set("display_name", store.NullIfEmpty(strings.TrimSpace(*in.DisplayName)))
 		}
@@ -146,7 +146,7 @@ func (s *Service) MoveOrg(ctx context.Context, id, orgID, siteID string) (Device
 		if err := s.leftOrg(ctx, tx, id, "device moved"); err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `UPDATE devices SET org_id = $1, site_id = $2, updated_at = $3 WHERE id = $4`, orgID, siteID, now, id); err != nil {
 			return err
 		}
@@ -184,7 +184,7 @@ func (s *Service) Decommission(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1, decommissioned_at = $2, updated_at = $2 WHERE id = $3 AND decommissioned_at IS NULL`, StatusDecommissioned, now, id)
 		if err != nil {
 			return err

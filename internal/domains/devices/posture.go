@@ -99,7 +99,7 @@ func (s *Service) PostureSummary(ctx context.Context, orgID string, stalenessDay
 		return strings.Join(conds, " AND ")
 	}
 	var a store.Args
-	staleBefore := a.Add(store.Now().Add(-time.Duration(stalenessDays) * 24 * time.Hour))
+	staleBefore := a.Add(s.clock.Now().Add(-time.Duration(stalenessDays) * 24 * time.Hour))
 	orgs := map[string]*PostureOrg{}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.org_id, COUNT(*), SUM(CASE WHEN d.posture_at IS NULL THEN 1 ELSE 0 END),
 		SUM(CASE WHEN d.posture_at < `+staleBefore+` THEN 1 ELSE 0 END) FROM devices d WHERE `+where(&a)+` GROUP BY d.org_id ORDER BY d.org_id`,
