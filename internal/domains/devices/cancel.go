@@ -47,9 +47,6 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 		if err != nil {
 			return err
 		}
-		if !store.ValidID(commandID) {
-			return apperr.NotFound("command")
-		}
 		if c, err = getCommand(ctx, tx, deviceID, commandID); err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -387,20 +386,15 @@ type prefixScanner struct {
 func (p prefixScanner) Scan(dest ...any) error { return p.row.Scan(append(p.own, dest...)...) }
 
 func getCommand(ctx context.Context, q store.Querier, deviceID, id string) (DeviceCommand, error) {
-	c, err := scanCommand(q.QueryRowContext(ctx, `SELECT `+commandColumns+` FROM device_commands c WHERE c.id = $1 AND c.device_id = $2`, id, deviceID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, apperr.NotFound("command")
-	}
-	return c, err
+	var a store.Args
+	return store.ByID(ctx, q, "command", `SELECT `+commandColumns+` FROM device_commands c`, "c.id", id, &a,
+		[]string{"c.device_id = " + a.Add(deviceID)}, scanCommand)
 }
 
 // GetCommand returns one command of a device in scope.
 func (s *Service) GetCommand(ctx context.Context, deviceID, id string) (DeviceCommand, error) {
 	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
 		return DeviceCommand{}, err
-	}
-	if !store.ValidID(id) {
-		return DeviceCommand{}, apperr.NotFound("command")
 	}
 	return getCommand(ctx, s.db, deviceID, id)
 }

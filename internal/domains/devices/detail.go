@@ -166,15 +166,9 @@ func (s *Service) InstalledPackage(ctx context.Context, deviceID, softwareID str
 	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
 		return InstalledSoftware{}, err
 	}
-	if !store.ValidID(softwareID) {
-		return InstalledSoftware{}, apperr.NotFound("software")
-	}
-	r, err := scanSoftware(s.db.QueryRowContext(ctx, `SELECT `+softwareColumns+` FROM device_software WHERE device_id = $1 AND id = $2`,
-		deviceID, softwareID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("software")
-	}
-	return r, err
+	var a store.Args
+	return store.ByID(ctx, s.db, "software", `SELECT `+softwareColumns+` FROM device_software`, "id", softwareID, &a,
+		[]string{"device_id = " + a.Add(deviceID)}, scanSoftware)
 }
 
 // SoftwareCount is one name and version of installed software, and how many devices have it.

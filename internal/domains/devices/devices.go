@@ -119,6 +119,9 @@ var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.disp
 	// sorted after reading (an ordered aggregate costs SQLite a sort per row).
 	`, (SELECT string_agg(t.tag, ',') FROM device_tags t WHERE t.device_id = d.id)`
 
+// selectDevices reads devices with deviceColumns.
+var selectDevices = `SELECT ` + deviceColumns + ` FROM devices d`
+
 // scanner reads device rows; watchdogQuiet is how long a watchdog may stay silent before
 // it shows as offline, by clock.
 type scanner struct {

@@ -2,8 +2,6 @@ package devices
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -161,24 +159,13 @@ func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, 
 // dest, when more is given.
 func (s *Service) read(ctx context.Context, q store.Querier, scope access.Scope, id string, more func(a *store.Args) string,
 	dest any) (Device, error) {
-	if !store.ValidID(id) {
-		return Device{}, apperr.NotFound("device")
-	}
 	var a store.Args
-	conds := []string{"d.id = " + a.Add(id), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
-	cols := deviceColumns
-	if more != nil {
-		cols += ", " + more(&a)
+	conds := []string{scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
+	if more == nil {
+		return store.ByID(ctx, q, "device", selectDevices, "d.id", id, &a, conds, s.sc.scan)
 	}
-	var row store.Scanner = q.QueryRowContext(ctx, `SELECT `+cols+` FROM devices d WHERE `+store.Where(conds), a.Values()...)
-	if more != nil {
-		row = store.ScanAlso{Row: row, Dest: dest}
-	}
-	d, err := s.sc.scan(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, apperr.NotFound("device")
-	}
-	return d, err
+	return store.ByID(ctx, q, "device", `SELECT `+deviceColumns+`, `+more(&a)+` FROM devices d`, "d.id", id, &a, conds,
+		func(row store.Scanner) (Device, error) { return s.sc.scan(store.ScanAlso{Row: row, Dest: dest}) })
 }
 
 // getActive is get for changes: a decommissioned device is gone for every write.
