@@ -464,24 +464,22 @@ func replaceSoftware(ctx context.Context, tx *sql.Tx, deviceID string, sw []agen
 		want[id] = p
 		order = append(order, id)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, name, version, publisher, architecture, install_date, size_bytes, source
-		FROM device_software WHERE device_id = $1`, deviceID)
+	type stored struct {
+		id string
+		p  agentproto.Software
+	}
+	rows, err := store.QueryAll(ctx, tx, `SELECT id, name, version, publisher, architecture, install_date, size_bytes, source
+		FROM device_software WHERE device_id = $1`, []any{deviceID}, func(row store.Scanner) (stored, error) {
+		var r stored
+		return r, row.Scan(&r.id, &r.p.Name, &r.p.Version, &r.p.Publisher, &r.p.Architecture, &r.p.InstallDate, &r.p.SizeBytes,
+			&r.p.Source)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("read the installed software of device %s: %w", deviceID, err)
 	}
-	have := map[string]agentproto.Software{}
-	for rows.Next() {
-		var id string
-		var p agentproto.Software
-		if err := rows.Scan(&id, &p.Name, &p.Version, &p.Publisher, &p.Architecture, &p.InstallDate, &p.SizeBytes, &p.Source); err != nil {
-			rows.Close()
-			return err
-		}
-		have[id] = p
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	have := make(map[string]agentproto.Software, len(rows))
+	for _, r := range rows {
+		have[r.id] = r.p
 	}
 	var gone []any
 	for id := range have {
@@ -654,22 +652,10 @@ func storedOutput(s, encoding string) (out, enc any) {
 // deadline, and trims the metrics history. It runs periodically on one node at a time.
 func (s *Service) Sweep(ctx context.Context) error {
 	now := s.clock.Now()
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM devices WHERE status = $1 AND last_seen_at < $2`, StatusOnline, now.Add(-s.opts.OfflineAfter))
+	quiet, err := store.QueryStrings(ctx, s.db, `SELECT id FROM devices WHERE status = $1 AND last_seen_at < $2`, StatusOnline,
+		now.Add(-s.opts.OfflineAfter))
 	if err != nil {
-		return err
-	}
-	var quiet []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		quiet = append(quiet, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("find the devices gone quiet: %w", err)
 	}
 	for _, id := range quiet {
 		err := s.db.Write(ctx, func(tx *sql.Tx) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"gale/internal/platform/store"
@@ -33,25 +34,17 @@ func (s *Service) QueueCall(ctx context.Context, deviceID, method string, args j
 
 // TakeCalls marks a device's queued calls as sent and returns them, oldest first.
 func (s *Service) TakeCalls(ctx context.Context, deviceID string) ([]agentproto.Call, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, method, args FROM agent_calls WHERE device_id = $1 AND status = $2
-		AND expires_at > $3 ORDER BY id LIMIT 50`, deviceID, callQueued, s.clock.Now())
+	queued, err := store.QueryAll(ctx, s.db, `SELECT id, method, args FROM agent_calls WHERE device_id = $1 AND status = $2
+		AND expires_at > $3 ORDER BY id LIMIT 50`, []any{deviceID, callQueued, s.clock.Now()},
+		func(row store.Scanner) (agentproto.Call, error) {
+			var c agentproto.Call
+			var args string
+			err := row.Scan(&c.ID, &c.Method, &args)
+			c.Args = json.RawMessage(args)
+			return c, err
+		})
 	if err != nil {
-		return nil, err
-	}
-	var queued []agentproto.Call
-	for rows.Next() {
-		var c agentproto.Call
-		var args string
-		if err := rows.Scan(&c.ID, &c.Method, &args); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.Args = json.RawMessage(args)
-		queued = append(queued, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the queued calls of device %s: %w", deviceID, err)
 	}
 	var out []agentproto.Call
 	for _, c := range queued {

@@ -419,25 +419,20 @@ func (s *Service) ListCommands(ctx context.Context, deviceID, status string, pag
 // one update that claims what is still queued), since it runs on the way of every command to
 // its agent.
 func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto.Command, error) {
-	var queued []agentproto.Command
-	rows, err := s.db.QueryContext(ctx, `SELECT id, type, payload, timeout_seconds FROM device_commands
-		WHERE device_id = $1 AND status = $2 ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), deviceID, CommandQueued)
+	queued, err := store.QueryAll(ctx, s.db, `SELECT id, type, payload, timeout_seconds FROM device_commands
+		WHERE device_id = $1 AND status = $2 ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), []any{deviceID, CommandQueued},
+		func(row store.Scanner) (agentproto.Command, error) {
+			var c agentproto.Command
+			var payload string
+			err := row.Scan(&c.ID, &c.Type, &payload, &c.TimeoutSeconds)
+			c.Payload = json.RawMessage(payload)
+			return c, err
+		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the queued commands of device %s: %w", deviceID, err)
 	}
-	for rows.Next() {
-		var c agentproto.Command
-		var payload string
-		if err := rows.Scan(&c.ID, &c.Type, &payload, &c.TimeoutSeconds); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.Payload = json.RawMessage(payload)
-		queued = append(queued, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(queued) == 0 {
-		return nil, err
+	if len(queued) == 0 {
+		return nil, nil
 	}
 	// Each command expires its own timeout (plus the grace) after now. (The ELSE, never taken,
 	// gives PostgreSQL the CASE's type.)

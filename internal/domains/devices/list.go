@@ -204,23 +204,23 @@ func (s *Service) activeToCommand(ctx context.Context, q store.Querier, scope ac
 	}
 	var a store.Args
 	conds := []string{"d.id IN " + a.In(valid), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
-	rows, err := q.QueryContext(ctx, `SELECT `+deviceColumns+`, EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id
-		AND q.status = `+a.Add(CommandQueued)+`) FROM devices d WHERE `+store.Where(conds), a.Values()...)
+	found, err := store.QueryAll(ctx, q, `SELECT `+deviceColumns+`, EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id
+		AND q.status = `+a.Add(CommandQueued)+`) FROM devices d WHERE `+store.Where(conds), a.Values(),
+		func(row store.Scanner) (toCommand, error) {
+			var c toCommand
+			var err error
+			c.Device, err = s.sc.scan(store.ScanAlso{Row: row, Dest: &c.queued})
+			return c, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read devices to command: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var queued bool
-		d, err := s.sc.scan(store.ScanAlso{Row: rows, Dest: &queued})
-		if err != nil {
-			return nil, err
-		}
-		if d.DecommissionedAt == nil {
-			out[d.ID] = toCommand{d, queued}
+	for _, c := range found {
+		if c.DecommissionedAt == nil {
+			out[c.ID] = c
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func active(d Device, err error) (Device, error) {
