@@ -29,7 +29,10 @@ func (s *Service) QueueCall(ctx context.Context, deviceID, method string, args j
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO agent_calls (id, device_id, method, args, status, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, deviceID, method, string(args), callQueued, now, now.Add(timeout))
-	return id, err
+	if err != nil {
+		return "", fmt.Errorf("queue %s call for device %s: %w", method, deviceID, err)
+	}
+	return id, nil
 }
 
 // TakeCalls marks a device's queued calls as sent and returns them, oldest first.
@@ -70,7 +73,7 @@ func (s *Service) AnswerCall(ctx context.Context, a Agent, r agentproto.CallResu
 		WHERE id = $6 AND device_id = $7 AND status = $8`, callAnswered, store.NullIfEmpty(string(r.Result)), code, msg,
 		s.clock.Now(), r.CallID, a.DeviceID, callSent)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("record the answer to call %s: %w", r.CallID, err)
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
@@ -99,5 +102,8 @@ func (s *Service) CallOutcome(ctx context.Context, id string) (result json.RawMe
 // ExpireCall gives up on a call nobody answered in time.
 func (s *Service) ExpireCall(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE agent_calls SET status = $1 WHERE id = $2 AND status IN ($3, $4)`, callExpired, id, callQueued, callSent)
-	return err
+	if err != nil {
+		return fmt.Errorf("expire call %s: %w", id, err)
+	}
+	return nil
 }
