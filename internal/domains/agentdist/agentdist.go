@@ -21,6 +21,7 @@ import (
 	"gale/internal/domains/audit"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 )
 
@@ -49,13 +50,22 @@ type Options struct {
 type Service struct {
 	db      *store.DB
 	logger  *slog.Logger
+	clock   clock.Clock
 	opts    Options
 	install []byte
 }
 
-// New returns the service over db.
-func New(db *store.DB, logger *slog.Logger, opts Options) *Service {
-	return &Service{db: db, logger: logger, opts: opts, install: renderInstallScript(opts.PublicURL)}
+// Deps are what the service works with.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock stamps registrations and releases (nil: the system clock).
+	Clock clock.Clock
+}
+
+// New returns the service.
+func New(d Deps, opts Options) *Service {
+	return &Service{db: d.DB, logger: d.Logger, clock: clock.Or(d.Clock), opts: opts, install: renderInstallScript(opts.PublicURL)}
 }
 
 // AgentPlatform is one registered binary of a version.
@@ -137,7 +147,7 @@ func (s *Service) Register(ctx context.Context, version, goos, arch string, r io
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_versions (version, promoted, notes, created_at) VALUES ($1, FALSE, $2, $3)
 			ON CONFLICT (version) DO UPDATE SET notes = excluded.notes WHERE excluded.notes <> ''`, version, notes, now); err != nil {
 			return err
@@ -200,7 +210,7 @@ func (s *Service) Promote(ctx context.Context, version string) (string, error) {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE agent_versions SET promoted = TRUE, released_at = COALESCE(released_at, $2)
-			WHERE version = $1`, version, store.Now()); err != nil {
+			WHERE version = $1`, version, s.clock.Now()); err != nil {
 			return err
 		}
 		return audit.Record(ctx, tx, audit.Entry{Action: "agent_release.promote", ResourceType: "agent_version",
@@ -212,44 +222,40 @@ func (s *Service) Promote(ctx context.Context, version string) (string, error) {
 
 // List returns every registered version, newest first by semantic-version order.
 func (s *Service) List(ctx context.Context) ([]AgentVersion, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT version, promoted, notes, released_at, created_at FROM agent_versions`)
+	out, err := store.QueryAll(ctx, s.db, `SELECT version, promoted, notes, released_at, created_at FROM agent_versions`, nil,
+		func(row store.Scanner) (AgentVersion, error) {
+			v := AgentVersion{Platforms: []AgentPlatform{}}
+			var released sql.NullTime
+			err := row.Scan(&v.Version, &v.Promoted, &v.Notes, &released, &v.CreatedAt)
+			v.ReleasedAt = store.TimePtr(released)
+			return v, err
+		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list agent versions: %w", err)
 	}
-	defer rows.Close()
-	var out []AgentVersion
-	index := map[string]int{}
-	for rows.Next() {
-		var v AgentVersion
-		var released sql.NullTime
-		if err := rows.Scan(&v.Version, &v.Promoted, &v.Notes, &released, &v.CreatedAt); err != nil {
-			return nil, err
-		}
-		v.ReleasedAt = store.TimePtr(released)
-		v.Platforms = []AgentPlatform{}
-		index[v.Version] = len(out)
-		out = append(out, v)
+	if len(out) == 0 {
+		return nil, nil // the API has always answered an empty list with null
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	index := make(map[string]int, len(out))
+	for i, v := range out {
+		index[v.Version] = i
 	}
-	prows, err := s.db.QueryContext(ctx, `SELECT version, os, arch, sha256, size_bytes FROM agent_releases ORDER BY os, arch`)
+	type release struct {
+		version string
+		p       AgentPlatform
+	}
+	releases, err := store.QueryAll(ctx, s.db, `SELECT version, os, arch, sha256, size_bytes FROM agent_releases ORDER BY os, arch`,
+		nil, func(row store.Scanner) (release, error) {
+			var r release
+			return r, row.Scan(&r.version, &r.p.OS, &r.p.Arch, &r.p.SHA256, &r.p.SizeBytes)
+		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list agent binaries: %w", err)
 	}
-	defer prows.Close()
-	for prows.Next() {
-		var version string
-		var p AgentPlatform
-		if err := prows.Scan(&version, &p.OS, &p.Arch, &p.SHA256, &p.SizeBytes); err != nil {
-			return nil, err
+	for _, r := range releases {
+		if i, ok := index[r.version]; ok {
+			out[i].Platforms = append(out[i].Platforms, r.p)
 		}
-		if i, ok := index[version]; ok {
-			out[i].Platforms = append(out[i].Platforms, p)
-		}
-	}
-	if err := prows.Err(); err != nil {
-		return nil, err
 	}
 	slices.SortFunc(out, func(a, b AgentVersion) int { return CompareVersions(b.Version, a.Version) })
 	return out, nil

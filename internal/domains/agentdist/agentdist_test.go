@@ -6,11 +6,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"gale/internal/app"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"gale/internal/app"
 
 	"gale/internal/domains/agentdist"
 	"gale/internal/platform/access"

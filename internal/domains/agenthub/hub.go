@@ -123,8 +123,18 @@ func (h *Hub) handle(typ string, fn MessageHandler) error {
 	return nil
 }
 
+// Deps are what the hub works with.
+type Deps struct {
+	Devices *devices.Service
+	// Bus carries wake-ups, stops and answered calls between the nodes.
+	Bus    bus.Bus
+	Logger *slog.Logger
+	// Metrics registers the hub's metrics (nil: not registered).
+	Metrics prometheus.Registerer
+}
+
 // New returns a hub over the device service and bus, registering its metrics.
-func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Registerer, opts Options) *Hub {
+func New(d Deps, opts Options) *Hub {
 	if opts.PingInterval <= 0 {
 		opts.PingInterval = 30 * time.Second
 	}
@@ -134,30 +144,30 @@ func New(dev *devices.Service, b bus.Bus, logger *slog.Logger, reg prometheus.Re
 	if opts.Workers <= 0 {
 		opts.Workers = 8
 	}
-	h := &Hub{devices: dev, bus: b, logger: logger, opts: opts, conns: map[string]*conn{}, handlers: map[string]MessageHandler{},
+	h := &Hub{devices: d.Devices, bus: d.Bus, logger: d.Logger, opts: opts, conns: map[string]*conn{}, handlers: map[string]MessageHandler{},
 		work: make(chan func()), urgent: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
 			Help: "Agent WebSocket connections held by this node."}),
 	}
-	if reg != nil {
-		reg.MustRegister(h.heartbeatSeconds, h.connections)
+	if d.Metrics != nil {
+		d.Metrics.MustRegister(h.heartbeatSeconds, h.connections)
 	}
 	for range opts.Workers {
 		go h.worker()
 	}
-	b.Subscribe(chanWork, func(id string) {
+	d.Bus.Subscribe(chanWork, func(id string) {
 		if c := h.conn(id); c != nil {
 			c.wake()
 		}
 	})
-	b.Subscribe(chanStop, func(id string) {
+	d.Bus.Subscribe(chanStop, func(id string) {
 		if c := h.conn(id); c != nil {
 			c.stop()
 		}
 	})
-	b.Subscribe(chanCallDone, func(id string) {
+	d.Bus.Subscribe(chanCallDone, func(id string) {
 		if ch, ok := h.waiters.Load(id); ok {
 			select {
 			case ch.(chan struct{}) <- struct{}{}:

@@ -32,8 +32,8 @@ func TestCommandsAConnectionDidNotSendAreQueuedAgain(t *testing.T) {
 		cmd, partner, org, device, now, now.Add(150*time.Second))
 
 	logger := slog.New(slog.DiscardHandler)
-	svc := devices.New(db, logger, nil, nil, devices.Options{})
-	h := New(svc, bus.NewLocal(), logger, nil, Options{Workers: 1})
+	svc := devices.New(devices.Deps{DB: db, Logger: logger}, devices.Options{})
+	h := New(Deps{Devices: svc, Bus: bus.NewLocal(), Logger: logger}, Options{Workers: 1})
 	t.Cleanup(h.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &conn{hub: h, agent: devices.Agent{DeviceID: device}, ctx: ctx, cancel: cancel, wakeup: make(chan struct{}, 1)}
@@ -66,7 +66,8 @@ func TestCommandsAConnectionDidNotSendAreQueuedAgain(t *testing.T) {
 // errors, and the hub's own types cannot be taken over.
 func TestOnMessage(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
-	h := New(devices.New(storetest.Open(t), logger, nil, nil, devices.Options{}), bus.NewLocal(), logger, nil, Options{Workers: 1})
+	h := New(Deps{Devices: devices.New(devices.Deps{DB: storetest.Open(t), Logger: logger}, devices.Options{}), Bus: bus.NewLocal(),
+		Logger: logger}, Options{Workers: 1})
 	t.Cleanup(h.Close)
 	var got []string
 	h.OnMessage("check_result", func(_ context.Context, a devices.Agent, payload json.RawMessage) error {

@@ -105,7 +105,7 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		hw := agentproto.Hardware{}
 		if req.Hardware != nil {
 			hw = *req.Hardware
@@ -213,7 +213,7 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 		if err != nil {
 			return err
 		}
-		id, now := store.NewID(), store.Now()
+		id, now := store.NewID(), s.clock.Now()
 		var createdBy any
 		if p := access.PrincipalFrom(ctx); p != nil {
 			createdBy = p.ID
@@ -259,7 +259,7 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 // alone: only that the agent is alive now counts.
 func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) (waiting bool, err error) {
 	cleanHeartbeat(&hb)
-	now := store.Now()
+	now := s.clock.Now()
 	sampledAt, late, keep := sampleTime(now, hb.SampledAt, s.opts.MetricsRetention)
 	err = s.db.WriteUrgent(ctx, func(tx *sql.Tx) error {
 		if a.Role == agentproto.RoleWatchdog {
@@ -377,7 +377,7 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		inv.Software = inv.Software[:maxSoftware]
 		inv.Errors = append(inv.Errors, "software: list cut at 10000 packages")
 	}
-	now := store.Now()
+	now := s.clock.Now()
 	if inv.CollectedAt.IsZero() {
 		inv.CollectedAt = now
 	}
@@ -464,24 +464,22 @@ func replaceSoftware(ctx context.Context, tx *sql.Tx, deviceID string, sw []agen
 		want[id] = p
 		order = append(order, id)
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id, name, version, publisher, architecture, install_date, size_bytes, source
-		FROM device_software WHERE device_id = $1`, deviceID)
+	type stored struct {
+		id string
+		p  agentproto.Software
+	}
+	rows, err := store.QueryAll(ctx, tx, `SELECT id, name, version, publisher, architecture, install_date, size_bytes, source
+		FROM device_software WHERE device_id = $1`, []any{deviceID}, func(row store.Scanner) (stored, error) {
+		var r stored
+		return r, row.Scan(&r.id, &r.p.Name, &r.p.Version, &r.p.Publisher, &r.p.Architecture, &r.p.InstallDate, &r.p.SizeBytes,
+			&r.p.Source)
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("read the installed software of device %s: %w", deviceID, err)
 	}
-	have := map[string]agentproto.Software{}
-	for rows.Next() {
-		var id string
-		var p agentproto.Software
-		if err := rows.Scan(&id, &p.Name, &p.Version, &p.Publisher, &p.Architecture, &p.InstallDate, &p.SizeBytes, &p.Source); err != nil {
-			rows.Close()
-			return err
-		}
-		have[id] = p
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+	have := make(map[string]agentproto.Software, len(rows))
+	for _, r := range rows {
+		have[r.id] = r.p
 	}
 	var gone []any
 	for id := range have {
@@ -584,7 +582,8 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	const update = `UPDATE device_commands SET status = $1, completed_at = $2, exit_code = $3, stdout = $4,
 		stderr = $5, truncated = $6, duration_ms = $7, result = $8, error = $9, stdout_encoding = $14, stderr_encoding = $15
 		WHERE id = $10 AND device_id = $11 AND status IN ($12, $13)`
-	args := []any{status, store.Now(), exit, stdout, stderr, r.Truncated, r.DurationMs, result,
+	now := s.clock.Now()
+	args := []any{status, now, exit, stdout, stderr, r.Truncated, r.DurationMs, result,
 		store.NullIfEmpty(r.Error), r.CommandID, a.DeviceID, CommandQueued, CommandSent, stdoutEncoding, stderrEncoding}
 	if len(s.hooks.commandFinished) == 0 && !s.anyOnResult {
 		// One statement records most results; a cancel_command's, and one that changes
@@ -610,7 +609,7 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 			return err
 		}
 		if kind == agentproto.CommandCancel && status == CommandCompleted {
-			if err := confirmCancellation(ctx, tx, a.DeviceID, payload); err != nil {
+			if err := confirmCancellation(ctx, tx, a.DeviceID, payload, now); err != nil {
 				return err
 			}
 		}
@@ -652,23 +651,11 @@ func storedOutput(s, encoding string) (out, enc any) {
 // Sweep marks devices offline whose agents went quiet, times out commands past their
 // deadline, and trims the metrics history. It runs periodically on one node at a time.
 func (s *Service) Sweep(ctx context.Context) error {
-	now := store.Now()
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM devices WHERE status = $1 AND last_seen_at < $2`, StatusOnline, now.Add(-s.opts.OfflineAfter))
+	now := s.clock.Now()
+	quiet, err := store.QueryStrings(ctx, s.db, `SELECT id FROM devices WHERE status = $1 AND last_seen_at < $2`, StatusOnline,
+		now.Add(-s.opts.OfflineAfter))
 	if err != nil {
-		return err
-	}
-	var quiet []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
-		}
-		quiet = append(quiet, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
+		return fmt.Errorf("find the devices gone quiet: %w", err)
 	}
 	for _, id := range quiet {
 		err := s.db.Write(ctx, func(tx *sql.Tx) error {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"gale/internal/platform/store"
@@ -22,36 +23,31 @@ const (
 
 // QueueCall stores a call for a device until its agent's connection picks it up.
 func (s *Service) QueueCall(ctx context.Context, deviceID, method string, args json.RawMessage, timeout time.Duration) (string, error) {
-	id, now := store.NewID(), store.Now()
+	id, now := store.NewID(), s.clock.Now()
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
 	}
 	_, err := s.db.ExecContext(ctx, `INSERT INTO agent_calls (id, device_id, method, args, status, created_at, expires_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, deviceID, method, string(args), callQueued, now, now.Add(timeout))
-	return id, err
+	if err != nil {
+		return "", fmt.Errorf("queue %s call for device %s: %w", method, deviceID, err)
+	}
+	return id, nil
 }
 
 // TakeCalls marks a device's queued calls as sent and returns them, oldest first.
 func (s *Service) TakeCalls(ctx context.Context, deviceID string) ([]agentproto.Call, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, method, args FROM agent_calls WHERE device_id = $1 AND status = $2
-		AND expires_at > $3 ORDER BY id LIMIT 50`, deviceID, callQueued, store.Now())
+	queued, err := store.QueryAll(ctx, s.db, `SELECT id, method, args FROM agent_calls WHERE device_id = $1 AND status = $2
+		AND expires_at > $3 ORDER BY id LIMIT 50`, []any{deviceID, callQueued, s.clock.Now()},
+		func(row store.Scanner) (agentproto.Call, error) {
+			var c agentproto.Call
+			var args string
+			err := row.Scan(&c.ID, &c.Method, &args)
+			c.Args = json.RawMessage(args)
+			return c, err
+		})
 	if err != nil {
-		return nil, err
-	}
-	var queued []agentproto.Call
-	for rows.Next() {
-		var c agentproto.Call
-		var args string
-		if err := rows.Scan(&c.ID, &c.Method, &args); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.Args = json.RawMessage(args)
-		queued = append(queued, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the queued calls of device %s: %w", deviceID, err)
 	}
 	var out []agentproto.Call
 	for _, c := range queued {
@@ -74,10 +70,10 @@ func (s *Service) AnswerCall(ctx context.Context, a Agent, r agentproto.CallResu
 		code, msg = r.Error.Code, r.Error.Message
 	}
 	res, err := s.db.ExecContext(ctx, `UPDATE agent_calls SET status = $1, result = $2, error_code = $3, error = $4, answered_at = $5
-		WHERE id = $6 AND device_id = $7 AND status = $8`, callAnswered, store.NullIfEmpty(string(r.Result)), code, msg, store.Now(),
-		r.CallID, a.DeviceID, callSent)
+		WHERE id = $6 AND device_id = $7 AND status = $8`, callAnswered, store.NullIfEmpty(string(r.Result)), code, msg,
+		s.clock.Now(), r.CallID, a.DeviceID, callSent)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("record the answer to call %s: %w", r.CallID, err)
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
@@ -106,5 +102,8 @@ func (s *Service) CallOutcome(ctx context.Context, id string) (result json.RawMe
 // ExpireCall gives up on a call nobody answered in time.
 func (s *Service) ExpireCall(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE agent_calls SET status = $1 WHERE id = $2 AND status IN ($3, $4)`, callExpired, id, callQueued, callSent)
-	return err
+	if err != nil {
+		return fmt.Errorf("expire call %s: %w", id, err)
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"time"
 
 	"gale/internal/domains/audit"
 	"gale/internal/platform/access"
@@ -46,9 +47,6 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 		if err != nil {
 			return err
 		}
-		if !store.ValidID(commandID) {
-			return apperr.NotFound("command")
-		}
 		if c, err = getCommand(ctx, tx, deviceID, commandID); err != nil {
 			return err
 		}
@@ -67,7 +65,7 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 		// The update decides against a result or a delivery racing the cancellation: it
 		// applies only to the state read. A confirmed cancellation leaves the state as it is
 		// but still holds the row, so a result waits until the cancel_command is recorded.
-		now := store.Now()
+		now := s.clock.Now()
 		status, completed := CommandCancelled, &now
 		if c.Status == CommandSent && policy == CancelConfirmed {
 			status, completed = c.Status, nil
@@ -89,7 +87,8 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 			if err != nil {
 				return err
 			}
-			w, _, err := insertCommand(ctx, tx, d, CommandInput{Type: agentproto.CommandCancel}, string(payload), cancelTimeout, live && !queued)
+			w, _, err := insertCommand(ctx, tx, d, CommandInput{Type: agentproto.CommandCancel}, string(payload), cancelTimeout,
+				live && !queued, now)
 			if err != nil {
 				return err
 			}
@@ -111,12 +110,12 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 // confirmCancellation ends cancelled the command a completed cancel_command withdrew on the
 // agent (a CancelConfirmed kind), unless it already ended. tx records the cancel_command's
 // result.
-func confirmCancellation(ctx context.Context, tx *sql.Tx, deviceID, payload string) error {
+func confirmCancellation(ctx context.Context, tx *sql.Tx, deviceID, payload string, now time.Time) error {
 	var cc agentproto.CancelCommand
 	if err := json.Unmarshal([]byte(payload), &cc); err != nil || !store.ValidID(cc.CommandID) {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2 WHERE id = $3 AND device_id = $4
-		AND status IN ($5, $6)`, CommandCancelled, store.Now(), cc.CommandID, deviceID, CommandQueued, CommandSent)
+		AND status IN ($5, $6)`, CommandCancelled, now, cc.CommandID, deviceID, CommandQueued, CommandSent)
 	return err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -114,9 +113,10 @@ func scanCommand(row store.Scanner) (DeviceCommand, error) {
 // insertCommand queues a command in tx, or, when sent, records it as sent: it goes out at once
 // on this node's connection to the agent (dispatch). It returns false when the database refused
 // it as a duplicate pending refresh_inventory. The record is made here rather than read back.
-func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int, sent bool) (DeviceCommand, bool, error) {
+func insertCommand(ctx context.Context, tx *sql.Tx, d Device, in CommandInput, payload string, timeout int, sent bool,
+	now time.Time) (DeviceCommand, bool, error) {
 	c := DeviceCommand{ID: store.NewID(), DeviceID: d.ID, OrgID: d.OrgID, Type: in.Type, Payload: json.RawMessage(payload),
-		Status: CommandQueued, TimeoutSeconds: timeout, CreatedAt: store.Now()}
+		Status: CommandQueued, TimeoutSeconds: timeout, CreatedAt: now}
 	expires := c.CreatedAt.Add(QueueTTL)
 	if sent {
 		sentAt := c.CreatedAt
@@ -164,7 +164,7 @@ func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandIn
 			return err
 		}
 		var ok bool
-		if c, ok, err = insertCommand(ctx, tx, d, in, payload, timeout, live && !queued); err != nil {
+		if c, ok, err = insertCommand(ctx, tx, d, in, payload, timeout, live && !queued, s.clock.Now()); err != nil {
 			return err
 		}
 		if !ok {
@@ -203,8 +203,9 @@ func (s *Service) dispatch(ctx context.Context, c *DeviceCommand) {
 // connection now.
 func (s *Service) Requeue(ctx context.Context, deviceID string, ids []string) error {
 	var a store.Args
+	expires := s.clock.Now().Add(QueueTTL)
 	_, err := s.db.ExecContext(ctx, `UPDATE device_commands SET status = `+a.Add(CommandQueued)+`, sent_at = NULL, expires_at = `+
-		a.Add(store.Now().Add(QueueTTL))+` WHERE device_id = `+a.Add(deviceID)+` AND id IN `+a.In(ids)+` AND status = `+a.Add(CommandSent),
+		a.Add(expires)+` WHERE device_id = `+a.Add(deviceID)+` AND id IN `+a.In(ids)+` AND status = `+a.Add(CommandSent),
 		a.Values()...)
 	if err == nil {
 		s.notifier.Work(ctx, deviceID)
@@ -294,7 +295,8 @@ func (s *Service) SendBulkIn(ctx context.Context, tx *sql.Tx, in BulkInput) (Bul
 		if err != nil {
 			return out, err
 		}
-		c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued)
+		c, ok, err := insertCommand(ctx, tx, d, in.CommandInput, payload, timeout, s.notifier.Connected(id) && !queued,
+			s.clock.Now())
 		if err != nil {
 			return out, err
 		}
@@ -384,20 +386,15 @@ type prefixScanner struct {
 func (p prefixScanner) Scan(dest ...any) error { return p.row.Scan(append(p.own, dest...)...) }
 
 func getCommand(ctx context.Context, q store.Querier, deviceID, id string) (DeviceCommand, error) {
-	c, err := scanCommand(q.QueryRowContext(ctx, `SELECT `+commandColumns+` FROM device_commands c WHERE c.id = $1 AND c.device_id = $2`, id, deviceID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return c, apperr.NotFound("command")
-	}
-	return c, err
+	var a store.Args
+	return store.ByID(ctx, q, "command", `SELECT `+commandColumns+` FROM device_commands c`, "c.id", id, &a,
+		[]string{"c.device_id = " + a.Add(deviceID)}, scanCommand)
 }
 
 // GetCommand returns one command of a device in scope.
 func (s *Service) GetCommand(ctx context.Context, deviceID, id string) (DeviceCommand, error) {
 	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
 		return DeviceCommand{}, err
-	}
-	if !store.ValidID(id) {
-		return DeviceCommand{}, apperr.NotFound("command")
 	}
 	return getCommand(ctx, s.db, deviceID, id)
 }
@@ -422,29 +419,24 @@ func (s *Service) ListCommands(ctx context.Context, deviceID, status string, pag
 // one update that claims what is still queued), since it runs on the way of every command to
 // its agent.
 func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto.Command, error) {
-	var queued []agentproto.Command
-	rows, err := s.db.QueryContext(ctx, `SELECT id, type, payload, timeout_seconds FROM device_commands
-		WHERE device_id = $1 AND status = $2 ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), deviceID, CommandQueued)
+	queued, err := store.QueryAll(ctx, s.db, `SELECT id, type, payload, timeout_seconds FROM device_commands
+		WHERE device_id = $1 AND status = $2 ORDER BY created_at, id LIMIT `+strconv.Itoa(maxDeliverBatch), []any{deviceID, CommandQueued},
+		func(row store.Scanner) (agentproto.Command, error) {
+			var c agentproto.Command
+			var payload string
+			err := row.Scan(&c.ID, &c.Type, &payload, &c.TimeoutSeconds)
+			c.Payload = json.RawMessage(payload)
+			return c, err
+		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the queued commands of device %s: %w", deviceID, err)
 	}
-	for rows.Next() {
-		var c agentproto.Command
-		var payload string
-		if err := rows.Scan(&c.ID, &c.Type, &payload, &c.TimeoutSeconds); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		c.Payload = json.RawMessage(payload)
-		queued = append(queued, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(queued) == 0 {
-		return nil, err
+	if len(queued) == 0 {
+		return nil, nil
 	}
 	// Each command expires its own timeout (plus the grace) after now. (The ELSE, never taken,
 	// gives PostgreSQL the CASE's type.)
-	now := store.Now()
+	now := s.clock.Now()
 	var a store.Args
 	ids := make([]string, len(queued))
 	expires := "CASE id"

@@ -62,7 +62,7 @@ func (s *Service) GetDetail(ctx context.Context, id string) (Detail, error) {
 	if out.Inventory, err = s.inventory(ctx, id); err != nil {
 		return out, err
 	}
-	out.RecentMetrics, err = s.metricsSince(ctx, id, store.Now().Add(-time.Hour))
+	out.RecentMetrics, err = s.metricsSince(ctx, id, s.clock.Now().Add(-time.Hour))
 	return out, err
 }
 
@@ -104,21 +104,16 @@ func scanInventory(row store.Scanner, extra ...any) (DeviceInventory, error) {
 }
 
 func (s *Service) metricsSince(ctx context.Context, id string, since time.Time) ([]MetricPoint, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
-		WHERE device_id = $1 AND recorded_at >= $2 ORDER BY recorded_at LIMIT 10000`, id, since)
+	out, err := store.QueryAll(ctx, s.db, `SELECT recorded_at, cpu_percent, ram_percent, disk_percent FROM device_metrics
+		WHERE device_id = $1 AND recorded_at >= $2 ORDER BY recorded_at LIMIT 10000`, []any{id, since},
+		func(row store.Scanner) (MetricPoint, error) {
+			var p MetricPoint
+			return p, row.Scan(&p.RecordedAt, &p.CPUPercent, &p.RAMPercent, &p.DiskPercent)
+		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the metrics of device %s: %w", id, err)
 	}
-	defer rows.Close()
-	out := []MetricPoint{}
-	for rows.Next() {
-		var p MetricPoint
-		if err := rows.Scan(&p.RecordedAt, &p.CPUPercent, &p.RAMPercent, &p.DiskPercent); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Metrics returns a device's metrics history since a time (the history keeps
@@ -166,15 +161,9 @@ func (s *Service) InstalledPackage(ctx context.Context, deviceID, softwareID str
 	if _, err := s.get(ctx, s.db, access.ScopeFrom(ctx), deviceID); err != nil {
 		return InstalledSoftware{}, err
 	}
-	if !store.ValidID(softwareID) {
-		return InstalledSoftware{}, apperr.NotFound("software")
-	}
-	r, err := scanSoftware(s.db.QueryRowContext(ctx, `SELECT `+softwareColumns+` FROM device_software WHERE device_id = $1 AND id = $2`,
-		deviceID, softwareID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, apperr.NotFound("software")
-	}
-	return r, err
+	var a store.Args
+	return store.ByID(ctx, s.db, "software", `SELECT `+softwareColumns+` FROM device_software`, "id", softwareID, &a,
+		[]string{"device_id = " + a.Add(deviceID)}, scanSoftware)
 }
 
 // SoftwareCount is one name and version of installed software, and how many devices have it.
@@ -218,23 +207,15 @@ func (s *Service) SoftwareSummary(ctx context.Context, f SoftwareSummaryFilter, 
 		n := a.Add(name)
 		conds = append(conds, "(w.name > "+n+" OR (w.name = "+n+" AND w.version > "+a.Add(version)+"))")
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT w.name, w.version, MAX(w.publisher), COUNT(DISTINCT w.device_id)
+	out, err := store.QueryAll(ctx, s.db, `SELECT w.name, w.version, MAX(w.publisher), COUNT(DISTINCT w.device_id)
 		FROM device_software w JOIN devices d ON d.id = w.device_id WHERE `+store.Where(conds)+`
-		GROUP BY w.name, w.version ORDER BY w.name, w.version LIMIT `+a.Add(limit+1), a.Values()...)
+		GROUP BY w.name, w.version ORDER BY w.name, w.version LIMIT `+a.Add(limit+1), a.Values(),
+		func(row store.Scanner) (SoftwareCount, error) {
+			var c SoftwareCount
+			return c, row.Scan(&c.Name, &c.Version, &c.Publisher, &c.DeviceCount)
+		})
 	if err != nil {
 		return nil, "", fmt.Errorf("count installed software: %w", err)
-	}
-	defer rows.Close()
-	out := []SoftwareCount{}
-	for rows.Next() {
-		var c SoftwareCount
-		if err := rows.Scan(&c.Name, &c.Version, &c.Publisher, &c.DeviceCount); err != nil {
-			return nil, "", err
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", err
 	}
 	next := ""
 	if len(out) > limit {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"gale/internal/platform/access"
+	"gale/internal/platform/clock"
 	"gale/internal/platform/events"
 	"gale/internal/platform/ratelimit"
 	"gale/internal/platform/store"
@@ -118,9 +119,15 @@ var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.disp
 	// sorted after reading (an ordered aggregate costs SQLite a sort per row).
 	`, (SELECT string_agg(t.tag, ',') FROM device_tags t WHERE t.device_id = d.id)`
 
+// selectDevices reads devices with deviceColumns.
+var selectDevices = `SELECT ` + deviceColumns + ` FROM devices d`
+
 // scanner reads device rows; watchdogQuiet is how long a watchdog may stay silent before
-// it shows as offline.
-type scanner struct{ watchdogQuiet time.Duration }
+// it shows as offline, by clock.
+type scanner struct {
+	watchdogQuiet time.Duration
+	clock         clock.Clock
+}
 
 func (sc scanner) scan(row store.Scanner) (Device, error) {
 	var d Device
@@ -147,7 +154,7 @@ func (sc scanner) scan(row store.Scanner) (Device, error) {
 	}
 	if v.wdStatus.Valid {
 		st := v.wdStatus.String
-		if v.wdSeen.Valid && time.Since(v.wdSeen.Time) > sc.watchdogQuiet {
+		if v.wdSeen.Valid && sc.clock.Now().Sub(v.wdSeen.Time) > sc.watchdogQuiet {
 			st = WatchdogOffline
 		}
 		d.WatchdogStatus, d.watchdogSeen = &st, v.wdSeen.Time
@@ -244,6 +251,7 @@ type Options struct {
 type Service struct {
 	db      *store.DB
 	logger  *slog.Logger
+	clock   clock.Clock
 	opts    Options
 	keys    KeyClaimer
 	limiter *ratelimit.Limiter
@@ -275,11 +283,25 @@ type ClaimedKey struct {
 	KeyID, PartnerID, OrgID, SiteID, DeviceID string
 }
 
+// Deps are what the device service works with.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time heartbeats, commands and sweeps are stamped and judged by (nil: the
+	// system clock).
+	Clock clock.Clock
+	// Keys claims and mints enrollment keys.
+	Keys KeyClaimer
+	// Limiter limits enrollments per client address (nil: no limit).
+	Limiter *ratelimit.Limiter
+}
+
 // New returns the device service.
-func New(db *store.DB, logger *slog.Logger, keys KeyClaimer, limiter *ratelimit.Limiter, opts Options) *Service {
-	sc := scanner{watchdogQuiet: opts.OfflineAfter}
-	s := &Service{db: db, logger: logger, opts: opts, keys: keys, limiter: limiter, notifier: nopNotifier{}, sc: sc,
-		kinds: map[string]CommandKind{}, listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
+func New(d Deps, opts Options) *Service {
+	clk := clock.Or(d.Clock)
+	sc := scanner{watchdogQuiet: opts.OfflineAfter, clock: clk}
+	s := &Service{db: d.DB, logger: d.Logger, clock: clk, opts: opts, keys: d.Keys, limiter: d.Limiter, notifier: nopNotifier{},
+		sc: sc, kinds: map[string]CommandKind{}, listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
 	for _, k := range builtInCommandKinds() {
 		if err := s.addCommandKind(k); err != nil {
 			panic(err)

@@ -263,7 +263,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		func(ctx context.Context, in *metricsInput) (*metricsOutput, error) {
 			since := in.Since
 			if since.IsZero() {
-				since = store.Now().Add(-time.Hour)
+				since = s.clock.Now().Add(-time.Hour)
 			}
 			pts, err := s.Metrics(ctx, in.ID, since)
 			out := &metricsOutput{}

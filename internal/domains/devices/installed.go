@@ -33,25 +33,17 @@ func InstalledNamed(ctx context.Context, q store.Querier, ids, names []string) (
 	var out []NamedInstall
 	for first := 0; first < len(ids); first += installedChunk {
 		var a store.Args
-		rows, err := q.QueryContext(ctx, `SELECT d.id, d.partner_id, d.org_id, d.os_type, s.name, s.version, s.source
+		chunk, err := store.QueryAll(ctx, q, `SELECT d.id, d.partner_id, d.org_id, d.os_type, s.name, s.version, s.source
 			FROM device_software s JOIN devices d ON d.id = s.device_id
 			WHERE s.device_id IN `+a.In(ids[first:min(first+installedChunk, len(ids))])+` AND d.decommissioned_at IS NULL
-			AND lower(s.name) IN `+a.In(lower)+` ORDER BY d.id, s.name, s.id`, a.Values()...)
+			AND lower(s.name) IN `+a.In(lower)+` ORDER BY d.id, s.name, s.id`, a.Values(), func(row store.Scanner) (NamedInstall, error) {
+			var n NamedInstall
+			return n, row.Scan(&n.DeviceID, &n.PartnerID, &n.OrgID, &n.OSType, &n.Name, &n.Version, &n.Source)
+		})
 		if err != nil {
 			return nil, fmt.Errorf("read installed packages by name: %w", err)
 		}
-		for rows.Next() {
-			var n NamedInstall
-			if err := rows.Scan(&n.DeviceID, &n.PartnerID, &n.OrgID, &n.OSType, &n.Name, &n.Version, &n.Source); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			out = append(out, n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+		out = append(out, chunk...)
 	}
 	return out, nil
 }

@@ -2,8 +2,6 @@ package devices
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -161,24 +159,13 @@ func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, 
 // dest, when more is given.
 func (s *Service) read(ctx context.Context, q store.Querier, scope access.Scope, id string, more func(a *store.Args) string,
 	dest any) (Device, error) {
-	if !store.ValidID(id) {
-		return Device{}, apperr.NotFound("device")
-	}
 	var a store.Args
-	conds := []string{"d.id = " + a.Add(id), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
-	cols := deviceColumns
-	if more != nil {
-		cols += ", " + more(&a)
+	conds := []string{scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
+	if more == nil {
+		return store.ByID(ctx, q, "device", selectDevices, "d.id", id, &a, conds, s.sc.scan)
 	}
-	var row store.Scanner = q.QueryRowContext(ctx, `SELECT `+cols+` FROM devices d WHERE `+store.Where(conds), a.Values()...)
-	if more != nil {
-		row = store.ScanAlso{Row: row, Dest: dest}
-	}
-	d, err := s.sc.scan(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return d, apperr.NotFound("device")
-	}
-	return d, err
+	return store.ByID(ctx, q, "device", `SELECT `+deviceColumns+`, `+more(&a)+` FROM devices d`, "d.id", id, &a, conds,
+		func(row store.Scanner) (Device, error) { return s.sc.scan(store.ScanAlso{Row: row, Dest: dest}) })
 }
 
 // getActive is get for changes: a decommissioned device is gone for every write.
@@ -217,23 +204,23 @@ func (s *Service) activeToCommand(ctx context.Context, q store.Querier, scope ac
 	}
 	var a store.Args
 	conds := []string{"d.id IN " + a.In(valid), scope.OrgFilter(&a, "d.org_id", "d.partner_id")}
-	rows, err := q.QueryContext(ctx, `SELECT `+deviceColumns+`, EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id
-		AND q.status = `+a.Add(CommandQueued)+`) FROM devices d WHERE `+store.Where(conds), a.Values()...)
+	found, err := store.QueryAll(ctx, q, `SELECT `+deviceColumns+`, EXISTS (SELECT 1 FROM device_commands q WHERE q.device_id = d.id
+		AND q.status = `+a.Add(CommandQueued)+`) FROM devices d WHERE `+store.Where(conds), a.Values(),
+		func(row store.Scanner) (toCommand, error) {
+			var c toCommand
+			var err error
+			c.Device, err = s.sc.scan(store.ScanAlso{Row: row, Dest: &c.queued})
+			return c, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read devices to command: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var queued bool
-		d, err := s.sc.scan(store.ScanAlso{Row: rows, Dest: &queued})
-		if err != nil {
-			return nil, err
-		}
-		if d.DecommissionedAt == nil {
-			out[d.ID] = toCommand{d, queued}
+	for _, c := range found {
+		if c.DecommissionedAt == nil {
+			out[c.ID] = c
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func active(d Device, err error) (Device, error) {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"unicode/utf8"
 
-	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
 
@@ -16,7 +15,7 @@ import (
 // result carries the whole output, encoded when it is not text). Pieces for a command that is
 // not sent to this agent, or is already final, change nothing.
 func (s *Service) RecordOutput(ctx context.Context, a Agent, o agentproto.CommandOutput) error {
-	now := store.Now()
+	now := s.clock.Now()
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE device_commands SET started_at = $1
 			WHERE id = $2 AND device_id = $3 AND status = $4 AND started_at IS NULL`, now, o.CommandID, a.DeviceID, CommandSent); err != nil {

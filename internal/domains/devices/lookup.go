@@ -2,6 +2,7 @@ package devices
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"gale/internal/platform/store"
@@ -43,23 +44,12 @@ func FindByAddress(ctx context.Context, q store.Querier, orgID string, macs, ips
 func findBy(ctx context.Context, q store.Querier, orgID, column string, values []string, into map[string]string) error {
 	for first := 0; first < len(values); first += lookupChunk {
 		var a store.Args
-		rows, err := q.QueryContext(ctx, `SELECT `+column+`, d.id FROM devices d WHERE d.org_id = `+a.Add(orgID)+
+		// The most recently seen device of an address comes last and wins.
+		err := putPairs(ctx, q, into, `SELECT `+column+`, d.id FROM devices d WHERE d.org_id = `+a.Add(orgID)+
 			` AND d.decommissioned_at IS NULL AND `+column+` IN `+a.In(values[first:min(first+lookupChunk, len(values))])+
-			` ORDER BY COALESCE(d.last_seen_at, d.created_at), d.id`, a.Values()...)
+			` ORDER BY COALESCE(d.last_seen_at, d.created_at), d.id`, a.Values())
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var addr, id string
-			if err := rows.Scan(&addr, &id); err != nil {
-				rows.Close()
-				return err
-			}
-			into[addr] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+			return fmt.Errorf("find devices by %s: %w", column, err)
 		}
 	}
 	return nil

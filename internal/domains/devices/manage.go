@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -56,7 +57,7 @@ func (s *Service) UpdateDevice(ctx context.Context, id string, in Update) (Devic
 		if err != nil {
 			return err
 		}
-		ch := store.NewChanges(store.Now())
+		ch := store.NewChanges(s.clock.Now())
 		if in.DisplayName != nil {
 			ch.Set("display_name", store.NullIfEmpty(strings.TrimSpace(*in.DisplayName)))
 		}
@@ -102,11 +103,11 @@ func siteOf(ctx context.Context, q store.Querier, siteID, orgID string) error {
 
 func replaceTags(ctx context.Context, tx *sql.Tx, deviceID, partnerID string, tags []string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM device_tags WHERE device_id = $1`, deviceID); err != nil {
-		return err
+		return fmt.Errorf("clear the tags of device %s: %w", deviceID, err)
 	}
 	for _, t := range tags {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_tags (device_id, partner_id, tag) VALUES ($1, $2, $3)`, deviceID, partnerID, t); err != nil {
-			return err
+			return fmt.Errorf("tag device %s: %w", deviceID, err)
 		}
 	}
 	return nil
@@ -146,12 +147,12 @@ func (s *Service) MoveOrg(ctx context.Context, id, orgID, siteID string) (Device
 		if err := s.leftOrg(ctx, tx, id, "device moved"); err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		if _, err := tx.ExecContext(ctx, `UPDATE devices SET org_id = $1, site_id = $2, updated_at = $3 WHERE id = $4`, orgID, siteID, now, id); err != nil {
-			return err
+			return fmt.Errorf("move device %s: %w", id, err)
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE device_commands SET org_id = $1 WHERE device_id = $2`, orgID, id); err != nil {
-			return err
+			return fmt.Errorf("move the commands of device %s: %w", id, err)
 		}
 		if err := s.moved(ctx, tx, id, orgID); err != nil {
 			return err
@@ -184,17 +185,17 @@ func (s *Service) Decommission(ctx context.Context, id string) error {
 		if err != nil {
 			return err
 		}
-		now := store.Now()
+		now := s.clock.Now()
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1, decommissioned_at = $2, updated_at = $2 WHERE id = $3 AND decommissioned_at IS NULL`, StatusDecommissioned, now, id)
 		if err != nil {
-			return err
+			return fmt.Errorf("decommission device %s: %w", id, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return apperr.NotFound("device")
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE device_commands SET status = $1, error = $2, completed_at = $3
 			WHERE device_id = $4 AND status IN ($5, $6)`, CommandCancelled, "device decommissioned", now, id, CommandQueued, CommandSent); err != nil {
-			return err
+			return fmt.Errorf("cancel the waiting commands of device %s: %w", id, err)
 		}
 		if err := s.keys.RevokeForDevice(ctx, tx, id, now); err != nil {
 			return err

@@ -17,7 +17,8 @@ import (
 var Module = module.Module{Name: "devices", Build: func(k *module.Kernel) error {
 	cfg := k.Config
 	heartbeat := int(cfg.AgentHeartbeatInterval / time.Second)
-	s := New(k.DB, k.Logger, keyClaimer{module.Get[*enrollment.Service](k)}, k.Limiter, Options{
+	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Keys: keyClaimer{module.Get[*enrollment.Service](k)},
+		Limiter: k.Limiter}, Options{
 		PublicURL: cfg.PublicURL, EnrollmentSecret: cfg.EnrollmentSecret,
 		Agent: agentproto.Config{HeartbeatIntervalSeconds: heartbeat, MetricsCollectionIntervalSeconds: heartbeat,
 			InventoryIntervalMinutes: 24 * 60},

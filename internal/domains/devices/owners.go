@@ -2,6 +2,7 @@ package devices
 
 import (
 	"context"
+	"fmt"
 
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/store"
@@ -21,17 +22,21 @@ func Sites(ctx context.Context, q store.Querier, ids []string) (map[string]strin
 		return out, nil
 	}
 	var a store.Args
-	rows, err := q.QueryContext(ctx, `SELECT id, site_id FROM devices WHERE id IN `+a.In(ids), a.Values()...)
-	if err != nil {
-		return nil, err
+	if err := putPairs(ctx, q, out, `SELECT id, site_id FROM devices WHERE id IN `+a.In(ids), a.Values()); err != nil {
+		return nil, fmt.Errorf("read the sites of devices: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id, site string
-		if err := rows.Scan(&id, &site); err != nil {
-			return nil, err
-		}
-		out[id] = site
+	return out, nil
+}
+
+// putPairs runs a query of two text columns and puts each row's second value into m under its
+// first, in row order.
+func putPairs(ctx context.Context, q store.Querier, m map[string]string, query string, args []any) error {
+	pairs, err := store.QueryAll(ctx, q, query, args, func(row store.Scanner) ([2]string, error) {
+		var p [2]string
+		return p, row.Scan(&p[0], &p[1])
+	})
+	for _, p := range pairs {
+		m[p[0]] = p[1]
 	}
-	return out, rows.Err()
+	return err
 }

@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -99,50 +100,45 @@ func (s *Service) PostureSummary(ctx context.Context, orgID string, stalenessDay
 		return strings.Join(conds, " AND ")
 	}
 	var a store.Args
-	staleBefore := a.Add(store.Now().Add(-time.Duration(stalenessDays) * 24 * time.Hour))
-	orgs := map[string]*PostureOrg{}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.org_id, COUNT(*), SUM(CASE WHEN d.posture_at IS NULL THEN 1 ELSE 0 END),
+	staleBefore := a.Add(s.clock.Now().Add(-time.Duration(stalenessDays) * 24 * time.Hour))
+	var err error
+	out.Orgs, err = store.QueryAll(ctx, s.db, `SELECT d.org_id, COUNT(*), SUM(CASE WHEN d.posture_at IS NULL THEN 1 ELSE 0 END),
 		SUM(CASE WHEN d.posture_at < `+staleBefore+` THEN 1 ELSE 0 END) FROM devices d WHERE `+where(&a)+` GROUP BY d.org_id ORDER BY d.org_id`,
-		a.Values()...)
+		a.Values(), func(row store.Scanner) (PostureOrg, error) {
+			o := PostureOrg{Products: []PostureProduct{}}
+			return o, row.Scan(&o.OrgID, &o.Devices, &o.NeverScanned, &o.Stale)
+		})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("count devices by posture: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		o := PostureOrg{Products: []PostureProduct{}}
-		if err := rows.Scan(&o.OrgID, &o.Devices, &o.NeverScanned, &o.Stale); err != nil {
-			return out, err
-		}
-		out.Orgs = append(out.Orgs, o)
+	orgs := make(map[string]*PostureOrg, len(out.Orgs))
+	for i, o := range out.Orgs {
+		orgs[o.OrgID] = &out.Orgs[i]
 		out.Totals.Devices += o.Devices
 		out.Totals.NeverScanned += o.NeverScanned
 		out.Totals.Stale += o.Stale
 	}
-	if err := rows.Err(); err != nil {
-		return out, err
-	}
-	for i := range out.Orgs {
-		orgs[out.Orgs[i].OrgID] = &out.Orgs[i]
+	type orgProduct struct {
+		org string
+		p   PostureProduct
 	}
 	var b store.Args
-	products, err := s.db.QueryContext(ctx, `SELECT d.org_id, p.product, MIN(p.name), MIN(p.category), p.status, COUNT(*)
+	products, err := store.QueryAll(ctx, s.db, `SELECT d.org_id, p.product, MIN(p.name), MIN(p.category), p.status, COUNT(*)
 		FROM device_posture p JOIN devices d ON d.id = p.device_id WHERE `+where(&b)+`
-		GROUP BY d.org_id, p.product, p.status ORDER BY d.org_id, p.product, p.status`, b.Values()...)
+		GROUP BY d.org_id, p.product, p.status ORDER BY d.org_id, p.product, p.status`, b.Values(),
+		func(row store.Scanner) (orgProduct, error) {
+			var r orgProduct
+			return r, row.Scan(&r.org, &r.p.Product, &r.p.Name, &r.p.Category, &r.p.Status, &r.p.DeviceCount)
+		})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("count management products: %w", err)
 	}
-	defer products.Close()
-	for products.Next() {
-		var org string
-		var p PostureProduct
-		if err := products.Scan(&org, &p.Product, &p.Name, &p.Category, &p.Status, &p.DeviceCount); err != nil {
-			return out, err
-		}
-		if o := orgs[org]; o != nil {
-			o.Products = append(o.Products, p)
+	for _, r := range products {
+		if o := orgs[r.org]; o != nil {
+			o.Products = append(o.Products, r.p)
 		}
 	}
-	return out, products.Err()
+	return out, nil
 }
 
 // PostureDevice is a device with a management product.
@@ -174,24 +170,19 @@ func (s *Service) PostureDevices(ctx context.Context, product, status, orgID str
 		}
 		conds = append(conds, "d.org_id = "+a.Add(orgID))
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.id, d.hostname, d.org_id, d.site_id, p.product, p.category, p.status, p.version, p.evidence,
-		d.posture_at FROM device_posture p JOIN devices d ON d.id = p.device_id WHERE `+strings.Join(conds, " AND ")+
-		` ORDER BY d.hostname, d.id LIMIT `+a.Add(limit), a.Values()...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []PostureDevice{}
-	for rows.Next() {
+	out, err := store.QueryAll(ctx, s.db, `SELECT d.id, d.hostname, d.org_id, d.site_id, p.product, p.category, p.status, p.version,
+		p.evidence, d.posture_at FROM device_posture p JOIN devices d ON d.id = p.device_id WHERE `+strings.Join(conds, " AND ")+
+		` ORDER BY d.hostname, d.id LIMIT `+a.Add(limit), a.Values(), func(row store.Scanner) (PostureDevice, error) {
 		var d PostureDevice
-		if err := rows.Scan(&d.DeviceID, &d.Hostname, &d.OrgID, &d.SiteID, &d.Product, &d.Category, &d.Status, &d.Version, &d.Evidence,
-			&d.ReportedAt); err != nil {
-			return nil, err
-		}
+		err := row.Scan(&d.DeviceID, &d.Hostname, &d.OrgID, &d.SiteID, &d.Product, &d.Category, &d.Status, &d.Version, &d.Evidence,
+			&d.ReportedAt)
 		d.ReportedAt = d.ReportedAt.UTC()
-		out = append(out, d)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list devices with %s: %w", product, err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 type postureSummaryInput struct {

@@ -43,7 +43,7 @@ func (s *Service) Claim(ctx context.Context, tx *sql.Tx, rawKey, rawSecret, glob
 		return Claimed{}, fmt.Errorf("look up enrollment key: %w", err)
 	}
 	c.SiteID, c.DeviceID = site.String, device.String
-	now := s.now()
+	now := s.clock.Now()
 	switch status(revoked.Valid, expires, used, maxUsage, now) {
 	case StatusRevoked:
 		return Claimed{}, apperr.Unauthorized("enrollment key revoked")

@@ -8,7 +8,6 @@ package enrollment
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -55,8 +54,15 @@ type Service struct {
 	db         *store.DB
 	logger     *slog.Logger
 	defaultTTL time.Duration
-	// now is the clock.
-	now func() time.Time
+	clock      clock.Clock
+}
+
+// Deps are what the service works with.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+	// Clock is the time keys expire by (nil: the system clock).
+	Clock clock.Clock
 }
 
 // Options configure the service.
@@ -64,13 +70,11 @@ type Options struct {
 	// DefaultTTL is the lifetime of a key created at POST /enrollment-keys without ttlMinutes
 	// or expiresAt (ENROLLMENT_KEY_DEFAULT_TTL_MINUTES).
 	DefaultTTL time.Duration
-	// Clock is the time keys expire by (nil: the system clock).
-	Clock clock.Clock
 }
 
 // New returns the enrollment key service.
-func New(db *store.DB, logger *slog.Logger, opts Options) *Service {
-	return &Service{db: db, logger: logger, defaultTTL: opts.DefaultTTL, now: clock.Or(opts.Clock).Now}
+func New(d Deps, opts Options) *Service {
+	return &Service{db: d.DB, logger: d.Logger, defaultTTL: opts.DefaultTTL, clock: clock.Or(d.Clock)}
 }
 
 // EnrollmentKey is the API view of a key. It never carries the raw key, the secret, or
@@ -143,7 +147,7 @@ func (s *Service) scanKey(row store.Scanner) (EnrollmentKey, error) {
 	k.SiteID, k.DeviceID, k.CreatedBy = store.StringPtr(site), store.StringPtr(device), store.StringPtr(createdBy)
 	k.RevokedAt, k.LastUsedAt = store.TimePtr(revoked), store.TimePtr(lastUsed)
 	k.ExpiresAt, k.CreatedAt = k.ExpiresAt.UTC(), k.CreatedAt.UTC()
-	k.Status = status(k.RevokedAt != nil, k.ExpiresAt, k.UsageCount, k.MaxUsage, s.now())
+	k.Status = status(k.RevokedAt != nil, k.ExpiresAt, k.UsageCount, k.MaxUsage, s.clock.Now())
 	return k, nil
 }
 
@@ -182,11 +186,11 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]En
 	case StatusRevoked:
 		conds = append(conds, "k.revoked_at IS NOT NULL")
 	case StatusExpired:
-		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at <= "+a.Add(s.now()))
+		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at <= "+a.Add(s.clock.Now()))
 	case StatusUsedUp:
-		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at > "+a.Add(s.now())+" AND k.usage_count >= k.max_usage")
+		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at > "+a.Add(s.clock.Now())+" AND k.usage_count >= k.max_usage")
 	case StatusActive:
-		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at > "+a.Add(s.now())+" AND k.usage_count < k.max_usage")
+		conds = append(conds, "k.revoked_at IS NULL AND k.expires_at > "+a.Add(s.clock.Now())+" AND k.usage_count < k.max_usage")
 	default:
 		return nil, "", nil, apperr.Invalid("status", "use active, expired, revoked or used_up")
 	}
@@ -202,15 +206,8 @@ func (s *Service) Get(ctx context.Context, id string) (EnrollmentKey, error) {
 
 func (s *Service) get(ctx context.Context, q store.Querier, scope access.Scope, id string) (EnrollmentKey, error) {
 	var a store.Args
-	conds := []string{"k.id = " + a.Add(id), scope.OrgFilter(&a, "k.org_id", "k.partner_id"), liveOrg}
-	k, err := s.scanKey(q.QueryRowContext(ctx, `SELECT `+keyColumns+keysFrom+` WHERE `+store.Where(conds), a.Values()...))
-	if errors.Is(err, sql.ErrNoRows) {
-		return k, apperr.NotFound("enrollment key")
-	}
-	if err != nil {
-		return k, fmt.Errorf("load enrollment key %s: %w", id, err)
-	}
-	return k, nil
+	conds := []string{scope.OrgFilter(&a, "k.org_id", "k.partner_id"), liveOrg}
+	return store.ByID(ctx, q, "enrollment key", `SELECT `+keyColumns+keysFrom, "k.id", id, &a, conds, s.scanKey)
 }
 
 // Create mints a key for an organization in the caller's scope. The /enrollment-keys route
@@ -290,7 +287,7 @@ type keyRow struct {
 // insert stores a new key with fresh raw values and records it in the audit log.
 func (s *Service) insert(ctx context.Context, tx *sql.Tx, r keyRow) (IssuedKey, error) {
 	raw, secret := newRaw(r.withSecret)
-	id, now := store.NewID(), s.now()
+	id, now := store.NewID(), s.clock.Now()
 	source := r.source
 	if source == "" {
 		source = SourceAPI
@@ -358,7 +355,7 @@ func (s *Service) revoke(ctx context.Context, id string) error {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE enrollment_keys SET revoked_at = $1, updated_at = $1 WHERE id = $2 AND revoked_at IS NULL`,
-			s.now(), id)
+			s.clock.Now(), id)
 		if err != nil {
 			return fmt.Errorf("revoke enrollment key %s: %w", id, err)
 		}
@@ -391,7 +388,7 @@ func (s *Service) rotate(ctx context.Context, id string) (IssuedKey, error) {
 		raw, secret := newRaw(before.HasEnrollmentSecret)
 		res, err := tx.ExecContext(ctx, `UPDATE enrollment_keys SET key_hash = $1, key_prefix = $2, secret_hash = $3,
 			usage_count = 0, updated_at = $4 WHERE id = $5 AND revoked_at IS NULL`,
-			secrets.Hash(raw), raw[:prefixLen], hashOrNull(secret), s.now(), id)
+			secrets.Hash(raw), raw[:prefixLen], hashOrNull(secret), s.clock.Now(), id)
 		if err != nil {
 			return fmt.Errorf("rotate enrollment key %s: %w", id, err)
 		}

@@ -5,13 +5,14 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
-	"gale/internal/app"
 	"net/http"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"gale/internal/app"
 
 	"gale/internal/domains/enrollment"
 	"gale/internal/platform/access"

@@ -17,7 +17,7 @@ import (
 // a key someone asked for leaves them with one that dies early; the default is clamped to it
 // silently, since nobody asked for that length.
 func (s *Service) Expiry(ctx context.Context, q store.Querier, orgID string, ttlMinutes *int, expiresAt *time.Time, p Policy) (time.Time, error) {
-	now := s.now()
+	now := s.clock.Now()
 	if ttlMinutes != nil && expiresAt != nil {
 		return time.Time{}, apperr.Invalid("expiresAt", "send ttlMinutes or expiresAt, not both")
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -51,9 +52,18 @@ type Service struct {
 	notifications Notifications
 }
 
+// Deps are what the mobile API works with.
+type Deps struct {
+	DB            *store.DB
+	Logger        *slog.Logger
+	Devices       Devices
+	Alerts        Alerts
+	Notifications Notifications
+}
+
 // New returns the mobile service.
-func New(db *store.DB, logger *slog.Logger, d Devices, a Alerts, n Notifications) *Service {
-	return &Service{db: db, logger: logger, devices: d, alerts: a, notifications: n}
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger, devices: d.Devices, alerts: d.Alerts, notifications: d.Notifications}
 }
 
 // openStatuses are the non-terminal alert statuses.
@@ -160,7 +170,7 @@ func (s *Service) GetDevice(ctx context.Context, id string) (DeviceDetail, error
 		out.RecentMetrics = []devices.MetricPoint{}
 	}
 	if out.OrgName, out.SiteName, err = tenancy.Names(ctx, s.db, d.OrgID, d.SiteID); err != nil {
-		return out, err
+		return out, fmt.Errorf("read the names of device %s's organization and site: %w", id, err)
 	}
 	if access.PrincipalFrom(ctx).Can(access.AlertsRead) {
 		rows, _, _, err := s.alerts.List(ctx, alerts.ListFilter{Statuses: openStatuses, DeviceID: id}, store.Page{Limit: 50})
@@ -204,7 +214,7 @@ func (s *Service) Settings(ctx context.Context, id string) (DeviceSettings, erro
 	out := DeviceSettings{DeviceID: d.ID, Hostname: d.Hostname, Status: d.Status, OrgID: d.OrgID, SiteID: d.SiteID,
 		AgentVersion: d.AgentVersion, WatchdogStatus: d.WatchdogStatus, Actions: []string{}}
 	if out.OrgName, out.SiteName, err = tenancy.Names(ctx, s.db, d.OrgID, d.SiteID); err != nil {
-		return out, err
+		return out, fmt.Errorf("read the names of device %s's organization and site: %w", id, err)
 	}
 	p := access.PrincipalFrom(ctx)
 	out.Permissions.Execute = p.Can(access.DevicesExecute)

@@ -9,7 +9,7 @@ import (
 
 // Module serves the mobile app's API.
 var Module = module.Module{Name: "mobile", Build: func(k *module.Kernel) error {
-	New(k.DB, k.Logger, module.Get[*devices.Service](k), module.Get[*alerts.Service](k),
-		module.Get[*notifications.Service](k)).Register(k.HTTP)
+	New(Deps{DB: k.DB, Logger: k.Logger, Devices: module.Get[*devices.Service](k), Alerts: module.Get[*alerts.Service](k),
+		Notifications: module.Get[*notifications.Service](k)}).Register(k.HTTP)
 	return nil
 }}

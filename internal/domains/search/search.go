@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -131,7 +132,7 @@ func (s *Service) Search(ctx context.Context, q Query) (Answer, error) {
 			ans.Results.Organizations = &rows
 		}
 		if err != nil {
-			return Answer{}, err
+			return Answer{}, fmt.Errorf("search %s: %w", t, err)
 		}
 	}
 	return ans, nil
@@ -150,54 +151,37 @@ func match(a *store.Args, text string, cols ...string) (cond, prefixFirst string
 		"CASE WHEN LOWER(" + cols[0] + ") LIKE " + a.Add(lower+"%") + " THEN 0 ELSE 1 END"
 }
 
-func collect(rows *sql.Rows, err error, scan func(*sql.Rows) (Result, error)) ([]Result, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []Result{}
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // devices searches hostname, display name, serial number and IP address of live devices.
 func (s *Service) devices(ctx context.Context, scope access.Scope, q Query) ([]Result, error) {
 	var a store.Args
 	cond, first := match(&a, q.Text, "d.hostname", "COALESCE(d.display_name, '')", "d.serial_number", "d.ip_address")
-	rows, err := s.db.QueryContext(ctx, devices.SelectLive("d.id, d.hostname, d.display_name, d.ip_address, d.serial_number, d.org_id", "",
-		deviceInScope(scope, &a), cond)+` ORDER BY `+first+`, d.hostname, d.id LIMIT `+a.Add(q.Limit), a.Values()...)
-	return collect(rows, err, func(r *sql.Rows) (Result, error) {
-		var id, host, ip, serial, org string
-		var display sql.NullString
-		if err := r.Scan(&id, &host, &display, &ip, &serial, &org); err != nil {
-			return Result{}, err
-		}
-		title, sub := host, []string{}
-		if display.Valid && display.String != "" && display.String != host {
-			title, sub = display.String, append(sub, host)
-		}
-		for _, v := range []string{ip, serial} {
-			if v != "" {
-				sub = append(sub, v)
+	return store.QueryAll(ctx, s.db, devices.SelectLive("d.id, d.hostname, d.display_name, d.ip_address, d.serial_number, d.org_id", "",
+		deviceInScope(scope, &a), cond)+` ORDER BY `+first+`, d.hostname, d.id LIMIT `+a.Add(q.Limit), a.Values(),
+		func(r store.Scanner) (Result, error) {
+			var id, host, ip, serial, org string
+			var display sql.NullString
+			if err := r.Scan(&id, &host, &display, &ip, &serial, &org); err != nil {
+				return Result{}, err
 			}
-		}
-		return Result{ID: id, Type: "device", Title: title, Subtitle: strings.Join(sub, " · "), OrgID: &org}, nil
-	})
+			title, sub := host, []string{}
+			if display.Valid && display.String != "" && display.String != host {
+				title, sub = display.String, append(sub, host)
+			}
+			for _, v := range []string{ip, serial} {
+				if v != "" {
+					sub = append(sub, v)
+				}
+			}
+			return Result{ID: id, Type: "device", Title: title, Subtitle: strings.Join(sub, " · "), OrgID: &org}, nil
+		})
 }
 
 // users searches name and email of the users the caller may list (the users routes' rule).
 func (s *Service) users(ctx context.Context, scope access.Scope, q Query) ([]Result, error) {
 	var a store.Args
 	cond, first := match(&a, q.Text, "u.name", "u.email")
-	rows, err := s.db.QueryContext(ctx, `SELECT u.id, u.name, u.email, u.org_id`+identity.UsersInScope(scope, &a)+
-		` AND `+cond+` ORDER BY `+first+`, u.email, u.id LIMIT `+a.Add(q.Limit), a.Values()...)
-	return collect(rows, err, func(r *sql.Rows) (Result, error) {
+	return store.QueryAll(ctx, s.db, `SELECT u.id, u.name, u.email, u.org_id`+identity.UsersInScope(scope, &a)+
+		` AND `+cond+` ORDER BY `+first+`, u.email, u.id LIMIT `+a.Add(q.Limit), a.Values(), func(r store.Scanner) (Result, error) {
 		var res Result
 		var org sql.NullString
 		err := r.Scan(&res.ID, &res.Title, &res.Subtitle, &org)
@@ -210,9 +194,8 @@ func (s *Service) users(ctx context.Context, scope access.Scope, q Query) ([]Res
 func (s *Service) organizations(ctx context.Context, scope access.Scope, q Query) ([]Result, error) {
 	var a store.Args
 	cond, first := match(&a, q.Text, "o.name", "o.slug")
-	rows, err := s.db.QueryContext(ctx, `SELECT o.id, o.name, o.slug`+tenancy.OrgsInScope(scope, &a)+
-		` AND `+cond+` ORDER BY `+first+`, o.name, o.id LIMIT `+a.Add(q.Limit), a.Values()...)
-	return collect(rows, err, func(r *sql.Rows) (Result, error) {
+	return store.QueryAll(ctx, s.db, `SELECT o.id, o.name, o.slug`+tenancy.OrgsInScope(scope, &a)+
+		` AND `+cond+` ORDER BY `+first+`, o.name, o.id LIMIT `+a.Add(q.Limit), a.Values(), func(r store.Scanner) (Result, error) {
 		var res Result
 		err := r.Scan(&res.ID, &res.Title, &res.Subtitle)
 		id := res.ID

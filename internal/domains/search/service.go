@@ -18,9 +18,15 @@ type Service struct {
 	logger *slog.Logger
 }
 
+// Deps are what the search service works with.
+type Deps struct {
+	DB     *store.DB
+	Logger *slog.Logger
+}
+
 // New returns the search service.
-func New(db *store.DB, logger *slog.Logger) *Service {
-	return &Service{db: db, logger: logger}
+func New(d Deps) *Service {
+	return &Service{db: d.DB, logger: d.Logger}
 }
 
 // Register adds the /tags and /search routes.

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -57,24 +58,19 @@ func (s *Service) Tags(ctx context.Context, search string, limit int) (TagList, 
 	if search != "" {
 		conds = append(conds, "LOWER(t.tag) LIKE "+a.Add("%"+strings.ToLower(search)+"%"))
 	}
-	rows, err := s.db.QueryContext(ctx, devices.SelectLive("t.tag, COUNT(*)", devices.JoinTags("t"), conds...)+
-		` GROUP BY t.tag ORDER BY t.tag LIMIT `+a.Add(limit+1), a.Values()...)
-	if err != nil {
-		return TagList{}, err
-	}
-	defer rows.Close()
-	out := TagList{Data: []Tag{}}
-	for rows.Next() {
+	tags, err := store.QueryAll(ctx, s.db, devices.SelectLive("t.tag, COUNT(*)", devices.JoinTags("t"), conds...)+
+		` GROUP BY t.tag ORDER BY t.tag LIMIT `+a.Add(limit+1), a.Values(), func(row store.Scanner) (Tag, error) {
 		var t Tag
-		if err := rows.Scan(&t.Tag, &t.DeviceCount); err != nil {
-			return TagList{}, err
-		}
-		out.Data = append(out.Data, t)
+		return t, row.Scan(&t.Tag, &t.DeviceCount)
+	})
+	if err != nil {
+		return TagList{}, fmt.Errorf("list device tags: %w", err)
 	}
+	out := TagList{Data: tags}
 	if len(out.Data) > limit {
 		out.Data, out.HasMore = out.Data[:limit], true
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // parseTags merges tag and the comma-separated tags into the distinct tags a device must all carry.

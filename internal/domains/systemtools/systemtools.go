@@ -42,9 +42,17 @@ type Service struct {
 	audit   *audit.Log
 }
 
+// Deps are what the service works with.
+type Deps struct {
+	Devices *devices.Service
+	// Agents carries the calls and streams to the devices' agents.
+	Agents Caller
+	Audit  *audit.Log
+}
+
 // New returns the system-tools service.
-func New(dev *devices.Service, agents Caller, log *audit.Log) *Service {
-	return &Service{devices: dev, agents: agents, audit: log}
+func New(d Deps) *Service {
+	return &Service{devices: d.Devices, agents: d.Agents, audit: d.Audit}
 }
 
 // device returns the device if the caller may reach it and its agent can be asked now.
