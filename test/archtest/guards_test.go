@@ -12,12 +12,9 @@ import (
 
 // rowLoopDebt counts the hand-written loops over a query's rows (for rows.Next()).
 var rowLoopDebt = map[string]int{
-	"internal/domains/agentdist":      2,  // the version list and its binaries
-	"internal/domains/alerts":         1,  // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
-	"internal/domains/configpolicies": 1,  // device reports, summaries, statistics, row sync, follow-ups, targets
-	"internal/domains/devices":        13, // software, sweeps, calls, queued commands, metrics, software summary, lookups, sites, posture
-	"internal/domains/patches":        1,  // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
-	"internal/domains/search":         2,  // results, tags
+	"internal/domains/alerts":         1, // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
+	"internal/domains/configpolicies": 1, // device reports, summaries, statistics, row sync, follow-ups, targets
+	"internal/domains/patches":        1, // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
 }
 
 func TestNoHandWrittenRowLoops(t *testing.T) {
@@ -42,20 +39,18 @@ func TestNoOwnPagers(t *testing.T) {
 
 // clockDebt counts the uses of time.Now and store.Now.
 var clockDebt = map[string]int{
-	"internal/domains/agentdist":   2,  // registration, promotion
-	"internal/domains/agenthub":    1,  // the connection handler
-	"internal/domains/audit":       1,  // entries, export names, routes
-	"internal/domains/auth":        6,  // tokens, MFA, invites, password resets, sessions, purge
-	"internal/domains/devices":     21, // enrollment, heartbeats, inventory, results, sweeps, calls, commands, detail, changes, posture
-	"internal/domains/identity":    1,  // roles, users, invites, access reviews, organization access
-	"internal/domains/remote":      1,  // the shell and its bridge
-	"internal/domains/systemtools": 1,  // event log headers
-	"internal/domains/tunnels":     1,  // opening a tunnel
-	"internal/domains/webhooks":    1,  // deliveries, retries, tests, purge, webhooks, secrets
-	"internal/platform/events":     5,  // recording, leases, pending events, consumption, purge
-	"internal/platform/httpapi":    1,  // request timing
-	"internal/platform/mail":       1,  // the Date header
-	"internal/platform/nodes":      6,  // signatures, node heartbeats, leases, liveness
+	"internal/domains/agenthub":    1, // the connection handler
+	"internal/domains/audit":       1, // entries, export names, routes
+	"internal/domains/auth":        6, // tokens, MFA, invites, password resets, sessions, purge
+	"internal/domains/identity":    1, // roles, users, invites, access reviews, organization access
+	"internal/domains/remote":      1, // the shell and its bridge
+	"internal/domains/systemtools": 1, // event log headers
+	"internal/domains/tunnels":     1, // opening a tunnel
+	"internal/domains/webhooks":    1, // deliveries, retries, tests, purge, webhooks, secrets
+	"internal/platform/events":     5, // recording, leases, pending events, consumption, purge
+	"internal/platform/httpapi":    1, // request timing
+	"internal/platform/mail":       1, // the Date header
+	"internal/platform/nodes":      6, // signatures, node heartbeats, leases, liveness
 }
 
 func TestServerTimeComesFromTheClock(t *testing.T) {
@@ -66,10 +61,7 @@ func TestServerTimeComesFromTheClock(t *testing.T) {
 
 // byIDDebt counts the functions that read one row by ID by hand (sql.ErrNoRows to
 // apperr.NotFound).
-var byIDDebt = map[string]int{
-	"internal/domains/devices":    3, // devices, commands, installed packages
-	"internal/domains/enrollment": 1, // keys
-}
+var byIDDebt = map[string]int{}
 
 func TestNoHandWrittenByIDReads(t *testing.T) {
 	fset, files := serverFiles(t, "internal/platform/store")
