@@ -15,6 +15,7 @@ import (
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/secrets"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
@@ -402,8 +403,8 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_inventory (device_id, os, hardware, disks, network, users, errors,
 			software_count, collected_at, received_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, a.DeviceID,
-			store.EncodeJSON(storedOS{inv.OS, inv.LastLogons}), store.EncodeJSON(inv.Hardware), store.EncodeJSON(nonNil(inv.Disks)), store.EncodeJSON(nonNil(inv.Network)),
-			store.EncodeJSON(nonNil(inv.Users)), store.EncodeJSON(nonNil(inv.Errors)), len(inv.Software), inv.CollectedAt.UTC(), now); err != nil {
+			store.EncodeJSON(storedOS{inv.OS, inv.LastLogons}), store.EncodeJSON(inv.Hardware), store.EncodeJSON(jsonenc.NonNil(inv.Disks)), store.EncodeJSON(jsonenc.NonNil(inv.Network)),
+			store.EncodeJSON(jsonenc.NonNil(inv.Users)), store.EncodeJSON(jsonenc.NonNil(inv.Errors)), len(inv.Software), inv.CollectedAt.UTC(), now); err != nil {
 			return err
 		}
 		if err := replaceSoftware(ctx, tx, a.DeviceID, inv.Software); err != nil {
@@ -417,13 +418,6 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 }
 
 const maxSoftware = 10000
-
-func nonNil[T any](s []T) []T {
-	if s == nil {
-		return []T{}
-	}
-	return s
-}
 
 // primaryAddress picks the address technicians look for: the first IPv4 of an interface that
 // is up and not a loopback, else the first IPv6 such address.

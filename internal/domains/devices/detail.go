@@ -12,6 +12,7 @@ import (
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/jsonenc"
 	"gale/internal/platform/store"
 	"gale/internal/wire/agentproto"
 )
@@ -97,8 +98,8 @@ func scanInventory(row store.Scanner, extra ...any) (DeviceInventory, error) {
 			return inv, err
 		}
 	}
-	inv.OS, inv.LastLogons = stored.OSInfo, nonNil(stored.LastLogons)
-	inv.Disks, inv.Network, inv.Users, inv.Errors = nonNil(inv.Disks), nonNil(inv.Network), nonNil(inv.Users), nonNil(inv.Errors)
+	inv.OS, inv.LastLogons = stored.OSInfo, jsonenc.NonNil(stored.LastLogons)
+	inv.Disks, inv.Network, inv.Users, inv.Errors = jsonenc.NonNil(inv.Disks), jsonenc.NonNil(inv.Network), jsonenc.NonNil(inv.Users), jsonenc.NonNil(inv.Errors)
 	inv.CollectedAt, inv.ReceivedAt = inv.CollectedAt.UTC(), inv.ReceivedAt.UTC()
 	return inv, nil
 }

@@ -54,3 +54,8 @@ func findBy(ctx context.Context, q store.Querier, orgID, column string, values [
 	}
 	return nil
 }
+
+// FindByAddress is FindByAddress on the service's database.
+func (s *Service) FindByAddress(ctx context.Context, orgID string, macs, ips []string) (AddressMatches, error) {
+	return FindByAddress(ctx, s.db, orgID, macs, ips)
+}

@@ -101,3 +101,13 @@ func OnlineAmong(ctx context.Context, q store.Querier, ids []string) ([]string, 
 	}
 	return out, nil
 }
+
+// DevicesWithSoftware is DevicesWithSoftware on the service's database.
+func (s *Service) DevicesWithSoftware(ctx context.Context, names []string) ([]string, error) {
+	return DevicesWithSoftware(ctx, s.db, names)
+}
+
+// OnlineAmong is OnlineAmong on the service's database.
+func (s *Service) OnlineAmong(ctx context.Context, ids []string) ([]string, error) {
+	return OnlineAmong(ctx, s.db, ids)
+}

@@ -132,7 +132,7 @@ func (s *Service) mapDevices(ctx context.Context, orgID string, fs []finding) (m
 		}
 	}
 	if len(macs) > 0 {
-		m, err := devices.FindByAddress(ctx, s.db, orgID, macs, nil)
+		m, err := s.devices.FindByAddress(ctx, orgID, macs, nil)
 		if err != nil {
 			return nil, err
 		}

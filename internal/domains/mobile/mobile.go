@@ -50,6 +50,7 @@ type Service struct {
 	devices       Devices
 	alerts        Alerts
 	notifications Notifications
+	tenancy       *tenancy.Service
 }
 
 // Deps are what the mobile API works with.
@@ -59,11 +60,13 @@ type Deps struct {
 	Devices       Devices
 	Alerts        Alerts
 	Notifications Notifications
+	// Tenancy names a device's organization and site.
+	Tenancy *tenancy.Service
 }
 
 // New returns the mobile service.
 func New(d Deps) *Service {
-	return &Service{db: d.DB, logger: d.Logger, devices: d.Devices, alerts: d.Alerts, notifications: d.Notifications}
+	return &Service{db: d.DB, logger: d.Logger, devices: d.Devices, alerts: d.Alerts, notifications: d.Notifications, tenancy: d.Tenancy}
 }
 
 // openStatuses are the non-terminal alert statuses.
@@ -169,7 +172,7 @@ func (s *Service) GetDevice(ctx context.Context, id string) (DeviceDetail, error
 	if out.RecentMetrics == nil {
 		out.RecentMetrics = []devices.MetricPoint{}
 	}
-	if out.OrgName, out.SiteName, err = tenancy.Names(ctx, s.db, d.OrgID, d.SiteID); err != nil {
+	if out.OrgName, out.SiteName, err = s.tenancy.Names(ctx, d.OrgID, d.SiteID); err != nil {
 		return out, fmt.Errorf("read the names of device %s's organization and site: %w", id, err)
 	}
 	if access.PrincipalFrom(ctx).Can(access.AlertsRead) {
@@ -213,7 +216,7 @@ func (s *Service) Settings(ctx context.Context, id string) (DeviceSettings, erro
 	}
 	out := DeviceSettings{DeviceID: d.ID, Hostname: d.Hostname, Status: d.Status, OrgID: d.OrgID, SiteID: d.SiteID,
 		AgentVersion: d.AgentVersion, WatchdogStatus: d.WatchdogStatus, Actions: []string{}}
-	if out.OrgName, out.SiteName, err = tenancy.Names(ctx, s.db, d.OrgID, d.SiteID); err != nil {
+	if out.OrgName, out.SiteName, err = s.tenancy.Names(ctx, d.OrgID, d.SiteID); err != nil {
 		return out, fmt.Errorf("read the names of device %s's organization and site: %w", id, err)
 	}
 	p := access.PrincipalFrom(ctx)

@@ -56,3 +56,13 @@ func DevicesPending(ctx context.Context, q store.Querier, name, version string) 
 	}
 	return out, nil
 }
+
+// PendingFor is PendingFor on the service's database.
+func (s *Service) PendingFor(ctx context.Context, deviceIDs, names []string) ([]PendingPatch, error) {
+	return PendingFor(ctx, s.db, deviceIDs, names)
+}
+
+// DevicesPending is DevicesPending on the service's database.
+func (s *Service) DevicesPending(ctx context.Context, name, version string) ([]string, error) {
+	return DevicesPending(ctx, s.db, name, version)
+}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"gale/internal/domains/devices"
-	"gale/internal/domains/patches"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
@@ -568,11 +567,11 @@ func (s *Service) FetchChangelogs(ctx context.Context) (int, error) {
 	byDevice := map[string][]agentproto.ChangelogRequest{}
 	var order []string
 	for _, p := range todo {
-		ids, err := patches.DevicesPending(ctx, s.db, p.name, p.version)
+		ids, err := s.patches.DevicesPending(ctx, p.name, p.version)
 		if err != nil {
 			return 0, err
 		}
-		online, err := devices.OnlineAmong(ctx, s.db, ids)
+		online, err := s.devices.OnlineAmong(ctx, ids)
 		if err != nil {
 			return 0, err
 		}

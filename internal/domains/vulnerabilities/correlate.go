@@ -422,7 +422,7 @@ func (s *Service) correlatePackages(ctx context.Context, names []string) (int, e
 	if len(names) == 0 {
 		return 0, nil
 	}
-	ids, err := devices.DevicesWithSoftware(ctx, s.db, names)
+	ids, err := s.devices.DevicesWithSoftware(ctx, names)
 	if err != nil {
 		return 0, err
 	}

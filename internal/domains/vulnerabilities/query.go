@@ -357,7 +357,7 @@ func (s *Service) Remediate(ctx context.Context, in VulnRemediate) (VulnRemediat
 	for p := range pkgs {
 		names = append(names, p)
 	}
-	pend, err := patches.PendingFor(ctx, s.db, devs, names)
+	pend, err := s.patches.PendingFor(ctx, devs, names)
 	if err != nil {
 		return VulnRemediation{}, err
 	}
