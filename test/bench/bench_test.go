@@ -8,7 +8,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"gale/internal/domains/alerts"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gale/internal/domains/alerts"
 
 	"gale/internal/app"
 	"gale/internal/domains/auth"

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"gale/internal/agent/atomicfile"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -22,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"gale/internal/agent/atomicfile"
 )
 
 // Limits bound an outbox; a zero field takes its default.

@@ -3,13 +3,14 @@ package alertchannels_test
 import (
 	"context"
 	"encoding/json"
-	"gale/internal/app"
-	"gale/internal/domains/alertchannels"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
+
+	"gale/internal/app"
+	"gale/internal/domains/alertchannels"
 
 	"gale/internal/testkit/apptest"
 	"gale/internal/wire/agentproto"

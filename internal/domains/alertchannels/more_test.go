@@ -2,13 +2,14 @@ package alertchannels_test
 
 import (
 	"context"
+	"sync"
+	"testing"
+	"time"
+
 	"gale/internal/app"
 	"gale/internal/domains/alertchannels"
 	"gale/internal/platform/clock"
 	"gale/internal/testkit/apptest"
-	"sync"
-	"testing"
-	"time"
 )
 
 // TestThrottle: past maxPerHour, notifications are logged throttled and not sent; removing

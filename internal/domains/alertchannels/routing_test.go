@@ -2,12 +2,13 @@ package alertchannels_test
 
 import (
 	"context"
+	"testing"
+	"time"
+
 	"gale/internal/app"
 	"gale/internal/domains/alertchannels"
 	"gale/internal/platform/clock"
 	"gale/internal/testkit/apptest"
-	"testing"
-	"time"
 )
 
 // slackChannel makes a Slack channel posting to its own receiver.

@@ -4,11 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"gale/internal/app"
-	"gale/internal/domains/alerts"
 	"slices"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/alerts"
 
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"

@@ -4,10 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"gale/internal/app"
-	"gale/internal/domains/alerts"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/alerts"
 
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"

@@ -1,10 +1,11 @@
 package alerts_test
 
 import (
-	"gale/internal/app"
-	"gale/internal/domains/alerts"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/alerts"
 
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"

@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"gale/internal/app"
-	"gale/internal/domains/customfields"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"gale/internal/app"
+	"gale/internal/domains/customfields"
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"

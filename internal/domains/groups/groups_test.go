@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"gale/internal/app"
-	"gale/internal/domains/devices"
-	"gale/internal/domains/groups"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 
 	"gale/internal/platform/access"
 	"gale/internal/testkit/apptest"

@@ -2,11 +2,12 @@ package notifications_test
 
 import (
 	"context"
-	"gale/internal/app"
-	"gale/internal/domains/notifications"
 	"strings"
 	"testing"
 	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/notifications"
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"

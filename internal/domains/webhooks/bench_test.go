@@ -3,12 +3,13 @@ package webhooks_test
 import (
 	"context"
 	"database/sql"
-	"gale/internal/app"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"gale/internal/app"
 
 	"gale/internal/domains/webhooks"
 	"gale/internal/platform/events"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"gale/internal/app"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gale/internal/app"
 
 	"gale/internal/domains/devices"
 	"gale/internal/domains/webhooks"

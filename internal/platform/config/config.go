@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"gale/internal/platform/clock"
 	"log/slog"
 	"net"
 	"net/url"
@@ -17,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"gale/internal/platform/clock"
 )
 
 // Config holds every setting of the server. Zero values are never used directly: Load fills
