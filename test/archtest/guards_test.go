@@ -12,9 +12,9 @@ import (
 
 // rowLoopDebt counts the hand-written loops over a query's rows (for rows.Next()).
 var rowLoopDebt = map[string]int{
-	"internal/domains/alerts":         1, // source summaries, correlation, facts, rule evaluation and tests, resolution, suppressions
-	"internal/domains/configpolicies": 1, // device reports, summaries, statistics, row sync, follow-ups, targets
-	"internal/domains/patches":        1, // installs, totals, rollbacks, jobs, approvals, patches, sources, reports, third-party ingest
+	"internal/domains/alerts":         1, // the evaluation facts: several row shapes from one statement prepared on SQLite, in every heartbeat
+	"internal/domains/configpolicies": 1, // statistics, counted as a policy-by-device stream of any length
+	"internal/domains/patches":        1, // packages gone, read through the statement cache in every scan result
 }
 
 func TestNoHandWrittenRowLoops(t *testing.T) {
@@ -25,32 +25,32 @@ func TestNoHandWrittenRowLoops(t *testing.T) {
 
 // pagerDebt counts the functions that page by hand (cursor, limit+1 or offset of their own).
 var pagerDebt = map[string]int{
-	"internal/domains/devices":   1, // the software summary, with a cursor of its own
-	"internal/domains/incidents": 1, // the feed's offset page
-	"internal/domains/pam":       1, // the rule list by priority
-	"internal/domains/search":    1, // the tag list's one-past-the-limit
+	"internal/domains/devices":   1, // the software summary, grouped by name and version
+	"internal/domains/incidents": 1, // the feed: deep offset pages picked from the index, totals kept by triggers
+	"internal/domains/pam":       1, // the rule list in decision order (priority, creation, ID)
+	"internal/domains/search":    1, // the tag list, grouped by tag
 }
 
 func TestNoOwnPagers(t *testing.T) {
 	fset, files := serverFiles(t, "internal/platform/store")
 	checkShrinkOnly(t, "pagerDebt", pagerDebt, occurrences(fset, files, ownPagers), "functions paging by hand",
-		"store.List (store.SeekPage for a keyset export), which make and read the cursors")
+		"store.List (store.SeekPage for a keyset export, store.RankedList for a computed order), which make and read the cursors")
 }
 
 // clockDebt counts the uses of time.Now and store.Now.
 var clockDebt = map[string]int{
-	"internal/domains/agenthub":    1, // the connection handler
-	"internal/domains/audit":       1, // entries, export names, routes
-	"internal/domains/auth":        6, // tokens, MFA, invites, password resets, sessions, purge
-	"internal/domains/identity":    1, // roles, users, invites, access reviews, organization access
-	"internal/domains/remote":      1, // the shell and its bridge
-	"internal/domains/systemtools": 1, // event log headers
-	"internal/domains/tunnels":     1, // opening a tunnel
-	"internal/domains/webhooks":    1, // deliveries, retries, tests, purge, webhooks, secrets
-	"internal/platform/events":     5, // recording, leases, pending events, consumption, purge
-	"internal/platform/httpapi":    1, // request timing
+	"internal/domains/agenthub":    1, // heartbeat latency, a duration
+	"internal/domains/audit":       1, // Record, which every domain calls in its transaction without a clock
+	"internal/domains/auth":        6, // JWT and TOTP checks against real time, the sign-in floor, SetPassword for the command line
+	"internal/domains/identity":    1, // CreateUser for the command line and the test kit
+	"internal/domains/remote":      1, // a read deadline on a live stream
+	"internal/domains/systemtools": 1, // a read deadline on a live stream
+	"internal/domains/tunnels":     1, // a read deadline on a live stream
+	"internal/domains/webhooks":    1, // the duration of a delivery request
+	"internal/platform/events":     5, // event stamps and the delivery window: Record has no clock, so events stay on wall time
+	"internal/platform/httpapi":    1, // request timing, a duration
 	"internal/platform/mail":       1, // the Date header
-	"internal/platform/nodes":      6, // signatures, node heartbeats, leases, liveness
+	"internal/platform/nodes":      6, // liveness of real processes and signatures between nodes
 }
 
 func TestServerTimeComesFromTheClock(t *testing.T) {
