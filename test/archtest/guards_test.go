@@ -27,14 +27,13 @@ func TestNoHandWrittenRowLoops(t *testing.T) {
 var pagerDebt = map[string]int{
 	"internal/domains/devices":   1, // the software summary, grouped by name and version
 	"internal/domains/incidents": 1, // the feed: deep offset pages picked from the index, totals kept by triggers
-	"internal/domains/pam":       1, // the rule list in decision order (priority, creation, ID)
 	"internal/domains/search":    1, // the tag list, grouped by tag
 }
 
 func TestNoOwnPagers(t *testing.T) {
 	fset, files := serverFiles(t, "internal/platform/store")
 	checkShrinkOnly(t, "pagerDebt", pagerDebt, occurrences(fset, files, ownPagers), "functions paging by hand",
-		"store.List (store.SeekPage for a keyset export, store.RankedList for a computed order), which make and read the cursors")
+		"store.List, store.KeysetList, store.SeekPage or store.RankedList, which make and read the cursors")
 }
 
 // clockDebt counts the uses of time.Now and store.Now.

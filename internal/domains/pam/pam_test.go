@@ -3,6 +3,7 @@ package pam_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -537,4 +538,57 @@ func TestCacheAcrossNodes(t *testing.T) {
 	if v, _ := s2.Decide(context.Background(), f.a.OrgID, signed); v.RuleID != gr.ID {
 		t.Fatalf("thumbprint in group: %+v", v)
 	}
+}
+
+// The rule list pages in decision order: by cursor (the last row's priority, creation time and
+// ID), and by legacy page number with the total.
+func TestRuleListPages(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	org := f.a.Org
+	for i, prio := range []int{30, 10, 20, 10, 10} {
+		if i == 3 {
+			f.clk.Advance(time.Second)
+		}
+		f.rule(org, map[string]any{"name": fmt.Sprintf("r%d", i), "matchPathGlob": "/usr/bin/x", "verdict": "auto_deny", "priority": prio})
+	}
+	type page struct {
+		Data       []pam.PAMRule
+		Pagination struct {
+			HasMore bool   `json:"hasMore"`
+			Cursor  string `json:"cursor"`
+			Total   *int   `json:"total"`
+		} `json:"pagination"`
+	}
+	var whole page
+	f.e.Must(http.StatusOK, org, "GET", api+"/pam/rules", nil).JSON(t, &whole)
+	var want []string
+	for _, r := range whole.Data {
+		want = append(want, r.ID)
+	}
+	if len(want) != 5 || whole.Data[0].Priority != 10 || whole.Data[4].Name != "r0" || whole.Data[3].Name != "r2" {
+		t.Fatalf("rule order = %+v", whole.Data)
+	}
+	var got []string
+	cursor := ""
+	for range 4 {
+		var p page
+		f.e.Must(http.StatusOK, org, "GET", api+"/pam/rules?limit=2&cursor="+cursor, nil).JSON(t, &p)
+		for _, r := range p.Data {
+			got = append(got, r.ID)
+		}
+		if cursor = p.Pagination.Cursor; cursor == "" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("paged by cursor: %v, want %v", got, want)
+	}
+	var second page
+	f.e.Must(http.StatusOK, org, "GET", api+"/pam/rules?limit=2&page=2", nil).JSON(t, &second)
+	if len(second.Data) != 2 || second.Data[0].ID != want[2] || second.Data[1].ID != want[3] ||
+		second.Pagination.Total == nil || *second.Pagination.Total != 5 {
+		t.Errorf("page 2 = %+v, total %v; want rules 3 and 4 of 5", second.Data, second.Pagination.Total)
+	}
+	f.e.Must(http.StatusBadRequest, org, "GET", api+"/pam/rules?cursor=nonsense", nil)
 }

@@ -138,43 +138,19 @@ func (s *Service) ListRules(ctx context.Context, f RuleFilter, page store.Page) 
 	return s.listRulesOrdered(ctx, conds, &a, page)
 }
 
-// listRulesOrdered pages rules by (priority, created_at, id) with an offset-free cursor.
+// listRulesOrdered pages rules in decision order, (priority, created_at, id).
 func (s *Service) listRulesOrdered(ctx context.Context, conds []string, a *store.Args, page store.Page) ([]PAMRule, string, *int, error) {
-	limit := page.Limit
-	if limit <= 0 {
-		limit = 100
+	if page.Limit <= 0 {
+		page.Limit = 100
 	}
-	var total *int
-	if page.Cursor != "" {
-		var prio int
-		var created time.Time
-		var id string
-		if err := store.DecodeCursor(page.Cursor, &prio, &created, &id); err != nil {
-			return nil, "", nil, apperr.Invalid("cursor", "not a cursor of this list")
-		}
-		p, c, i := a.Add(prio), a.Add(created.UTC()), a.Add(id)
-		conds = append(conds, "(r.priority > "+p+" OR (r.priority = "+p+" AND (r.created_at > "+c+" OR (r.created_at = "+c+" AND r.id > "+i+"))))")
-	}
-	q := `SELECT ` + ruleColumns + ` FROM pam_rules r WHERE ` + store.Where(conds) + ` ORDER BY r.priority, r.created_at, r.id`
-	if page.Number > 0 {
-		var n int
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM pam_rules r WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, fmt.Errorf("count pam rules: %w", err)
-		}
-		total = &n
-		q += fmt.Sprintf(" LIMIT %d OFFSET %d", limit, page.Offset())
-	} else {
-		q += fmt.Sprintf(" LIMIT %d", limit+1)
-	}
-	out, err := store.QueryAll(ctx, s.db, q, a.Values(), scanRule)
+	var prio int
+	var created time.Time
+	var id string
+	out, next, total, err := store.KeysetList(ctx, s.db, store.SeekQuery{Columns: ruleColumns, From: " FROM pam_rules r", Conds: conds,
+		Args: a, Keys: []string{"r.priority", "r.created_at", "r.id"}}, page, scanRule,
+		func(r PAMRule) []any { return []any{r.Priority, r.CreatedAt, r.ID} }, &prio, &created, &id)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("list pam rules: %w", err)
-	}
-	next := ""
-	if page.Number == 0 && len(out) > limit {
-		out = out[:limit]
-		last := out[limit-1]
-		next = store.EncodeCursor(last.Priority, last.CreatedAt, last.ID)
 	}
 	return out, next, total, nil
 }

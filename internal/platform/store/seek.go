@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,4 +95,44 @@ func (s Seek) Keys(a *Args, conds *[]string, changed string, ids ...string) []st
 func IDFloor(t time.Time) string {
 	ms := t.UnixMilli()
 	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", uint64(ms)>>16, uint64(ms)&0xffff)
+}
+
+// KeysetList pages q, in the ascending order of its Keys (unique together), for an API list.
+// In cursor mode the cursor holds the key values of the page's last row, read back into after
+// (pointers, one of each key's type) and compared as a row value, so that rows added while a
+// client pages are neither skipped nor read twice; in legacy page mode it counts the rows and
+// reads the page at its offset. key gives the key values of a row.
+func KeysetList[T any](ctx context.Context, db Querier, q SeekQuery, page Page, scan func(Scanner) (T, error),
+	key func(T) []any, after ...any) ([]T, string, *int, error) {
+	if page.Number > 0 {
+		where := ` WHERE ` + Where(q.Conds)
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT COUNT(*)`+q.From+where, q.Args.Values()...).Scan(&n); err != nil {
+			return nil, "", nil, fmt.Errorf("count%s: %w", q.From, err)
+		}
+		out, err := QueryAll(ctx, db, `SELECT `+q.Columns+q.From+where+` ORDER BY `+strings.Join(q.Keys, ", ")+
+			` LIMIT `+strconv.Itoa(page.Limit)+` OFFSET `+strconv.Itoa(page.Offset()), q.Args.Values(), scan)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("page%s: %w", q.From, err)
+		}
+		return out, "", &n, nil
+	}
+	s := Seek{Limit: page.Limit}
+	if page.Cursor != "" {
+		if err := DecodeCursor(page.Cursor, after...); err != nil {
+			return nil, "", nil, err
+		}
+		for _, p := range after {
+			v := reflect.ValueOf(p).Elem().Interface()
+			if t, ok := v.(time.Time); ok {
+				v = t.UTC()
+			}
+			s.After = append(s.After, v)
+		}
+	}
+	out, more, err := SeekPage(ctx, db, q, s, scan)
+	if err != nil || !more {
+		return out, "", nil, err
+	}
+	return out, EncodeCursor(key(out[len(out)-1])...), nil, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
 	"gale/internal/platform/store/storetest"
 )
@@ -81,5 +82,67 @@ func TestSeekPages(t *testing.T) {
 	}
 	if got := read(base.Add(time.Minute)); !slices.Equal(got, want[3:]) {
 		t.Errorf("since the second minute = %v, want %v", got, want[3:])
+	}
+}
+
+// KeysetList and RankedList page a list through its cursors and by page number with the
+// total, each row once and in order; a cursor that is not theirs is a 400.
+func TestKeysetAndRankedLists(t *testing.T) {
+	db := storetest.Open(t)
+	ctx := context.Background()
+	base := store.Now().Add(-time.Hour)
+	var want []string // by updated_at, then id
+	for i := range 5 {
+		id := store.NewID()
+		storetest.Exec(t, db.SQL, `INSERT INTO partners (id, name, slug, created_at, updated_at) VALUES ($1, $2, $2, $3, $3)`,
+			id, "p"+id, base.Add(time.Duration(i/2)*time.Minute))
+		want = append(want, id)
+	}
+	scan := func(sc store.Scanner) (string, error) {
+		var id string
+		var at time.Time
+		return id, sc.Scan(&id, &at)
+	}
+	keyset := func(page store.Page) ([]string, string, *int, error) {
+		var a store.Args
+		var at time.Time
+		var id string
+		return store.KeysetList(ctx, db, store.SeekQuery{Columns: "id, updated_at", From: " FROM partners", Args: &a,
+			Keys: []string{"updated_at", "id"}}, page, scan, func(id string) []any {
+			var at time.Time
+			if err := db.SQL.QueryRow(`SELECT updated_at FROM partners WHERE id = $1`, id).Scan(&at); err != nil {
+				t.Fatal(err)
+			}
+			return []any{at, id}
+		}, &at, &id)
+	}
+	ranked := func(page store.Page) ([]string, string, *int, error) {
+		var a store.Args
+		return store.RankedList(ctx, db, store.RankedQuery{Args: &a, Count: `SELECT COUNT(*) FROM partners`,
+			Select: `SELECT id, updated_at FROM partners ORDER BY updated_at, id`}, page, scan)
+	}
+	for name, list := range map[string]func(store.Page) ([]string, string, *int, error){"keyset": keyset, "ranked": ranked} {
+		var got []string
+		page := store.Page{Limit: 2}
+		for range 5 {
+			rows, next, total, err := list(page)
+			if err != nil || total != nil || len(rows) > 2 {
+				t.Fatalf("%s: page of %d rows, total %v, error %v", name, len(rows), total, err)
+			}
+			got = append(got, rows...)
+			if page.Cursor = next; next == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: paged by cursor %v, want %v", name, got, want)
+		}
+		rows, next, total, err := list(store.Page{Limit: 2, Number: 2})
+		if err != nil || next != "" || total == nil || *total != 5 || !slices.Equal(rows, want[2:4]) {
+			t.Errorf("%s: page 2 = %v, next %q, total %v, error %v; want %v of 5", name, rows, next, total, err, want[2:4])
+		}
+		if _, _, _, err := list(store.Page{Limit: 2, Cursor: "nonsense"}); !apperr.IsCode(err, apperr.CodeValidation) {
+			t.Errorf("%s: a foreign cursor gives %v, want a validation error", name, err)
+		}
 	}
 }
