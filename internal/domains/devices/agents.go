@@ -247,7 +247,10 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.provision", ResourceType: "device", ResourceID: id,
 			ResourceName: out.Device.Hostname, PartnerID: partnerID, OrgID: in.OrgID, Details: map[string]any{"enrollmentKeyId": keyID}})
 	})
-	return out, err
+	if err != nil {
+		return Provisioned{}, fmt.Errorf("provision a device: %w", err)
+	}
+	return out, nil
 }
 
 // Heartbeat records what an agent or its watchdog reports. For the main agent it also tells
@@ -311,7 +314,10 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		}
 		return runHooks(ctx, tx, a.DeviceID, s.hooks.heartbeat)
 	})
-	return waiting && err == nil, err
+	if err != nil {
+		return false, fmt.Errorf("record the heartbeat of device %s: %w", a.DeviceID, err)
+	}
+	return waiting, nil
 }
 
 // Bounds of a heartbeat's own sample time.
@@ -383,7 +389,7 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		inv.CollectedAt = now
 	}
 	ip, mac := primaryAddress(inv.Network)
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		hostname := strings.TrimSpace(inv.Hostname)
 		res, err := tx.ExecContext(ctx, `UPDATE devices SET hostname = COALESCE(NULLIF($1, ''), hostname), os_type = COALESCE(NULLIF($2, ''), os_type),
 			os_name = $3, os_version = $4, os_build = $5, architecture = COALESCE(NULLIF($6, ''), architecture), manufacturer = $7,
@@ -415,6 +421,10 @@ func (s *Service) StoreInventory(ctx context.Context, a Agent, inv agentproto.In
 		}
 		return s.changed(ctx, tx, a.DeviceID)
 	})
+	if err != nil {
+		return fmt.Errorf("store the inventory of device %s: %w", a.DeviceID, err)
+	}
+	return nil
 }
 
 const maxSoftware = 10000
@@ -667,17 +677,19 @@ func (s *Service) Sweep(ctx context.Context) error {
 			return s.recordEvent(ctx, tx, EventOffline, id)
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("mark device %s offline: %w", id, err)
 		}
 	}
 	if _, err := s.db.ExecContext(ctx, `UPDATE device_commands SET status = $1, completed_at = $2,
 		error = CASE WHEN status = $3 THEN 'the device did not connect in time' ELSE 'the agent did not report a result in time' END
 		WHERE status IN ($3, $4) AND expires_at < $2`, CommandTimedOut, now, CommandQueued, CommandSent); err != nil {
-		return err
+		return fmt.Errorf("time out overdue commands: %w", err)
 	}
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM device_metrics WHERE recorded_at < $1`, now.Add(-s.opts.MetricsRetention)); err != nil {
-		return err
+		return fmt.Errorf("trim the metrics history: %w", err)
 	}
-	_, err = s.db.ExecContext(ctx, `DELETE FROM agent_calls WHERE expires_at < $1`, now.Add(-time.Minute))
-	return err
+	if _, err = s.db.ExecContext(ctx, `DELETE FROM agent_calls WHERE expires_at < $1`, now.Add(-time.Minute)); err != nil {
+		return fmt.Errorf("delete expired agent calls: %w", err)
+	}
+	return nil
 }

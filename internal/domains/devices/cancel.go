@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"gale/internal/domains/audit"
@@ -99,7 +100,7 @@ func (s *Service) CancelCommand(ctx context.Context, deviceID, commandID string)
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: details})
 	})
 	if err != nil {
-		return DeviceCommand{}, err
+		return DeviceCommand{}, fmt.Errorf("cancel command %s of device %s: %w", commandID, deviceID, err)
 	}
 	if withdrawal != nil {
 		s.dispatch(ctx, withdrawal)

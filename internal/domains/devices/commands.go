@@ -174,7 +174,7 @@ func (s *Service) SendCommand(ctx context.Context, deviceID string, in CommandIn
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"commandId": c.ID, "type": in.Type}})
 	})
 	if err != nil {
-		return DeviceCommand{}, err
+		return DeviceCommand{}, fmt.Errorf("send a %s command to device %s: %w", in.Type, deviceID, err)
 	}
 	s.dispatch(ctx, &c)
 	return c, nil
@@ -248,7 +248,7 @@ func (s *Service) SendBulk(ctx context.Context, in BulkInput) (BulkResult, error
 		return err
 	})
 	if err != nil {
-		return BulkResult{}, err
+		return BulkResult{}, fmt.Errorf("send commands to %d devices: %w", len(in.DeviceIDs), err)
 	}
 	s.Dispatch(ctx, out.Commands)
 	return out, nil

@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"unicode/utf8"
 
 	"gale/internal/wire/agentproto"
@@ -16,7 +17,7 @@ import (
 // not sent to this agent, or is already final, change nothing.
 func (s *Service) RecordOutput(ctx context.Context, a Agent, o agentproto.CommandOutput) error {
 	now := s.clock.Now()
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE device_commands SET started_at = $1
 			WHERE id = $2 AND device_id = $3 AND status = $4 AND started_at IS NULL`, now, o.CommandID, a.DeviceID, CommandSent); err != nil {
 			return err
@@ -39,6 +40,10 @@ func (s *Service) RecordOutput(ctx context.Context, a Agent, o agentproto.Comman
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("record output of command %s: %w", o.CommandID, err)
+	}
+	return nil
 }
 
 // liveText tells whether a piece can be shown as it is: UTF-8 without NUL.

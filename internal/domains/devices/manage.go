@@ -84,7 +84,10 @@ func (s *Service) UpdateDevice(ctx context.Context, id string, in Update) (Devic
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.update", ResourceType: "device", ResourceID: id,
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: audit.Diff(before, d)})
 	})
-	return d, err
+	if err != nil {
+		return d, fmt.Errorf("update device %s: %w", id, err)
+	}
+	return d, nil
 }
 
 func siteOf(ctx context.Context, q store.Querier, siteID, orgID string) error {
@@ -171,7 +174,10 @@ func (s *Service) MoveOrg(ctx context.Context, id, orgID, siteID string) (Device
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.move_org", ResourceType: "device", ResourceID: id,
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: orgID, Details: details})
 	})
-	return d, err
+	if err != nil {
+		return d, fmt.Errorf("move device %s: %w", id, err)
+	}
+	return d, nil
 }
 
 // Decommission retires a device: its agent tokens stop working at once, waiting commands are
