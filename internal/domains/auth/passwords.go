@@ -71,7 +71,7 @@ func (s *Service) AcceptInvite(ctx context.Context, token, password, name string
 			Actor: &audit.Actor{Type: access.ActorUser, ID: c.ID, Email: c.Email}})
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("accept invite: %w", err)
 	}
 	return s.startSession(ctx, c, false, "auth.login")
 }
@@ -122,7 +122,7 @@ func (s *Service) IssuePasswordReset(ctx context.Context, userID string) (link s
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
 	})
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("issue password reset: %w", err)
 	}
 	if s.mailer == nil {
 		return link, nil

@@ -363,7 +363,7 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("refresh session: %w", err)
 	}
 	if replay {
 		return nil, s.revokeFamily(ctx, family, userID, "refresh token reused concurrently")

@@ -230,7 +230,7 @@ func (s *Service) Start(ctx context.Context, id string, by string, in Automation
 		return err
 	})
 	if err != nil {
-		return AutomationRun{}, err
+		return AutomationRun{}, fmt.Errorf("start automation run: %w", err)
 	}
 	s.advance(ctx, runID)
 	return s.GetRun(ctx, runID)

@@ -273,7 +273,7 @@ func (s *Service) Create(ctx context.Context, in AutomationInput) (Automation, e
 			Details: map[string]any{"trigger": in.Trigger.Type, "actions": len(in.Actions), "enabled": enabled}})
 	})
 	if err != nil {
-		return Automation{}, err
+		return Automation{}, fmt.Errorf("create automation: %w", err)
 	}
 	x.Trigger.Secret = secret
 	return x, nil

@@ -272,7 +272,7 @@ func (s *Service) ReceiveWebhook(ctx context.Context, id, timestamp, signature s
 		return err
 	})
 	if err != nil {
-		return AutomationRun{}, err
+		return AutomationRun{}, fmt.Errorf("receive webhook: %w", err)
 	}
 	s.advance(ctx, runID)
 	r, err := loadRun(ctx, s.db, access.SystemScope(), runID)

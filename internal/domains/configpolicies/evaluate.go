@@ -125,7 +125,7 @@ func (s *Service) Evaluate(ctx context.Context, id string) (PolicyEvaluation, er
 			PartnerID: p.PartnerID, OrgID: store.Deref(p.OrgID)})
 	})
 	if err != nil {
-		return PolicyEvaluation{}, err
+		return PolicyEvaluation{}, fmt.Errorf("evaluate policy: %w", err)
 	}
 	return s.evaluate(ctx, p)
 }

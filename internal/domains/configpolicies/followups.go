@@ -308,7 +308,7 @@ func (s *Service) Remediate(ctx context.Context, id string) (PolicyRemediation, 
 				"executions": len(out.ExecutionIDs)}})
 	})
 	if err != nil {
-		return PolicyRemediation{}, err
+		return PolicyRemediation{}, fmt.Errorf("remediate policy: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return out, nil

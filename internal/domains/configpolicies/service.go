@@ -247,7 +247,7 @@ func (s *Service) Create(ctx context.Context, in PolicyInput) (Policy, error) {
 				"rules": len(p.Rules), "targets": p.Targets.Type}})
 	})
 	if err != nil {
-		return Policy{}, err
+		return Policy{}, fmt.Errorf("create policy: %w", err)
 	}
 	return s.afterChange(ctx, x), nil
 }
@@ -424,7 +424,7 @@ func (s *Service) SetStatus(ctx context.Context, id, status string) (Policy, err
 			PartnerID: before.PartnerID, OrgID: store.Deref(before.OrgID)})
 	})
 	if err != nil {
-		return Policy{}, err
+		return Policy{}, fmt.Errorf("set policy status: %w", err)
 	}
 	return s.afterChange(ctx, x), nil
 }

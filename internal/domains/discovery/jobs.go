@@ -126,7 +126,7 @@ func (s *Service) Scan(ctx context.Context, in DiscoveryScanRequest) (DiscoveryJ
 		return err
 	})
 	if err != nil {
-		return DiscoveryJob{}, err
+		return DiscoveryJob{}, fmt.Errorf("start a discovery scan: %w", err)
 	}
 	return s.dispatched(ctx, job, cmds)
 }
@@ -228,7 +228,7 @@ func (s *Service) CancelJob(ctx context.Context, id string) (DiscoveryJob, error
 			PartnerID: j.PartnerID, OrgID: j.OrgID})
 	})
 	if err != nil {
-		return DiscoveryJob{}, err
+		return DiscoveryJob{}, fmt.Errorf("cancel discovery job: %w", err)
 	}
 	if j.CommandID != nil {
 		if _, err := s.devices.CancelCommand(ctx, j.AgentDeviceID, *j.CommandID); err != nil {

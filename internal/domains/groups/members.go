@@ -118,7 +118,7 @@ func (s *Service) AddDevices(ctx context.Context, groupID string, deviceIDs []st
 			ResourceName: g.Name, PartnerID: g.PartnerID, OrgID: g.OrgID, Details: map[string]any{"deviceIds": added}})
 	})
 	if err != nil {
-		return AddResult{}, err
+		return AddResult{}, fmt.Errorf("add devices to group: %w", err)
 	}
 	return out, nil
 }

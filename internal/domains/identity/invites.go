@@ -145,7 +145,7 @@ func (s *Service) InviteUser(ctx context.Context, in InviteInput) (InviteResult,
 			PartnerID: partnerID, OrgID: orgID, Details: audit.Snapshot(u)})
 	})
 	if err != nil {
-		return InviteResult{}, err
+		return InviteResult{}, fmt.Errorf("invite user: %w", err)
 	}
 	return s.deliverInvite(ctx, p, u, token), nil
 }
@@ -172,7 +172,7 @@ func (s *Service) ResendInvite(ctx context.Context, userID string) (InviteResult
 			ResourceName: u.Email, PartnerID: store.Deref(u.PartnerID), OrgID: store.Deref(u.OrgID)})
 	})
 	if err != nil {
-		return InviteResult{}, err
+		return InviteResult{}, fmt.Errorf("resend invite: %w", err)
 	}
 	return s.deliverInvite(ctx, p, u, token), nil
 }

@@ -216,7 +216,7 @@ func (s *Service) Tick(ctx context.Context) error {
 		return s.recordEvents(ctx, tx, ended, started)
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("move maintenance occurrences on: %w", err)
 	}
 	s.wake()
 	return s.topUp(ctx, now)

@@ -73,7 +73,7 @@ func (s *Service) Dispatch(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("dispatch monitor checks: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	if len(due) > 0 {

@@ -332,7 +332,7 @@ func (s *Service) HandleReport(ctx context.Context, a devices.Agent, payload jso
 		return err
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("handle elevation request: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	s.wake()
@@ -403,7 +403,7 @@ func (s *Service) Respond(ctx context.Context, id string, in PAMRespondInput) (P
 		return err
 	})
 	if err != nil {
-		return PAMElevationRequest{}, err
+		return PAMElevationRequest{}, fmt.Errorf("answer elevation request: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	s.wake()
@@ -459,7 +459,7 @@ func (s *Service) Revoke(ctx context.Context, id, reason string) (PAMElevationRe
 		return err
 	})
 	if err != nil {
-		return PAMElevationRequest{}, err
+		return PAMElevationRequest{}, fmt.Errorf("revoke elevation: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	s.wake()
@@ -515,7 +515,7 @@ func (s *Service) Expire(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("expire elevations: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	s.wake()

@@ -396,7 +396,7 @@ func (s *Service) UpdateRules(ctx context.Context, items []PAMRuleBulkItem) ([]P
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("update PAM rules: %w", err)
 	}
 	return out, nil
 }

@@ -69,7 +69,7 @@ func (s *Service) Scan(ctx context.Context, in PatchScanRequest) (PatchJobStart,
 			PartnerID: partnerID, OrgID: orgID, Details: map[string]any{"devices": len(rows), "skipped": len(out.Skipped), "refresh": in.Refresh}})
 	})
 	if err != nil {
-		return PatchJobStart{}, err
+		return PatchJobStart{}, fmt.Errorf("start a patch scan: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return out, nil
@@ -303,7 +303,7 @@ func (s *Service) ApproveAndInstall(ctx context.Context, deviceIDs, patchIDs []s
 		return err
 	})
 	if err != nil {
-		return PatchJob{}, err
+		return PatchJob{}, fmt.Errorf("approve and install patches: %w", err)
 	}
 	s.devices.Dispatch(ctx, job.Commands)
 	return job, nil
@@ -317,7 +317,7 @@ func (s *Service) Install(ctx context.Context, deviceIDs, patchIDs []string, opt
 		return err
 	})
 	if err != nil {
-		return PatchJob{}, err
+		return PatchJob{}, fmt.Errorf("start a patch install: %w", err)
 	}
 	s.devices.Dispatch(ctx, job.Commands)
 	return job, nil
@@ -495,7 +495,7 @@ func (s *Service) Rollback(ctx context.Context, patchID string, in PatchRollback
 		return err
 	})
 	if err != nil {
-		return PatchJobStart{}, err
+		return PatchJobStart{}, fmt.Errorf("start a patch rollback: %w", err)
 	}
 	s.devices.Dispatch(ctx, out.Commands)
 	return out, nil
@@ -577,7 +577,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("release waiting patch work: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return nil

@@ -87,7 +87,7 @@ func (s *Service) Initialize(ctx context.Context, id string) (Deployment, error)
 		return audit.Record(ctx, tx, s.entry("deployment.initialize", x, map[string]any{"devices": len(ids), "batches": batches}))
 	})
 	if err != nil {
-		return Deployment{}, err
+		return Deployment{}, fmt.Errorf("initialize deployment: %w", err)
 	}
 	return s.get(ctx, s.db, access.SystemScope(), id)
 }
@@ -250,7 +250,7 @@ func (s *Service) Cancel(ctx context.Context, id string) (Deployment, error) {
 		return audit.Record(ctx, tx, s.entry("deployment.cancel", x, map[string]any{"previousStatus": x.Status}))
 	})
 	if err != nil {
-		return Deployment{}, err
+		return Deployment{}, fmt.Errorf("cancel deployment: %w", err)
 	}
 	s.cancelQueued(s.actorCtx(ctx, x), x, queued)
 	return s.get(ctx, s.db, access.SystemScope(), id)

@@ -360,7 +360,7 @@ func (s *Service) Create(ctx context.Context, in DeploymentInput) (Deployment, e
 		return audit.Record(ctx, tx, s.entry("deployment.create", x, map[string]any{"payloadType": x.payloadType, "targets": x.Targets.Type}))
 	})
 	if err != nil {
-		return Deployment{}, err
+		return Deployment{}, fmt.Errorf("create deployment: %w", err)
 	}
 	return s.get(ctx, s.db, access.SystemScope(), id)
 }
@@ -422,7 +422,7 @@ func (s *Service) Update(ctx context.Context, id string, in DeploymentUpdate) (D
 		return audit.Record(ctx, tx, s.entry("deployment.update", x, nil))
 	})
 	if err != nil {
-		return Deployment{}, err
+		return Deployment{}, fmt.Errorf("update deployment: %w", err)
 	}
 	return s.get(ctx, s.db, access.SystemScope(), id)
 }

@@ -348,7 +348,7 @@ func (s *Service) ImportBundle(ctx context.Context, in BundleRequest) (BundleImp
 		return nil
 	})
 	if err != nil {
-		return BundleImportResult{}, err
+		return BundleImportResult{}, fmt.Errorf("import script bundle: %w", err)
 	}
 	return out, nil
 }

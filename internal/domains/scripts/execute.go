@@ -219,7 +219,7 @@ func (s *Service) Execute(ctx context.Context, scriptID string, in ScriptRun) (S
 		return err
 	})
 	if err != nil {
-		return ScriptRunResult{}, err
+		return ScriptRunResult{}, fmt.Errorf("execute script: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return out, nil

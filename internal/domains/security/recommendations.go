@@ -233,7 +233,7 @@ func (s *Service) SetRecommendation(ctx context.Context, id, status string) (Sec
 			ResourceID: id, ResourceName: key, PartnerID: partner, OrgID: orgID})
 	})
 	if err != nil {
-		return SecurityRecommendation{}, err
+		return SecurityRecommendation{}, fmt.Errorf("set security recommendation: %w", err)
 	}
 	recs, err := s.Recommendations(ctx, orgID, true)
 	if err != nil {

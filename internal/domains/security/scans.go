@@ -140,7 +140,7 @@ func (s *Service) StartScan(ctx context.Context, deviceID string, in SecuritySca
 			PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"scanId": ids[0], "scanType": in.ScanType, "paths": out.Paths}})
 	})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("start security scan: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return out, nil

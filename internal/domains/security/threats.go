@@ -205,7 +205,7 @@ func (s *Service) Act(ctx context.Context, id, action string) (SecurityThreatAct
 			PartnerID: t.partnerID, OrgID: t.OrgID, Details: map[string]any{"deviceId": t.DeviceID, "filePath": t.FilePath, "commandId": cmd}})
 	})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("act on threat: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return out, nil

@@ -333,7 +333,7 @@ func (s *Service) UpdateItem(ctx context.Context, id string, in SoftwareCatalogP
 			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: store.Deref(it.OrgID), Details: map[string]any{"fields": changed}})
 	})
 	if err != nil {
-		return it, err
+		return it, fmt.Errorf("update catalog item: %w", err)
 	}
 	list := []SoftwareCatalogItem{it}
 	err = withLatest(ctx, s.db, list)
@@ -368,7 +368,7 @@ func (s *Service) DeleteItem(ctx context.Context, id string) error {
 			ResourceName: it.Name, PartnerID: it.PartnerID, OrgID: store.Deref(it.OrgID)})
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("delete catalog item: %w", err)
 	}
 	// No deployment of the item is open, so no agent needs its uploaded files any more.
 	for _, k := range keys {

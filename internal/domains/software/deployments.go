@@ -299,7 +299,7 @@ func (s *Service) CreateDeployment(ctx context.Context, in SoftwareDeploymentInp
 		return err
 	})
 	if err != nil {
-		return SoftwareDeployment{}, err
+		return SoftwareDeployment{}, fmt.Errorf("create deployment: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
 	return s.GetDeployment(ctx, id)
@@ -584,7 +584,7 @@ func (s *Service) CancelDeployment(ctx context.Context, id string) (SoftwareDepl
 			ResourceName: x.Name, PartnerID: x.PartnerID, OrgID: x.OrgID, Details: map[string]any{"queuedCommands": len(pending)}})
 	})
 	if err != nil {
-		return SoftwareDeployment{}, err
+		return SoftwareDeployment{}, fmt.Errorf("cancel deployment: %w", err)
 	}
 	octx := narrowed(ctx, x.PartnerID, x.OrgID)
 	for _, q := range pending {

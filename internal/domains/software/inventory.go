@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
@@ -67,7 +68,7 @@ func (s *Service) Uninstall(ctx context.Context, deviceID, softwareID string) (d
 				"softwareId": softwareID, "name": p.Name, "version": p.Version}})
 	})
 	if err != nil {
-		return devices.DeviceCommand{}, err
+		return devices.DeviceCommand{}, fmt.Errorf("uninstall software: %w", err)
 	}
 	cmds := []devices.DeviceCommand{cmd}
 	s.devices.Dispatch(ctx, cmds)

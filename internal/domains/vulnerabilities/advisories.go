@@ -138,7 +138,7 @@ func (s *Service) Import(ctx context.Context, body io.Reader, format, release st
 		return err
 	})
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("import vulnerability data: %w", err)
 	}
 	res.Packages = len(pkgs)
 	res.Devices, err = s.correlatePackages(ctx, pkgs)

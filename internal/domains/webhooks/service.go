@@ -291,7 +291,7 @@ func (s *Service) RotateSecret(ctx context.Context, id string) (Webhook, error) 
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: store.Deref(out.OrgID)})
 	})
 	if err != nil {
-		return Webhook{}, err
+		return Webhook{}, fmt.Errorf("rotate webhook secret: %w", err)
 	}
 	out.Secret = secret
 	return out, nil
