@@ -218,7 +218,8 @@ func (d *dnf) install(ctx context.Context, pkgs []agentproto.PackageVersion, rol
 }
 
 func (d *dnf) fileInfo(ctx context.Context, path string) (string, string, error) {
-	out, err := d.r.must(ctx, "rpm", "-qp", "--qf", "%{NAME}\n"+rpmEVR+"\n", path)
+	// Even a query of a file opens an RPM database: the root's, not the home's default one.
+	out, err := d.r.must(ctx, "rpm", d.rpmArgs("-qp", "--qf", "%{NAME}\n"+rpmEVR+"\n", path)...)
 	if err != nil {
 		return "", "", fmt.Errorf("the file is not a readable RPM package: %w", err)
 	}
