@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"gale/internal/console"
 	"gale/internal/domains/agentdist"
 	"gale/internal/domains/agenthub"
 	"gale/internal/domains/alertchannels"
@@ -104,6 +105,7 @@ var Modules = []module.Module{
 	vulnerabilities.Module,
 	incidents.Module,
 	pam.Module,
+	console.Module,
 }
 
 // Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".

@@ -402,3 +402,37 @@ func importsAgainstTheGrain(pkg string, f *ast.File, order map[string]int) []tok
 	}
 	return out
 }
+
+// sqlMethods run SQL on a database handle or transaction, or begin one; called with no
+// argument they are something else (url.URL.Query).
+var sqlMethods = map[string]bool{"Query": true, "QueryContext": true, "QueryRow": true, "QueryRowContext": true,
+	"Exec": true, "ExecContext": true, "BeginTx": true}
+
+// databaseCalls finds SQL run directly: the query methods of database/sql, and the store's
+// readers and transactions.
+func databaseCalls(f *ast.File) []token.Pos {
+	imps := imports(f)
+	var out []token.Pos
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if id, ok := sel.X.(*ast.Ident); ok && imps[id.Name] == storePath {
+			switch sel.Sel.Name {
+			case "QueryAll", "QueryStrings", "ByID", "List", "CachedList", "KeysetList", "RankedList":
+				out = append(out, call.Pos())
+			}
+			return true
+		}
+		if sqlMethods[sel.Sel.Name] && len(call.Args) > 0 || sel.Sel.Name == "Write" && len(call.Args) == 2 {
+			out = append(out, call.Pos())
+		}
+		return true
+	})
+	return out
+}

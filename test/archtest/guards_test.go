@@ -3,6 +3,7 @@ package archtest
 import (
 	"go/ast"
 	"go/token"
+	"strings"
 	"testing"
 )
 
@@ -125,4 +126,19 @@ func TestImportsFollowTheLayers(t *testing.T) {
 	checkShrinkOnly(t, "importDebt", importDebt, found, "imports against the layers",
 		"only imports along the layers (a domain: domains before it in Modules; internal/platform: no domain nor "+
 			"internal/app; internal/wire: wire packages and the agent's libraries)")
+}
+
+// TestTheConsoleNeverQueries keeps the console's pages on the domain services: a page that
+// ran its own SQL would skip the rules (scope, permissions) the services apply.
+func TestTheConsoleNeverQueries(t *testing.T) {
+	fset, files := serverFiles(t)
+	var console []goFile
+	for _, f := range files {
+		if within(f.pkg, []string{"internal/console"}) {
+			console = append(console, f)
+		}
+	}
+	for pkg, places := range occurrences(fset, console, databaseCalls) {
+		t.Errorf("%s reads or writes the database itself at %s: call the domain's service", pkg, strings.Join(places, ", "))
+	}
 }

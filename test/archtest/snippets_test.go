@@ -328,3 +328,23 @@ import (
 		})
 	}
 }
+
+func TestDatabaseCallsCaught(t *testing.T) {
+	checkSnippets(t, databaseCalls, `package x
+
+import "gale/internal/platform/store"
+
+func (c *Console) names(ctx context.Context) ([]string, error) {
+	_ = c.db.Write(ctx, func(tx *sql.Tx) error { _, err := tx.ExecContext(ctx, "DELETE FROM t"); return err })
+	return store.QueryStrings(ctx, c.db, "SELECT name FROM t", nil)
+}
+`, 3, `package x
+
+import "gale/internal/platform/store"
+
+func (c *Console) names(ctx context.Context) ([]string, error) {
+	list, _, _, err := c.Devices.List(ctx, devices.ListFilter{}, store.Page{Limit: 10})
+	return names(list), err
+}
+`)
+}

@@ -71,7 +71,7 @@ func sourceFiles(t *testing.T) (*token.FileSet, []goFile) {
 
 // serverDirs hold the server's code, which the guards check; the agent and the test support
 // are not the server's.
-var serverDirs = []string{"internal/app", "internal/platform", "internal/domains", "cmd/gale"}
+var serverDirs = []string{"internal/app", "internal/platform", "internal/domains", "internal/console", "cmd/gale"}
 
 // serverFiles returns the parsed files of the server's packages, less those under skip.
 func serverFiles(t *testing.T, skip ...string) (*token.FileSet, []goFile) {

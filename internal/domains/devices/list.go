@@ -71,35 +71,9 @@ func (s *Service) memberOf(a *store.Args, deviceCol string, groupIDs []string) s
 // (always in legacy page mode).
 func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*Device, string, *int, error) {
 	var a store.Args
-	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id")}
-	for _, ids := range [][]string{f.OrgIDs, f.SiteIDs, f.GroupIDs} {
-		if len(ids) > maxFilterIDs {
-			return nil, "", nil, apperr.Invalid("filter", "at most 500 IDs per filter")
-		}
-		for _, id := range ids {
-			if !store.ValidID(id) {
-				return nil, "", nil, apperr.Invalid("filter", "not a valid ID: "+id)
-			}
-		}
-	}
-	if len(f.OrgIDs) > 0 {
-		conds = append(conds, "d.org_id IN "+a.In(f.OrgIDs))
-	}
-	if len(f.SiteIDs) > 0 {
-		conds = append(conds, "d.site_id IN "+a.In(f.SiteIDs))
-	}
-	if len(f.GroupIDs) > 0 {
-		conds = append(conds, s.memberOf(&a, "d.id", f.GroupIDs))
-	}
-	if !f.IncludeDecommissioned {
-		conds = append(conds, "d.decommissioned_at IS NULL")
-	}
-	if f.Status != "" {
-		conds = append(conds, "d.status = "+a.Add(f.Status))
-	}
-	if f.Search != "" {
-		p := a.Add("%" + f.Search + "%")
-		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
+	conds, err := s.listConds(ctx, f, &a)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	q := store.ListQuery{Columns: deviceColumns, From: " FROM devices d", Conds: conds, Args: &a, SortID: "d.id", Desc: f.Desc,
 		Version: "d.row_version"}
@@ -135,6 +109,69 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*D
 		total = pageTotal
 	}
 	return rows, next, total, nil
+}
+
+// listConds are the conditions of the device list's filter, the caller's scope first.
+func (s *Service) listConds(ctx context.Context, f ListFilter, a *store.Args) ([]string, error) {
+	conds := []string{access.ScopeFrom(ctx).OrgFilter(a, "d.org_id", "d.partner_id")}
+	for _, ids := range [][]string{f.OrgIDs, f.SiteIDs, f.GroupIDs} {
+		if len(ids) > maxFilterIDs {
+			return nil, apperr.Invalid("filter", "at most 500 IDs per filter")
+		}
+		for _, id := range ids {
+			if !store.ValidID(id) {
+				return nil, apperr.Invalid("filter", "not a valid ID: "+id)
+			}
+		}
+	}
+	if len(f.OrgIDs) > 0 {
+		conds = append(conds, "d.org_id IN "+a.In(f.OrgIDs))
+	}
+	if len(f.SiteIDs) > 0 {
+		conds = append(conds, "d.site_id IN "+a.In(f.SiteIDs))
+	}
+	if len(f.GroupIDs) > 0 {
+		conds = append(conds, s.memberOf(a, "d.id", f.GroupIDs))
+	}
+	if !f.IncludeDecommissioned {
+		conds = append(conds, "d.decommissioned_at IS NULL")
+	}
+	if f.Status != "" {
+		conds = append(conds, "d.status = "+a.Add(f.Status))
+	}
+	if f.Search != "" {
+		p := a.Add("%" + f.Search + "%")
+		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
+	}
+	return conds, nil
+}
+
+// StatusCounts counts the devices of the list's filter by status (its Status, sort and
+// paging aside).
+func (s *Service) StatusCounts(ctx context.Context, f ListFilter) (map[string]int, error) {
+	f.Status = ""
+	var a store.Args
+	conds, err := s.listConds(ctx, f, &a)
+	if err != nil {
+		return nil, err
+	}
+	type count struct {
+		status string
+		n      int
+	}
+	counts, err := store.QueryAll(ctx, s.db, `SELECT d.status, COUNT(*) FROM devices d WHERE `+store.Where(conds)+` GROUP BY d.status`,
+		a.Values(), func(sc store.Scanner) (c count, err error) {
+			err = sc.Scan(&c.status, &c.n)
+			return c, err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("count devices by status: %w", err)
+	}
+	out := map[string]int{}
+	for _, c := range counts {
+		out[c.status] = c.n
+	}
+	return out, nil
 }
 
 func timeKey(t *time.Time, fallback time.Time) string {

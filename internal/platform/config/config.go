@@ -78,6 +78,8 @@ type Config struct {
 	S3PathStyle bool
 
 	ShutdownTimeout time.Duration
+	// ConsoleIdleTimeout signs a console user out after this long without a request.
+	ConsoleIdleTimeout time.Duration
 	// TrustedProxies are the networks whose X-Forwarded-For header is believed.
 	TrustedProxies []*net.IPNet
 	// HSTSMaxAge, when set (HSTS_MAX_AGE, seconds), makes every answer carry
@@ -194,6 +196,7 @@ func Defaults() Config {
 		BlobStore:          "database",
 		S3PathStyle:        true,
 		ShutdownTimeout:    30 * time.Second,
+		ConsoleIdleTimeout: time.Hour,
 		AccessTokenTTL:     15 * time.Minute,
 		RefreshTokenTTL:    7 * 24 * time.Hour,
 		RefreshFamilyTTL:   30 * 24 * time.Hour,
@@ -342,6 +345,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("MAX_BODY_BYTES", 1024, 1<<30, func(n int64) { c.MaxBodyBytes = n })
 	intVar("BLOB_MAX_BYTES", 0, 1<<40, func(n int64) { c.BlobMaxBytes = n })
 	intVar("SHUTDOWN_TIMEOUT_SECONDS", 1, 3600, func(n int64) { c.ShutdownTimeout = time.Duration(n) * time.Second })
+	intVar("CONSOLE_IDLE_MINUTES", 5, 24*60, func(n int64) { c.ConsoleIdleTimeout = time.Duration(n) * time.Minute })
 	intVar("INVITE_TTL_HOURS", 1, 24*90, func(n int64) { c.InviteTTL = time.Duration(n) * time.Hour })
 	intVar("ENROLLMENT_KEY_DEFAULT_TTL_MINUTES", 1, 525600, func(n int64) {
 		c.EnrollmentKeyDefaultTTL = time.Duration(n) * time.Minute

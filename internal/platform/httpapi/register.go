@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -73,6 +74,7 @@ func Register[I, O any](s *Server, r Route, handler func(context.Context, *I) (*
 	if r.MFA && (r.Public || r.ServicePrincipal || r.Agent) {
 		panic("httpapi: operation " + r.ID + " is MFA-gated but not called by users")
 	}
+	s.routes[r.ID] = r
 	op := huma.Operation{
 		OperationID:   r.ID,
 		Method:        r.Method,
@@ -180,18 +182,56 @@ func (s *Server) authorize(r Route) func(huma.Context, func(huma.Context)) {
 			return
 		}
 		ctx = access.WithPrincipal(ctx, p)
-		if r.Permission != "" && !p.Can(r.Permission) {
-			s.security.RecordDenied(ctx, r.ID, missing+string(r.Permission))
-			s.writeHumaError(hctx, apperr.Forbidden(missing+string(r.Permission)))
-			return
-		}
-		if r.MFA && s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA {
-			s.security.RecordDenied(ctx, r.ID, "MFA required")
-			s.writeHumaError(hctx, apperr.MFARequired())
+		if err := s.gate(ctx, r, p, missing); err != nil {
+			s.writeHumaError(hctx, err)
 			return
 		}
 		next(huma.WithContext(hctx, ctx))
 	}
+}
+
+// gate refuses a principal the route's permission, or its MFA when the route is gated, and
+// records the refusal.
+func (s *Server) gate(ctx context.Context, r Route, p *access.Principal, missing string) error {
+	if r.Permission != "" && !p.Can(r.Permission) {
+		s.security.RecordDenied(ctx, r.ID, missing+string(r.Permission))
+		return apperr.Forbidden(missing + string(r.Permission))
+	}
+	if r.MFA && s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA {
+		s.security.RecordDenied(ctx, r.ID, "MFA required")
+		return apperr.MFARequired()
+	}
+	return nil
+}
+
+// Allow answers whether the principal in ctx may call the operation id, by the same rules
+// as the API's own gate (permission, MFA), refusals recorded alike: for callers that reach
+// the operation's service another way, as the console's pages do. An unknown id is a wiring
+// mistake and refused.
+func (s *Server) Allow(ctx context.Context, id string) error {
+	r, ok := s.routes[id]
+	if !ok {
+		return fmt.Errorf("no API operation %q to take the rules of", id)
+	}
+	p := access.PrincipalFrom(ctx)
+	if p == nil {
+		return apperr.Unauthorized("sign in first")
+	}
+	return s.gate(ctx, r, p, "missing permission ")
+}
+
+// Permits is Allow without recording a refusal: whether to offer the operation at all (a
+// page leaves out the buttons and menus of what its user may not do).
+func (s *Server) Permits(ctx context.Context, id string) bool {
+	r, ok := s.routes[id]
+	p := access.PrincipalFrom(ctx)
+	if !ok || p == nil {
+		return false
+	}
+	if r.Permission != "" && !p.Can(r.Permission) {
+		return false
+	}
+	return !r.MFA || !s.opts.Enable2FA || p.Kind != access.ActorUser || p.MFA
 }
 
 func (s *Server) writeHumaError(hctx huma.Context, err error) {

@@ -63,6 +63,8 @@ type Server struct {
 	registry *prometheus.Registry
 	// servicePrincipals authenticates the partner API's operations; nil until installed.
 	servicePrincipals Authenticator
+	// routes are the registered operations by ID, for Allow.
+	routes map[string]Route
 }
 
 // huma makes its errors with a package variable: set once, before any server exists, so that
@@ -94,7 +96,7 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 	api := humago.NewWithPrefix(mux, Prefix, cfg)
 	reg := prometheus.NewRegistry()
 	s := &Server{API: api, mux: mux, auth: auth, security: security, logger: logger, opts: opts,
-		metrics: newMetrics(reg), registry: reg}
+		metrics: newMetrics(reg), registry: reg, routes: map[string]Route{}}
 	mux.HandleFunc("GET "+Prefix+"/docs", serveDocs)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return s

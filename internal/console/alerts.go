@@ -1,0 +1,123 @@
+package console
+
+import (
+	"net/http"
+
+	"gale/internal/domains/alerts"
+	"gale/internal/platform/apperr"
+	"gale/internal/platform/store"
+)
+
+// openAlertStatuses are the statuses of alerts that still need someone.
+var openAlertStatuses = []string{alerts.StatusActive, alerts.StatusAcknowledged}
+
+// alertPageSize is the inbox's page.
+const alertPageSize = 50
+
+// alertListPage is the inbox's data.
+type alertListPage struct {
+	Alerts   []alerts.Alert
+	Status   string
+	Severity string
+	Next     string
+	Self     string
+	Summary  alerts.Summary
+	CanAct   bool
+}
+
+// alertStatusTabs are the inbox's status filters: open (active and acknowledged) by default.
+var alertStatusTabs = map[string][]string{
+	"":             openAlertStatuses,
+	"active":       {alerts.StatusActive},
+	"acknowledged": {alerts.StatusAcknowledged},
+	"resolved":     {alerts.StatusResolved},
+}
+
+func (c *Console) alertList(w http.ResponseWriter, r *http.Request) error {
+	if err := c.allow(r.Context(), "list-alerts"); err != nil {
+		return err
+	}
+	in := r.URL.Query()
+	pg := alertListPage{Status: in.Get("status"), Severity: in.Get("severity"), Self: r.URL.RequestURI(),
+		CanAct: c.HTTP.Permits(r.Context(), "acknowledge-alert")}
+	statuses, ok := alertStatusTabs[pg.Status]
+	if !ok {
+		return apperr.Invalid("status", "show open, active, acknowledged or resolved alerts")
+	}
+	f := alerts.ListFilter{Statuses: statuses, OrgID: c.currentOrg(r)}
+	if pg.Severity != "" {
+		f.Severities = []string{pg.Severity}
+	}
+	list, next, _, err := c.Alerts.List(r.Context(), f, store.Page{Limit: alertPageSize, Cursor: in.Get("cursor")})
+	if err != nil {
+		return err
+	}
+	pg.Alerts = list
+	if next != "" {
+		q := r.URL.Query()
+		q.Set("cursor", next)
+		pg.Next = "/alerts?" + q.Encode()
+	}
+	if pg.Summary, err = c.Alerts.Summarize(r.Context(), f.OrgID); err != nil {
+		return err
+	}
+	fragment := ""
+	if r.Header.Get("HX-Target") == "alert-table" {
+		fragment = "alert-table"
+	}
+	return c.render(w, r, http.StatusOK, "alerts", fragment, view{Title: "Alerts", Section: "alerts", Data: pg})
+}
+
+// alertDetailPage is an alert page's data.
+type alertDetailPage struct {
+	Alert  alerts.Alert
+	CanAct bool
+}
+
+// alertDetail is where the links of notifications (PUBLIC_URL/alerts/{id}) land.
+func (c *Console) alertDetail(w http.ResponseWriter, r *http.Request) error {
+	if err := c.allow(r.Context(), "get-alert"); err != nil {
+		return err
+	}
+	a, err := c.Alerts.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	pg := alertDetailPage{Alert: a, CanAct: c.HTTP.Permits(r.Context(), "acknowledge-alert")}
+	return c.render(w, r, http.StatusOK, "alert", "", view{Title: a.Title, Section: "alerts", Data: pg})
+}
+
+// alertActions are the inbox's actions and the API operations whose rules they follow.
+var alertActions = map[string]string{alerts.ActionAcknowledge: "acknowledge-alert", alerts.ActionResolve: "resolve-alert"}
+
+// alertAct acknowledges or resolves an alert: from the inbox its row is replaced, from the
+// alert's page the page is shown again.
+func (c *Console) alertAct(w http.ResponseWriter, r *http.Request) error {
+	action := r.PathValue("action")
+	op, ok := alertActions[action]
+	if !ok {
+		return apperr.NotFound("page")
+	}
+	if err := c.allow(r.Context(), op); err != nil {
+		return err
+	}
+	var in alerts.ActionInput
+	if note := r.PostFormValue("note"); note != "" {
+		in.Note = &note
+	}
+	a, err := c.Alerts.Act(r.Context(), r.PathValue("id"), action, in)
+	if err != nil {
+		return err
+	}
+	if r.Header.Get("HX-Request") != "" {
+		return c.render(w, r, http.StatusOK, "alerts", "alert-row", view{Data: alertRow{Alert: a, CanAct: true}})
+	}
+	http.Redirect(w, r, "/alerts/"+a.ID, http.StatusSeeOther)
+	return nil
+}
+
+// alertRow is one row of the inbox.
+type alertRow struct {
+	Alert  alerts.Alert
+	CanAct bool
+}

@@ -1,0 +1,60 @@
+// Gale console: the little a browser needs beyond htmx. Live changes from the server (an
+// EventSource on /live) make the page's live regions fetch themselves again; the theme
+// toggle; keyboard shortcuts; forms that submit on change.
+(function () {
+  "use strict";
+
+  var root = document.documentElement;
+  var saved = localStorage.getItem("gale-theme");
+  if (saved) root.setAttribute("data-theme", saved);
+
+  function toggleTheme() {
+    var dark = root.getAttribute("data-theme") === "dark" ||
+      (!root.getAttribute("data-theme") && window.matchMedia("(prefers-color-scheme: dark)").matches);
+    var next = dark ? "light" : "dark";
+    root.setAttribute("data-theme", next);
+    localStorage.setItem("gale-theme", next);
+  }
+
+  function refresh(kind) {
+    document.querySelectorAll("[data-live]").forEach(function (el) {
+      if (el.getAttribute("data-live").split(" ").indexOf(kind) >= 0 && window.htmx) {
+        window.htmx.trigger(el, "live");
+      }
+    });
+  }
+
+  function listen() {
+    var url = document.body.getAttribute("data-live-url");
+    if (!url || !window.EventSource) return;
+    var source = new EventSource(url);
+    source.addEventListener("device", function () { refresh("device"); });
+    source.addEventListener("alert", function () { refresh("alert"); });
+    source.addEventListener("signedout", function () {
+      source.close();
+      window.location.assign("/signin?reason=" + encodeURIComponent("Your session ended: sign in again."));
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    listen();
+    document.querySelectorAll("[data-theme-toggle]").forEach(function (b) { b.addEventListener("click", toggleTheme); });
+    document.querySelectorAll("form[data-autosubmit] select").forEach(function (s) {
+      s.addEventListener("change", function () { s.form.submit(); });
+    });
+  });
+
+  document.addEventListener("click", function (e) {
+    var t = e.target.closest("[data-dismiss]");
+    if (t) t.parentElement.remove();
+  });
+
+  // "/" focuses the search of the page (or the global one), as in most consoles.
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "/" || e.ctrlKey || e.metaKey || e.altKey) return;
+    var tag = (e.target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "textarea" || tag === "select" || e.target.isContentEditable) return;
+    var box = document.getElementById("device-search") || document.getElementById("global-search");
+    if (box) { e.preventDefault(); box.focus(); box.select(); }
+  });
+})();

@@ -1,0 +1,98 @@
+// Package console is Gale's web console: server-rendered pages for technicians, served by the
+// same binary at / beside the API. A page is a thin handler over the same domain services the
+// API calls, gated by the same rules (httpapi.Server.Allow with the API operation's ID), in the
+// signed-in user's scope; it never reads the database itself. Sessions are cookies holding
+// a refresh token of the API's own session families; state-changing requests carry a CSRF
+// token; pages run no inline script.
+package console
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/auth"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/identity"
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/bus"
+	"gale/internal/platform/clock"
+	"gale/internal/platform/httpapi"
+)
+
+// Deps are the services the console's pages call.
+type Deps struct {
+	HTTP     *httpapi.Server
+	Logger   *slog.Logger
+	Clock    clock.Clock
+	Bus      bus.Bus
+	Auth     *auth.Service
+	Identity *identity.Service
+	Tenancy  *tenancy.Service
+	Devices  *devices.Service
+	Alerts   *alerts.Service
+}
+
+// Options configure the console.
+type Options struct {
+	// Secret keys the CSRF tokens.
+	Secret []byte
+	// Idle ends a session after this long without a request.
+	Idle time.Duration
+	// SecureCookies marks cookies Secure (the server is reached over TLS).
+	SecureCookies bool
+	// Version is shown in the footer.
+	Version string
+}
+
+// Console serves the pages.
+type Console struct {
+	Deps
+	opts   Options
+	clock  clock.Clock
+	pages  pages
+	assets *assets
+	live   *hub
+}
+
+// New parses the pages and prepares the assets.
+func New(d Deps, o Options) (*Console, error) {
+	c := &Console{Deps: d, opts: o, clock: clock.Or(d.Clock)}
+	var err error
+	if c.assets, err = loadAssets(); err != nil {
+		return nil, fmt.Errorf("console assets: %w", err)
+	}
+	if c.pages, err = parsePages(c.assets, c.clock); err != nil {
+		return nil, fmt.Errorf("console pages: %w", err)
+	}
+	c.live = newHub(d.Logger)
+	return c, nil
+}
+
+// Register adds the console's routes to the server's router.
+func (c *Console) Register(h *httpapi.Server) {
+	h.Handle("GET /assets/{path...}", http.HandlerFunc(c.assets.serve))
+	h.Handle("GET /signin", c.public(c.signInPage))
+	h.Handle("POST /signin", c.public(c.signIn))
+	h.Handle("POST /signin/mfa", c.public(c.signInMFA))
+	h.Handle("POST /signout", c.page(c.signOut))
+
+	h.Handle("GET /", c.page(c.home))
+	h.Handle("POST /scope", c.page(c.setScope))
+	h.Handle("GET /live", c.page(c.liveStream))
+
+	h.Handle("GET /devices", c.page(c.deviceList))
+	h.Handle("GET /devices/{id}", c.page(c.deviceDetail))
+
+	h.Handle("GET /alerts", c.page(c.alertList))
+	h.Handle("GET /alerts/{id}", c.page(c.alertDetail))
+	h.Handle("POST /alerts/{id}/{action}", c.page(c.alertAct))
+}
+
+// allow applies the rules of an API operation to the signed-in user.
+func (c *Console) allow(ctx context.Context, operation string) error {
+	return c.HTTP.Allow(ctx, operation)
+}

@@ -1,0 +1,154 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/devices"
+	"gale/internal/platform/store"
+)
+
+// devicePageSize is the device list's page.
+const devicePageSize = 50
+
+// deviceStatuses are the list's status tabs, in order.
+var deviceStatuses = []string{"online", "offline", "pending"}
+
+// deviceListPage is the device list's data.
+type deviceListPage struct {
+	Devices []*devices.Device
+	// Query is the filter as sent; Next and First page through it.
+	Query  deviceQuery
+	Counts map[string]int
+	All    int
+	Next   string
+	First  string
+	// Self is the list's address, which live updates fetch again.
+	Self string
+}
+
+type deviceQuery struct {
+	Search, Status, Sort, Dir, Cursor string
+}
+
+func (q deviceQuery) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"q": q.Search, "status": q.Status, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	return v
+}
+
+// With is the address of the list with one parameter changed (and paging restarted).
+func (q deviceQuery) With(key, value string) string {
+	v := q.values()
+	v.Del("cursor")
+	if value == "" {
+		v.Del(key)
+	} else {
+		v.Set(key, value)
+	}
+	if len(v) == 0 {
+		return "/devices"
+	}
+	return "/devices?" + v.Encode()
+}
+
+// SortBy is the address that sorts by key, turning the direction round when the list is
+// sorted by it already.
+func (q deviceQuery) SortBy(key string) string {
+	dir := ""
+	if (q.Sort == key || (q.Sort == "" && key == "hostname")) && q.Dir != "desc" {
+		dir = "desc"
+	}
+	v := q.values()
+	v.Del("cursor")
+	v.Set("sort", key)
+	if dir == "" {
+		v.Del("dir")
+	} else {
+		v.Set("dir", dir)
+	}
+	return "/devices?" + v.Encode()
+}
+
+func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
+	if err := c.allow(r.Context(), "list-devices"); err != nil {
+		return err
+	}
+	in := r.URL.Query()
+	q := deviceQuery{Search: strings.TrimSpace(in.Get("q")), Status: in.Get("status"), Sort: in.Get("sort"),
+		Dir: in.Get("dir"), Cursor: in.Get("cursor")}
+	f := devices.ListFilter{Search: q.Search, Status: q.Status, Sort: q.Sort, Desc: q.Dir == "desc"}
+	if org := c.currentOrg(r); org != "" {
+		f.OrgIDs = []string{org}
+	}
+	list, next, _, err := c.Devices.List(r.Context(), f, store.Page{Limit: devicePageSize, Cursor: q.Cursor})
+	if err != nil {
+		return err
+	}
+	counts, err := c.Devices.StatusCounts(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	pg := deviceListPage{Devices: list, Query: q, Counts: counts, Self: r.URL.RequestURI()}
+	for _, n := range counts {
+		pg.All += n
+	}
+	if next != "" {
+		v := q.values()
+		v.Set("cursor", next)
+		pg.Next = "/devices?" + v.Encode()
+	}
+	if q.Cursor != "" {
+		pg.First = q.With("cursor", "")
+	}
+	fragment := ""
+	if r.Header.Get("HX-Target") == "device-table" {
+		fragment = "device-table"
+	}
+	return c.render(w, r, http.StatusOK, "devices", fragment, view{Title: "Devices", Section: "devices", Data: pg})
+}
+
+// deviceDetailPage is a device page's data.
+type deviceDetailPage struct {
+	Device devices.Detail
+	Alerts []alerts.Alert
+	// OrgName and SiteName place the device.
+	OrgName, SiteName string
+	// CanAlerts tells whether the user may read alerts.
+	CanAlerts bool
+}
+
+func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
+	if err := c.allow(r.Context(), "get-device"); err != nil {
+		return err
+	}
+	d, err := c.Devices.GetDetail(r.Context(), r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	pg := deviceDetailPage{Device: d}
+	if pg.OrgName, pg.SiteName, err = c.Tenancy.Names(r.Context(), d.OrgID, d.SiteID); err != nil {
+		return err
+	}
+	if pg.CanAlerts = c.HTTP.Permits(r.Context(), "list-alerts"); pg.CanAlerts {
+		pg.Alerts, _, _, err = c.Alerts.List(r.Context(), alerts.ListFilter{DeviceID: d.ID, Statuses: openAlertStatuses},
+			store.Page{Limit: 20})
+		if err != nil {
+			return err
+		}
+	}
+	title := d.Hostname
+	if d.DisplayName != nil && *d.DisplayName != "" {
+		title = *d.DisplayName
+	}
+	if r.Header.Get("HX-Target") == "device-status" {
+		return c.render(w, r, http.StatusOK, "device", "device-status", view{Data: pg})
+	}
+	return c.render(w, r, http.StatusOK, "device", "", view{Title: title, Section: "devices", Data: pg})
+}

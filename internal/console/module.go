@@ -1,0 +1,29 @@
+package console
+
+import (
+	"strings"
+
+	"gale/internal/domains/alerts"
+	"gale/internal/domains/auth"
+	"gale/internal/domains/devices"
+	"gale/internal/domains/identity"
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/module"
+)
+
+// Module serves the web console at /. It comes after every domain whose pages it shows.
+var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error {
+	c, err := New(Deps{HTTP: k.HTTP, Logger: k.Logger, Clock: k.Clock, Bus: k.Bus,
+		Auth: module.Get[*auth.Service](k), Identity: module.Get[*identity.Service](k), Tenancy: module.Get[*tenancy.Service](k),
+		Devices: module.Get[*devices.Service](k), Alerts: module.Get[*alerts.Service](k)},
+		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
+			Version: k.Version})
+	if err != nil {
+		return err
+	}
+	c.Register(k.HTTP)
+	k.Bus.Subscribe(liveChannel, c.live.deliver)
+	k.Consume(c.consumer())
+	k.Provide(c)
+	return nil
+}}

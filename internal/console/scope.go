@@ -1,0 +1,93 @@
+package console
+
+import (
+	"net/http"
+
+	"gale/internal/domains/tenancy"
+	"gale/internal/platform/store"
+)
+
+// scopeCookie holds the organization the tenancy switcher narrowed the pages to.
+const scopeCookie = "gale_org"
+
+// maxSwitcherOrgs bounds the organizations the switcher lists; beyond them a technician
+// finds an organization by searching the lists.
+const maxSwitcherOrgs = 500
+
+// scopeView is the tenancy switcher: the organizations the user may see, grouped by partner
+// for a system user, and the one the pages are narrowed to ("" for all).
+type scopeView struct {
+	Shown   bool
+	Groups  []orgGroup
+	Current string
+	Name    string
+	// OrgNames names the organizations listed, for pages that show whose a row is.
+	OrgNames map[string]string
+}
+
+type orgGroup struct {
+	Partner string
+	Orgs    []*tenancy.Organization
+}
+
+func (c *Console) scopeView(r *http.Request) (scopeView, error) {
+	var v scopeView
+	if !c.HTTP.Permits(r.Context(), "list-organizations") {
+		return v, nil
+	}
+	orgs, _, _, err := c.Tenancy.ListOrganizations(r.Context(), tenancy.OrgListFilter{}, store.Page{Limit: maxSwitcherOrgs})
+	if err != nil {
+		return v, err
+	}
+	v.Shown = len(orgs) > 1
+	partners := map[string]string{}
+	if c.HTTP.Permits(r.Context(), "list-partners") {
+		list, _, _, err := c.Tenancy.ListPartners(r.Context(), store.Page{Limit: maxSwitcherOrgs})
+		if err != nil {
+			return v, err
+		}
+		for _, p := range list {
+			partners[p.ID] = p.Name
+		}
+	}
+	current := c.currentOrg(r)
+	byPartner := map[string]int{}
+	v.OrgNames = make(map[string]string, len(orgs))
+	for _, o := range orgs {
+		v.OrgNames[o.ID] = o.Name
+		if o.ID == current {
+			v.Current, v.Name = o.ID, o.Name
+		}
+		i, ok := byPartner[o.PartnerID]
+		if !ok {
+			i = len(v.Groups)
+			byPartner[o.PartnerID] = i
+			v.Groups = append(v.Groups, orgGroup{Partner: partners[o.PartnerID]})
+		}
+		v.Groups[i].Orgs = append(v.Groups[i].Orgs, o)
+	}
+	return v, nil
+}
+
+// currentOrg is the organization the switcher chose; the pages pass it to the services as a
+// filter, so one outside the user's scope shows nothing rather than anything foreign.
+func (c *Console) currentOrg(r *http.Request) string {
+	ck, err := r.Cookie(scopeCookie)
+	if err != nil || !store.ValidID(ck.Value) {
+		return ""
+	}
+	return ck.Value
+}
+
+// setScope is the switcher's form: it narrows every page to one organization, or to all.
+func (c *Console) setScope(w http.ResponseWriter, r *http.Request) error {
+	org := r.PostFormValue("org")
+	ck := &http.Cookie{Name: scopeCookie, Value: org, Path: "/", HttpOnly: true, Secure: c.opts.SecureCookies,
+		SameSite: http.SameSiteLaxMode}
+	if org == "" || !store.ValidID(org) {
+		ck.Value, ck.MaxAge = "", -1
+	}
+	http.SetCookie(w, ck)
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+	return nil
+}

@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/pquerna/otp/totp"
+)
+
+// TestConsole drives the web console in a real browser against a real server and agent:
+// sign-in with MFA, a device that appears and goes offline without a reload, an alert
+// acknowledged from the inbox, a form without its CSRF token, signing out in another tab, and
+// a technician of one organization who cannot see another's device. Each main page is checked
+// with axe-core and photographed in both themes.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5", "DEVICE_OFFLINE_AFTER_SECONDS=15")
+	acme := s.newTenant("Acme", 5)
+	other := s.newTenant("Other", 5)
+	s.must(201, "POST", "/alerts/rules", map[string]any{"partnerId": acme.PartnerID, "name": "memory in use", "severity": "high",
+		"titleTemplate": "Memory {{value}}% on {{hostname}}", "cooldownMinutes": 0,
+		"conditions": map[string]any{"type": "threshold", "metric": "ramPercent", "operator": "gt", "value": 1, "durationMinutes": 0}}, nil)
+
+	// A technician of the other organization only.
+	create := exec.Command(galeBinary(t), "user", "create", "--email", "tech@other.example", "--level", "organization",
+		"--partner-id", other.PartnerID, "--org-id", other.OrgID, "--password", "Tech-Passw0rd")
+	create.Env = s.env
+	if out, err := create.CombinedOutput(); err != nil {
+		t.Fatalf("create the technician: %v\n%s", err, out)
+	}
+
+	// The administrator turns MFA on.
+	var setup struct {
+		Secret string `json:"secret"`
+	}
+	s.must(200, "POST", "/auth/mfa/setup", map[string]string{"currentPassword": "Change-Me-123"}, &setup)
+	code, _ := totp.GenerateCode(setup.Secret, time.Now())
+	s.must(200, "POST", "/auth/mfa/enable", map[string]string{"code": code, "currentPassword": "Change-Me-123"}, nil)
+
+	b := newBrowser(t)
+	b.navigate(s.base + "/devices")
+	if loc := b.location(); !strings.Contains(loc, "/signin?next=%2Fdevices") {
+		t.Fatalf("a signed-out visit to /devices went to %s, not to the sign-in page", loc)
+	}
+	b.shoot("signin")
+	// The code of the next period: the one that enabled MFA cannot be used again.
+	b.signIn(s.base, "admin@example.com", "Change-Me-123", func() string {
+		c, _ := totp.GenerateCode(setup.Secret, time.Now().Add(30*time.Second))
+		return c
+	})
+	if loc := b.location(); !strings.HasSuffix(loc, "/devices") {
+		t.Fatalf("after signing in the browser is at %s, not back at /devices", loc)
+	}
+	b.waitText(10*time.Second, "the empty list", "#device-table", "No devices yet")
+
+	// The agent enrolls while the list is open: its row appears without a reload.
+	b.run(5*time.Second, "mark the page", eval(`window.galeMarker = 1`))
+	cfgPath := filepath.Join(t.TempDir(), "agent.json")
+	enroll := exec.Command(agentBinary(t), "enroll", acme.Key, "--server", s.base, "--enrollment-secret", acme.EnrollmentSecret,
+		"--quiet", "--config", cfgPath)
+	if out, err := enroll.CombinedOutput(); err != nil {
+		t.Fatalf("enroll: %v: %s", err, out)
+	}
+	agentLogs := &lockedBuffer{}
+	agent := exec.Command(agentBinary(t), "run", "--config", cfgPath)
+	agent.Stdout, agent.Stderr = agentLogs, agentLogs
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			_ = agent.Process.Signal(syscall.SIGTERM)
+			_, _ = agent.Process.Wait()
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("agent log:\n%s", agentLogs.String())
+		}
+	})
+	hostname, _ := os.Hostname()
+	b.waitText(60*time.Second, "the enrolled device in the list", "#device-table tbody", hostname)
+	b.waitText(60*time.Second, "the device online", "#device-table tbody", "online")
+	if get(b, 5*time.Second, "read the mark", chromedp.Evaluate[int](`window.galeMarker || 0`)) != 1 {
+		t.Fatal("the page was reloaded to show the device")
+	}
+	b.shoot("devices")
+	deviceURL := b.attr(`#device-table tbody a`, "href")
+	deviceID := strings.TrimPrefix(deviceURL, "/devices/")
+	b.navigate(s.base + deviceURL)
+	b.waitText(10*time.Second, "the device page", "h1", hostname)
+	b.shoot("device")
+
+	// The alert of the rule reaches the inbox; it is acknowledged there.
+	b.navigate(s.base + "/alerts")
+	b.waitText(60*time.Second, "the alert in the inbox", "#alert-table tbody", "Memory")
+	b.shoot("alerts")
+	alertRow := b.attr(`#alert-table tbody tr`, "id")
+	alertID := strings.TrimPrefix(alertRow, "alert-")
+	b.run(10*time.Second, "acknowledge", chromedp.Click(chromedp.CSS(`#`+alertRow+` button[hx-post$="/acknowledge"]`)))
+	b.waitText(10*time.Second, "the acknowledged row", "#"+alertRow, "acknowledged")
+	var alert struct {
+		Status string `json:"status"`
+	}
+	s.must(200, "GET", "/alerts/"+alertID, nil, &alert)
+	if alert.Status != "acknowledged" {
+		t.Fatalf("after acknowledging in the inbox the alert is %s", alert.Status)
+	}
+
+	// A form sent without its CSRF token is refused and changes nothing.
+	b.navigate(s.base + "/alerts/" + alertID)
+	b.shoot("alert")
+	b.run(10*time.Second, "send the form without its token",
+		eval(`document.querySelector('form[action$="/resolve"] input[name=csrf]').remove()`),
+		chromedp.Click(chromedp.CSS(`form[action$="/resolve"] button[type=submit]`)))
+	b.waitText(10*time.Second, "the refusal", "main", "security token")
+	s.must(200, "GET", "/alerts/"+alertID, nil, &alert)
+	if alert.Status != "acknowledged" {
+		t.Fatalf("a form without its CSRF token changed the alert to %s", alert.Status)
+	}
+
+	// The agent stops: the open list shows the device offline without a reload.
+	b.navigate(s.base + "/devices")
+	b.run(5*time.Second, "mark the page", eval(`window.galeMarker = 2`))
+	stop()
+	b.waitText(90*time.Second, "the device offline", "#device-table tbody", "offline")
+	if get(b, 5*time.Second, "read the mark", chromedp.Evaluate[int](`window.galeMarker || 0`)) != 2 {
+		t.Fatal("the page was reloaded to show the device offline")
+	}
+	b.navigate(s.base + "/")
+	b.waitText(10*time.Second, "the home page", "#home-live", "Recently offline")
+	b.shoot("home")
+
+	// Signing out in one tab ends the session of the other.
+	other2 := b.tab()
+	other2.navigate(s.base + "/alerts")
+	other2.waitText(10*time.Second, "the second tab", "h1", "Alerts")
+	b.run(10*time.Second, "sign out", chromedp.Click(chromedp.CSS(`form[action="/signout"] button`)))
+	b.waitText(10*time.Second, "the signed-out page", "main", "You signed out")
+	other2.navigate(s.base + "/devices")
+	if loc := other2.location(); !strings.Contains(loc, "/signin") {
+		t.Fatalf("after signing out in another tab, /devices opened at %s", loc)
+	}
+
+	// The technician of the other organization sees no device, and the device's address is
+	// the same 404 as a missing one.
+	tech := newBrowser(t)
+	tech.navigate(s.base + "/")
+	tech.signIn(s.base, "tech@other.example", "Tech-Passw0rd", nil)
+	tech.navigate(s.base + "/devices")
+	tech.waitText(10*time.Second, "the technician's list", "#device-table", "No devices yet")
+	tech.navigate(s.base + "/devices/" + deviceID)
+	tech.waitText(10*time.Second, "the 404 page", "main", "Not found")
+	if got, missing := tech.status(s.base, "/devices/"+deviceID), tech.status(s.base, "/devices/00000000-0000-4000-8000-000000000000"); got != 404 || missing != 404 {
+		t.Fatalf("another organization's device answers %d, a missing one %d; want 404 for both", got, missing)
+	}
+}
