@@ -165,7 +165,10 @@ func (s *Service) Register(ctx context.Context, version, goos, arch string, r io
 			ResourceID: version + "/" + goos + "/" + arch, ResourceName: "gale-agent " + version, Actor: actor(ctx),
 			Details: map[string]any{"os": goos, "arch": arch, "sha256": b.SHA256, "sizeBytes": b.SizeBytes}})
 	})
-	return b, created, err
+	if err != nil {
+		return b, created, fmt.Errorf("register agent release: %w", err)
+	}
+	return b, created, nil
 }
 
 // actor is the caller, or the system when an operator command acts without one.
@@ -217,7 +220,10 @@ func (s *Service) Promote(ctx context.Context, version string) (string, error) {
 			ResourceID: version, ResourceName: "gale-agent " + version, Actor: actor(ctx),
 			Details: map[string]any{"previous": previous}})
 	})
-	return previous, err
+	if err != nil {
+		return previous, fmt.Errorf("promote agent version: %w", err)
+	}
+	return previous, nil
 }
 
 // List returns every registered version, newest first by semantic-version order.
@@ -307,7 +313,7 @@ func (s *Service) Open(ctx context.Context, version, goos, arch string) (Binary,
 	case errors.Is(err, sql.ErrNoRows):
 		return b, nil, apperr.NotFound("agent version " + version)
 	case err != nil:
-		return b, nil, err
+		return b, nil, fmt.Errorf("look up agent release: %w", err)
 	case !sum.Valid:
 		return b, nil, &apperr.Error{Kind: apperr.KindNotFound, Code: apperr.CodeNotFound, Message: fmt.Sprintf(
 			"agent %s has no build for %s; register one with gale agent-release register --version %s --os %s --arch %s --file PATH",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
@@ -42,5 +43,8 @@ func (s *Service) Announce(ctx context.Context, channelIDs []string, subject, me
 	if err == nil && queued > 0 {
 		s.Wake()
 	}
-	return queued, err
+	if err != nil {
+		return queued, fmt.Errorf("announce to notification channels: %w", err)
+	}
+	return queued, nil
 }

@@ -45,7 +45,10 @@ func (s *Service) ListChannels(ctx context.Context, orgID, typ string, page stor
 	for i, r := range rows {
 		out[i] = r.NotificationChannel
 	}
-	return out, next, total, err
+	if err != nil {
+		return out, next, total, fmt.Errorf("list notification channels: %w", err)
+	}
+	return out, next, total, nil
 }
 
 func throttleJSON(t *ChannelThrottle) any {
@@ -113,7 +116,10 @@ func (s *Service) CreateChannel(ctx context.Context, in NewChannel) (Notificatio
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_channel.create", ResourceType: "alert_channel", ResourceID: id,
 			ResourceName: name, PartnerID: partnerID, OrgID: orgID, Details: channelAudit(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create notification channel: %w", err)
+	}
+	return out, nil
 }
 
 // UpdateChannel changes a channel in scope.
@@ -166,7 +172,10 @@ func (s *Service) UpdateChannel(ctx context.Context, id string, in ChannelUpdate
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: store.Deref(out.OrgID),
 			Details: audit.Diff(channelAudit(before.NotificationChannel), channelAudit(out))})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update notification channel: %w", err)
+	}
+	return out, nil
 }
 
 // DeleteChannel removes a channel in scope with its delivery log.

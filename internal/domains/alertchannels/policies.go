@@ -320,7 +320,10 @@ func (s *Service) CreatePolicy(ctx context.Context, in NewAlertPolicy) (AlertPol
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_policy.create", ResourceType: "alert_policy", ResourceID: id,
 			ResourceName: name, PartnerID: partnerID, OrgID: orgID, Details: policyAudit(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create alert policy: %w", err)
+	}
+	return out, nil
 }
 
 func policyAudit(p AlertPolicy) map[string]any {
@@ -384,7 +387,10 @@ func (s *Service) UpdatePolicy(ctx context.Context, id string, in AlertPolicyUpd
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: store.Deref(out.OrgID),
 			Details: audit.Diff(policyAudit(before), policyAudit(out))})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update alert policy: %w", err)
+	}
+	return out, nil
 }
 
 // DeletePolicy removes a policy in scope and cancels its pending escalation steps.

@@ -236,7 +236,7 @@ func (s *Service) Escalate(ctx context.Context) error {
 	}
 	for _, id := range ids {
 		if err := s.db.Write(ctx, func(tx *sql.Tx) error { return s.fire(ctx, tx, id, now) }); err != nil {
-			return err
+			return fmt.Errorf("fire escalation %s: %w", id, err)
 		}
 	}
 	return nil

@@ -410,10 +410,11 @@ func (s *Service) Act(ctx context.Context, id, action string, in ActionInput) (A
 		out = x
 		return record(ctx, tx, x, tr, nil)
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return out, fmt.Errorf("act on alert: %w", err)
 	}
-	return out, err
+	s.wake()
+	return out, nil
 }
 
 // record audits a transition and records its event. actor overrides the request's principal

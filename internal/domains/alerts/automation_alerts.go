@@ -31,7 +31,10 @@ func (s *Service) Raise(ctx context.Context, in Raised) (Alert, error) {
 		x, _, err = s.raise(ctx, tx, access.ScopeFrom(ctx), in, "", nil)
 		return err
 	})
-	return x, err
+	if err != nil {
+		return x, fmt.Errorf("raise alert on device %s: %w", in.DeviceID, err)
+	}
+	return x, nil
 }
 
 // raise opens an alert in tx on a device in scope, recorded as by actor (nil: the caller).

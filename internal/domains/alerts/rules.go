@@ -238,7 +238,10 @@ func (s *Service) CreateRule(ctx context.Context, in NewRule) (Rule, error) {
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.create", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: orgID, Details: audit.Snapshot(r)})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("create alert rule: %w", err)
+	}
+	return r, nil
 }
 
 // UpdateRule changes a rule the caller may manage.
@@ -309,7 +312,10 @@ func (s *Service) UpdateRule(ctx context.Context, id string, in RuleUpdate) (Rul
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_rule.update", ResourceType: "alert_rule", ResourceID: id,
 			ResourceName: r.Name, PartnerID: r.PartnerID, OrgID: store.Deref(r.OrgID), Details: audit.Diff(before, r)})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("update alert rule: %w", err)
+	}
+	return r, nil
 }
 
 // DeleteRule removes a rule the caller may manage. Its alerts stay, with ruleId null.

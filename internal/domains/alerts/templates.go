@@ -208,7 +208,10 @@ func (s *Service) CreateTemplate(ctx context.Context, in NewTemplate) (Template,
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_template.create", ResourceType: "alert_template", ResourceID: id,
 			ResourceName: t.Name, PartnerID: partnerID, OrgID: orgID, Details: audit.Snapshot(t)})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("create alert template: %w", err)
+	}
+	return t, nil
 }
 
 // UpdateTemplate changes a custom template the caller may manage. Rules made from it keep
@@ -264,7 +267,10 @@ func (s *Service) UpdateTemplate(ctx context.Context, id string, in TemplateUpda
 		return audit.Record(ctx, tx, audit.Entry{Action: "alert_template.update", ResourceType: "alert_template", ResourceID: id,
 			ResourceName: t.Name, PartnerID: store.Deref(t.PartnerID), OrgID: store.Deref(t.OrgID), Details: audit.Diff(before, t)})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("update alert template: %w", err)
+	}
+	return t, nil
 }
 
 // DeleteTemplate removes a custom template the caller may manage.

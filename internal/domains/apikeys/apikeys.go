@@ -272,7 +272,10 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 		return audit.Record(ctx, tx, audit.Entry{Action: "api_key.create", ResourceType: "api_key", ResourceID: id,
 			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID), Details: details(k)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create API key: %w", err)
+	}
+	return out, nil
 }
 
 // details is what the audit log keeps of a key: never the raw key or its hash.
@@ -335,7 +338,10 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (APIKey, erro
 		return audit.Record(ctx, tx, audit.Entry{Action: "api_key.update", ResourceType: "api_key", ResourceID: id,
 			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID), Details: changes})
 	})
-	return k, err
+	if err != nil {
+		return k, fmt.Errorf("update API key: %w", err)
+	}
+	return k, nil
 }
 
 // Revoke stops a key for good. Revoking a revoked key is a conflict.
@@ -396,5 +402,8 @@ func (s *Service) Rotate(ctx context.Context, id string) (Created, error) {
 			ResourceName: k.Name, PartnerID: store.Deref(k.PartnerID), OrgID: store.Deref(k.OrgID),
 			Details: map[string]any{"oldPrefix": before.Prefix, "prefix": k.Prefix}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("rotate API key: %w", err)
+	}
+	return out, nil
 }

@@ -127,7 +127,10 @@ func (s *Service) EnableMFA(ctx context.Context, p *access.Principal, code, pass
 		return audit.Record(ctx, tx, audit.Entry{Action: "auth.mfa_enabled", Category: audit.CategorySecurity,
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
 	})
-	return codes, err
+	if err != nil {
+		return codes, fmt.Errorf("enable MFA: %w", err)
+	}
+	return codes, nil
 }
 
 // DisableMFA turns MFA off after a valid code (TOTP or recovery) and the password.
@@ -172,7 +175,10 @@ func (s *Service) RegenerateRecoveryCodes(ctx context.Context, p *access.Princip
 		return audit.Record(ctx, tx, audit.Entry{Action: "auth.mfa_recovery_codes_regenerated", Category: audit.CategorySecurity,
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
 	})
-	return codes, err
+	if err != nil {
+		return codes, fmt.Errorf("regenerate recovery codes: %w", err)
+	}
+	return codes, nil
 }
 
 // VerifyMFA completes a sign-in that answered with an MFA challenge.
@@ -195,7 +201,7 @@ func (s *Service) VerifyMFA(ctx context.Context, tempToken, code string) (*Sessi
 		s.audit.Security(ctx, audit.Entry{Action: "auth.mfa_verify", ResourceType: "user", ResourceID: c.ID,
 			ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String, Result: audit.ResultFailure,
 			Actor: &audit.Actor{Type: access.ActorUser, ID: c.ID, Email: c.Email}})
-		return nil, err
+		return nil, fmt.Errorf("verify MFA code: %w", err)
 	}
 	return s.startSession(ctx, c, true, "auth.login")
 }
@@ -231,7 +237,10 @@ func (s *Service) StepUp(ctx context.Context, p *access.Principal, code string) 
 		return audit.Record(ctx, tx, audit.Entry{Action: "auth.mfa_step_up", Category: audit.CategorySecurity,
 			ResourceType: "user", ResourceID: c.ID, ResourceName: c.Email, PartnerID: c.PartnerID.String, OrgID: c.OrgID.String})
 	})
-	return sess, err
+	if err != nil {
+		return sess, fmt.Errorf("step up session: %w", err)
+	}
+	return sess, nil
 }
 
 // useCode accepts a TOTP code or, failing that, an unused recovery code.

@@ -386,7 +386,10 @@ func (s *Service) Update(ctx context.Context, id string, in AutomationUpdate) (A
 			Details: map[string]any{"enabled": x.Enabled, "trigger": x.Trigger.Type, "secretRotated": secret != ""}})
 	})
 	x.Trigger.Secret = secret
-	return x, err
+	if err != nil {
+		return x, fmt.Errorf("update automation: %w", err)
+	}
+	return x, nil
 }
 
 // Delete removes an automation and its runs; refused (409) while one of its runs is running.

@@ -3,6 +3,7 @@ package configpolicies
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
@@ -18,7 +19,7 @@ func (s *Service) ExportPolicies(ctx context.Context, sk store.Seek) ([]Policy, 
 	list, more, err := store.SeekPage(ctx, s.db, store.SeekQuery{Columns: policyColumns, From: " FROM policies p", Conds: conds, Args: &a,
 		Keys: keys}, sk, scanPolicy)
 	if err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("export policies: %w", err)
 	}
 	return list, more, withTargets(ctx, s.db, list)
 }

@@ -157,7 +157,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Po
 		Conds: f.conds(access.ScopeFrom(ctx), &a), Args: &a, SortKey: "p.id", SortID: "p.id", Desc: true}, page, scanPolicy,
 		func(x Policy) (string, string) { return x.ID, x.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list policies: %w", err)
 	}
 	return rows, next, total, withTargets(ctx, s.db, rows)
 }

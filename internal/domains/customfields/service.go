@@ -156,7 +156,10 @@ func (s *Service) Create(ctx context.Context, in NewField) (Field, error) {
 		return audit.Record(ctx, tx, audit.Entry{Action: "custom_field.create", ResourceType: "custom_field", ResourceID: id,
 			ResourceName: f.Key, PartnerID: f.PartnerID, OrgID: orgID, Details: audit.Snapshot(f)})
 	})
-	return f, err
+	if err != nil {
+		return f, fmt.Errorf("create custom field: %w", err)
+	}
+	return f, nil
 }
 
 // Update changes a definition the caller may manage. key and type cannot change: device
@@ -224,7 +227,10 @@ func (s *Service) Update(ctx context.Context, id string, in FieldUpdate) (Field,
 		return audit.Record(ctx, tx, audit.Entry{Action: "custom_field.update", ResourceType: "custom_field", ResourceID: id,
 			ResourceName: f.Key, PartnerID: f.PartnerID, OrgID: store.Deref(f.OrgID), Details: audit.Diff(before, f)})
 	})
-	return f, err
+	if err != nil {
+		return f, fmt.Errorf("update custom field: %w", err)
+	}
+	return f, nil
 }
 
 // checkOptionsUnused refuses to drop an option that a device still has as its value: the

@@ -204,7 +204,10 @@ func (s *Service) SetDeviceValues(ctx context.Context, deviceID string, values m
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.custom_fields.update", ResourceType: "device", ResourceID: d.ID,
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID, Details: map[string]any{"changes": changes}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("set device custom field values: %w", err)
+	}
+	return out, nil
 }
 
 // OrgEffectiveValues is EffectiveValues for every device of an organization that is not

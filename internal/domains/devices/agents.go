@@ -58,10 +58,13 @@ func (s *Service) AuthenticateAgent(ctx context.Context, token string) (Agent, e
 	if errors.Is(err, sql.ErrNoRows) {
 		return Agent{}, errBadAgentToken
 	}
-	if err == nil && decommissioned.Valid {
+	if err != nil {
+		return a, fmt.Errorf("look up agent token: %w", err)
+	}
+	if decommissioned.Valid {
 		return Agent{}, errDecommissioned(a.DeviceID)
 	}
-	return a, err
+	return a, nil
 }
 
 // errDecommissioned tells an agent, authenticated by its token, that its device is retired.
@@ -159,7 +162,10 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 			Details: map[string]any{"enrollmentKeyId": key.KeyID, "osType": req.OSType, "agentVersion": req.AgentVersion,
 				"provisioned": key.DeviceID != ""}})
 	})
-	return resp, err
+	if err != nil {
+		return resp, fmt.Errorf("enroll a device: %w", err)
+	}
+	return resp, nil
 }
 
 // pickSite is the site an enrolling device lands in: the one it asked for (of the key's
@@ -594,7 +600,7 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 		// nothing (a late result), take the transaction below.
 		res, err := s.db.ExecContext(ctx, update+` AND type <> '`+agentproto.CommandCancel+`'`, args...)
 		if err != nil {
-			return err
+			return fmt.Errorf("store the result of command %s: %w", r.CommandID, err)
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 1 {
 			return err
@@ -624,10 +630,11 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 		}
 		return runHooks(ctx, tx, a.DeviceID, s.hooks.commandFinished)
 	})
-	if err == nil {
-		s.Dispatch(ctx, queued.cmds)
+	if err != nil {
+		return fmt.Errorf("store the result of command %s: %w", r.CommandID, err)
 	}
-	return err
+	s.Dispatch(ctx, queued.cmds)
+	return nil
 }
 
 // storedOutput is what is stored of an output stream and its encoding: base64 output (bytes

@@ -53,7 +53,7 @@ func (s *Service) TakeCalls(ctx context.Context, deviceID string) ([]agentproto.
 	for _, c := range queued {
 		res, err := s.db.ExecContext(ctx, `UPDATE agent_calls SET status = $1 WHERE id = $2 AND status = $3`, callSent, c.ID, callQueued)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("mark call %s sent: %w", c.ID, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			out = append(out, c)
@@ -88,7 +88,7 @@ func (s *Service) CallOutcome(ctx context.Context, id string) (result json.RawMe
 		return nil, nil, false, nil
 	}
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, fmt.Errorf("read the outcome of call %s: %w", id, err)
 	}
 	if code.Valid {
 		callErr = &agentproto.CallError{Code: code.String, Message: msg.String}

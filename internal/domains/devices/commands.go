@@ -207,10 +207,11 @@ func (s *Service) Requeue(ctx context.Context, deviceID string, ids []string) er
 	_, err := s.db.ExecContext(ctx, `UPDATE device_commands SET status = `+a.Add(CommandQueued)+`, sent_at = NULL, expires_at = `+
 		a.Add(expires)+` WHERE device_id = `+a.Add(deviceID)+` AND id IN `+a.In(ids)+` AND status = `+a.Add(CommandSent),
 		a.Values()...)
-	if err == nil {
-		s.notifier.Work(ctx, deviceID)
+	if err != nil {
+		return fmt.Errorf("requeue commands of device %s: %w", deviceID, err)
 	}
-	return err
+	s.notifier.Work(ctx, deviceID)
+	return nil
 }
 
 // BulkInput sends one command to many devices.
@@ -454,7 +455,7 @@ func (s *Service) TakeQueued(ctx context.Context, deviceID string) ([]agentproto
 			return err
 		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("mark the queued commands of device %s sent: %w", deviceID, err)
 	}
 	return slices.DeleteFunc(queued, func(c agentproto.Command) bool { return !claimed[c.ID] }), nil
 }

@@ -94,7 +94,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*D
 	if f.IncludeTotal && page.Number == 0 {
 		var n int
 		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM devices d WHERE `+store.Where(conds), a.Values()...).Scan(&n); err != nil {
-			return nil, "", nil, err
+			return nil, "", nil, fmt.Errorf("count devices: %w", err)
 		}
 		total = &n
 	}
@@ -103,7 +103,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*D
 		return &d, err
 	}, key)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list devices: %w", err)
 	}
 	if pageTotal != nil {
 		total = pageTotal

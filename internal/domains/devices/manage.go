@@ -215,8 +215,9 @@ func (s *Service) Decommission(ctx context.Context, id string) error {
 		return audit.Record(ctx, tx, audit.Entry{Action: "device.decommission", ResourceType: "device", ResourceID: id,
 			ResourceName: d.Hostname, PartnerID: d.PartnerID, OrgID: d.OrgID})
 	})
-	if err == nil {
-		s.notifier.Stop(ctx, id)
+	if err != nil {
+		return fmt.Errorf("decommission device %s: %w", id, err)
 	}
-	return err
+	s.notifier.Stop(ctx, id)
+	return nil
 }

@@ -230,7 +230,10 @@ func (s *Service) EnableMonitoring(ctx context.Context, id string, in DiscoveryM
 		}
 		return s.auditMonitoring(ctx, tx, m, "discovery_asset.enable_monitoring")
 	})
-	return m.DiscoveryMonitoring, err
+	if err != nil {
+		return m.DiscoveryMonitoring, fmt.Errorf("enable asset monitoring: %w", err)
+	}
+	return m.DiscoveryMonitoring, nil
 }
 
 // prefixed names the fields of a validation failure of another domain's input as fields of
@@ -278,7 +281,10 @@ func (s *Service) DisableMonitoring(ctx context.Context, id string) (DiscoveryMo
 		m.Enabled = false
 		return s.auditMonitoring(ctx, tx, m, "discovery_asset.disable_monitoring")
 	})
-	return m.DiscoveryMonitoring, err
+	if err != nil {
+		return m.DiscoveryMonitoring, fmt.Errorf("disable asset monitoring: %w", err)
+	}
+	return m.DiscoveryMonitoring, nil
 }
 
 func errNotOn() error {
@@ -344,7 +350,10 @@ func (s *Service) UpdateMonitoring(ctx context.Context, id string, in DiscoveryM
 		}
 		return s.auditMonitoring(ctx, tx, m, "discovery_asset.update_monitoring")
 	})
-	return m.DiscoveryMonitoring, err
+	if err != nil {
+		return m.DiscoveryMonitoring, fmt.Errorf("update asset monitoring: %w", err)
+	}
+	return m.DiscoveryMonitoring, nil
 }
 
 type discoveryMonitoringOutput struct{ Body DiscoveryMonitoring }

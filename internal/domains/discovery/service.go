@@ -167,7 +167,7 @@ func (s *Service) ListProfiles(ctx context.Context, f ProfileFilter, page store.
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: profileColumns, From: " FROM discovery_profiles p", Conds: conds,
 		Args: &a, SortKey: "p.name", SortID: "p.id"}, page, scanProfile, func(p profileRow) (string, string) { return p.Name, p.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list discovery profiles: %w", err)
 	}
 	out := make([]DiscoveryProfile, len(rows))
 	for i, p := range rows {
@@ -280,7 +280,10 @@ func (s *Service) CreateProfile(ctx context.Context, in DiscoveryProfileInput) (
 		return audit.Record(ctx, tx, audit.Entry{Action: "discovery_profile.create", ResourceType: "discovery_profile", ResourceID: id,
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: auditView(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create discovery profile: %w", err)
+	}
+	return out, nil
 }
 
 func auditView(p DiscoveryProfile) map[string]any {
@@ -385,7 +388,10 @@ func (s *Service) UpdateProfile(ctx context.Context, id string, in DiscoveryProf
 		return audit.Record(ctx, tx, audit.Entry{Action: "discovery_profile.update", ResourceType: "discovery_profile", ResourceID: out.ID,
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: auditView(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update discovery profile: %w", err)
+	}
+	return out, nil
 }
 
 // DeleteProfile deletes a profile with its jobs; refused (409) while a scan of it is

@@ -104,5 +104,8 @@ func (s *Service) MintForDevice(ctx context.Context, tx *sql.Tx, partnerID, orgI
 func (s *Service) RevokeForDevice(ctx context.Context, tx *sql.Tx, deviceID string, at time.Time) error {
 	_, err := tx.ExecContext(ctx, `UPDATE enrollment_keys SET revoked_at = $1, updated_at = $1 WHERE device_id = $2 AND revoked_at IS NULL`,
 		at, deviceID)
-	return err
+	if err != nil {
+		return fmt.Errorf("revoke the enrollment keys of device %s: %w", deviceID, err)
+	}
+	return nil
 }

@@ -219,7 +219,10 @@ func (s *Service) Create(ctx context.Context, in NewEnrollmentKey, p Policy) (Is
 		out, err = s.CreateIn(ctx, tx, in, p)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create enrollment key: %w", err)
+	}
+	return out, nil
 }
 
 // CreateIn is Create inside the caller's transaction (the partner API records its

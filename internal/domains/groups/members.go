@@ -242,7 +242,10 @@ func (s *Service) Pin(ctx context.Context, groupID, deviceID string) (Member, er
 		return audit.Record(ctx, tx, audit.Entry{Action: "device_group.pin", ResourceType: "device_group", ResourceID: g.ID,
 			ResourceName: g.Name, PartnerID: g.PartnerID, OrgID: g.OrgID, Details: map[string]any{"deviceId": deviceID}})
 	})
-	return m, err
+	if err != nil {
+		return m, fmt.Errorf("pin device to group: %w", err)
+	}
+	return m, nil
 }
 
 // Unpin lets a pinned device of a dynamic group in scope follow the filter again: it leaves

@@ -248,7 +248,10 @@ func (s *Service) Create(ctx context.Context, in NewGroup) (Group, error) {
 		return audit.Record(ctx, tx, audit.Entry{Action: "device_group.create", ResourceType: "device_group", ResourceID: id,
 			ResourceName: g.Name, PartnerID: partnerID, OrgID: orgID, Details: audit.Snapshot(g)})
 	})
-	return g, err
+	if err != nil {
+		return g, fmt.Errorf("create group: %w", err)
+	}
+	return g, nil
 }
 
 // Update changes a group in scope. The type never changes; a changed filter recomputes the
@@ -312,7 +315,10 @@ func (s *Service) Update(ctx context.Context, id string, in GroupUpdate) (Group,
 		return audit.Record(ctx, tx, audit.Entry{Action: "device_group.update", ResourceType: "device_group", ResourceID: id,
 			ResourceName: g.Name, PartnerID: g.PartnerID, OrgID: g.OrgID, Details: audit.Diff(before, after)})
 	})
-	return g, err
+	if err != nil {
+		return g, fmt.Errorf("update group: %w", err)
+	}
+	return g, nil
 }
 
 // Delete removes a group in scope with its memberships and membership log.

@@ -197,7 +197,10 @@ func (s *Service) CreateAccessReview(ctx context.Context, in NewAccessReview) (A
 			ResourceName: name, PartnerID: p.Scope.PartnerID, OrgID: p.Scope.OrgID,
 			Details: map[string]any{"itemCount": r.ItemCount, "dueAt": in.DueAt}})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("create access review: %w", err)
+	}
+	return r, nil
 }
 
 // snapshotItems adds one pending item per user in scope that is not disabled.
@@ -276,7 +279,10 @@ func (s *Service) DecideItem(ctx context.Context, reviewID, itemID string, d Dec
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: map[string]any{
 				"itemId": itemID, "userId": it.UserID, "userEmail": it.UserEmail, "decision": it.Decision, "note": it.Note}})
 	})
-	return it, err
+	if err != nil {
+		return it, fmt.Errorf("decide access review item: %w", err)
+	}
+	return it, nil
 }
 
 // CompleteAccessReview closes a review whose items are all decided and carries out every
@@ -325,7 +331,10 @@ func (s *Service) CompleteAccessReview(ctx context.Context, id string) (AccessRe
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID),
 			Details: map[string]any{"itemCount": r.ItemCount, "revoked": revoked}})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("complete access review: %w", err)
+	}
+	return r, nil
 }
 
 // applyRevoke disables the user of a revoke decision (when it still exists in the caller's

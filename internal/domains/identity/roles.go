@@ -279,7 +279,10 @@ func (s *Service) CreateRole(ctx context.Context, in NewRole) (Role, error) {
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.create", ResourceType: "role", ResourceID: r.ID,
 			ResourceName: r.Name, PartnerID: pid, OrgID: oid, Details: audit.Snapshot(r)})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("create role: %w", err)
+	}
+	return r, nil
 }
 
 func (s *Service) insertRole(ctx context.Context, tx *sql.Tx, key, pid, oid string, scope access.Level, name, desc string, grants []string) (Role, error) {
@@ -355,7 +358,10 @@ func (s *Service) UpdateRole(ctx context.Context, id string, in RoleInput) (Role
 		return audit.Record(ctx, tx, audit.Entry{Action: "role.update", ResourceType: "role", ResourceID: id,
 			ResourceName: r.Name, PartnerID: store.Deref(r.PartnerID), OrgID: store.Deref(r.OrgID), Details: audit.Diff(before, r)})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("update role: %w", err)
+	}
+	return r, nil
 }
 
 // DeleteRole deletes a custom role no user holds (409 otherwise).
@@ -425,7 +431,10 @@ func (s *Service) CloneRole(ctx context.Context, id string, in CloneInput) (Role
 			ResourceName: r.Name, PartnerID: pid, OrgID: oid,
 			Details: map[string]any{"sourceRoleId": src.ID, "sourceRoleName": src.Name, "resource": audit.Snapshot(r)["resource"]}})
 	})
-	return r, err
+	if err != nil {
+		return r, fmt.Errorf("clone role: %w", err)
+	}
+	return r, nil
 }
 
 // cloneGrants is what a copy of src grants: the same grants, except that *:* and, in an

@@ -76,7 +76,7 @@ func scanUser(row scanner) (User, error) {
 func LoadUser(ctx context.Context, q store.Querier, id string) (User, error) {
 	u, err := store.ByID(ctx, q, "user", `SELECT `+userColumns+userFrom, "u.id", id, &store.Args{}, nil, scanUser)
 	if err != nil {
-		return u, err
+		return u, fmt.Errorf("load user %s: %w", id, err)
 	}
 	return u, loadOrgIDs(ctx, q, []*User{&u})
 }

@@ -74,7 +74,7 @@ func (s *Service) UpdateMe(ctx context.Context, name *string) (Me, error) {
 				ResourceName: after.Email, PartnerID: store.Deref(after.PartnerID), OrgID: store.Deref(after.OrgID), Details: audit.Diff(before, after)})
 		})
 		if err != nil {
-			return Me{}, err
+			return Me{}, fmt.Errorf("update own profile: %w", err)
 		}
 	}
 	return s.GetMe(ctx)
@@ -112,7 +112,7 @@ func (s *Service) ListUsers(ctx context.Context, f UserListFilter, page store.Pa
 	users, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: userColumns, From: userFrom, Conds: conds, Args: &a,
 		SortKey: "u.email", SortID: "u.id"}, page, scanUser, func(u User) (string, string) { return u.Email, u.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list users: %w", err)
 	}
 	ptrs := make([]*User, len(users))
 	for i := range users {
@@ -238,7 +238,10 @@ func (s *Service) UpdateUser(ctx context.Context, id string, in UserUpdate) (Use
 		return audit.Record(ctx, tx, audit.Entry{Action: action, ResourceType: "user", ResourceID: id, ResourceName: u.Email,
 			PartnerID: store.Deref(u.PartnerID), OrgID: store.Deref(u.OrgID), Details: audit.Diff(before, u)})
 	})
-	return u, err
+	if err != nil {
+		return u, fmt.Errorf("update user: %w", err)
+	}
+	return u, nil
 }
 
 // disableUser disables a user and ends its sessions at once: the token epoch moves (so
@@ -380,5 +383,8 @@ func (s *Service) AssignRole(ctx context.Context, id, roleID string) (User, erro
 				"from": map[string]any{"roleId": before.RoleID, "roleName": before.RoleName},
 				"to":   map[string]any{"roleId": u.RoleID, "roleName": u.RoleName}}})
 	})
-	return u, err
+	if err != nil {
+		return u, fmt.Errorf("assign role: %w", err)
+	}
+	return u, nil
 }

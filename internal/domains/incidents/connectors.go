@@ -178,7 +178,10 @@ func (s *Service) CreateConnector(ctx context.Context, in IncidentEDRConnectorIn
 		return audit.Record(ctx, tx, audit.Entry{Action: "incident_edr_connector.create", ResourceType: "incident_edr_connector", ResourceID: id,
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: connectorAudit(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create EDR connector: %w", err)
+	}
+	return out, nil
 }
 
 func connectorAudit(c IncidentEDRConnector) map[string]any {
@@ -249,7 +252,10 @@ func (s *Service) UpdateConnector(ctx context.Context, id string, in IncidentEDR
 		return audit.Record(ctx, tx, audit.Entry{Action: "incident_edr_connector.update", ResourceType: "incident_edr_connector", ResourceID: id,
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: details})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update EDR connector: %w", err)
+	}
+	return out, nil
 }
 
 // DeleteConnector removes a connector with its findings that were not promoted; promoted

@@ -124,10 +124,11 @@ func (s *Service) Create(ctx context.Context, in IncidentCreate) (Incident, erro
 		}
 		return s.opened(ctx, tx, out)
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return out, fmt.Errorf("create incident: %w", err)
 	}
-	return out, err
+	s.wake()
+	return out, nil
 }
 
 // tracked is a new tracked incident.
@@ -241,10 +242,11 @@ func (s *Service) Update(ctx context.Context, id string, in IncidentUpdate) (Inc
 		return audit.Record(ctx, tx, audit.Entry{Action: action, ResourceType: "incident", ResourceID: id, ResourceName: out.Title,
 			PartnerID: out.PartnerID, OrgID: out.OrgID, Details: details})
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return out, fmt.Errorf("update incident: %w", err)
 	}
-	return out, err
+	s.wake()
+	return out, nil
 }
 
 // Promote opens a tracked incident from a finding: the incident takes the finding's place in
@@ -290,10 +292,11 @@ func (s *Service) Promote(ctx context.Context, id string) (Incident, error) {
 		}
 		return s.opened(ctx, tx, out)
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return out, fmt.Errorf("promote finding to incident: %w", err)
 	}
-	return out, err
+	s.wake()
+	return out, nil
 }
 
 func truncate(s string, n int) string {

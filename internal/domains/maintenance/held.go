@@ -153,7 +153,7 @@ func (s *Service) NextOccurrence(ctx context.Context, orgID, windowID, except st
 			var id string
 			return id, row.Scan(&id)
 		}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("look up maintenance window: %w", err)
 	}
 	if !store.ValidID(except) {
 		except = windowID // no occurrence has the window's ID

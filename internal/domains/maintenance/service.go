@@ -162,7 +162,10 @@ func (s *Service) CreateWindow(ctx context.Context, in MaintenanceWindowInput) (
 		return audit.Record(ctx, tx, audit.Entry{Action: "maintenance_window.create", ResourceType: "maintenance_window", ResourceID: id,
 			ResourceName: w.Name, PartnerID: w.PartnerID, OrgID: w.OrgID, Details: auditView(w)})
 	})
-	return w, err
+	if err != nil {
+		return w, fmt.Errorf("create maintenance window: %w", err)
+	}
+	return w, nil
 }
 
 func auditView(w MaintenanceWindow) map[string]any {
@@ -246,7 +249,10 @@ func (s *Service) UpdateWindow(ctx context.Context, id string, in MaintenanceWin
 		return audit.Record(ctx, tx, audit.Entry{Action: "maintenance_window.update", ResourceType: "maintenance_window", ResourceID: id,
 			ResourceName: w.Name, PartnerID: w.PartnerID, OrgID: w.OrgID, Details: auditView(w)})
 	})
-	return w, err
+	if err != nil {
+		return w, fmt.Errorf("update maintenance window: %w", err)
+	}
+	return w, nil
 }
 
 // rewriteOccurrences deletes a changed window's scheduled occurrences and writes them anew,
@@ -304,7 +310,10 @@ func (s *Service) CancelWindow(ctx context.Context, id string) (MaintenanceWindo
 		return audit.Record(ctx, tx, audit.Entry{Action: "maintenance_window.cancel", ResourceType: "maintenance_window", ResourceID: id,
 			ResourceName: before.Name, PartnerID: before.PartnerID, OrgID: before.OrgID})
 	})
-	return w, err
+	if err != nil {
+		return w, fmt.Errorf("cancel maintenance window: %w", err)
+	}
+	return w, nil
 }
 
 // DeleteWindow deletes a window with its occurrences; refused (409 WINDOW_ACTIVE) while one

@@ -298,7 +298,7 @@ func (s *Service) GetSummary(ctx context.Context) (HomeSummary, error) {
 		a.Values()...).
 		Scan(&out.Devices.Total, &out.Devices.Online, &out.Devices.Offline)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("count devices: %w", err)
 	}
 	out.Alerts.BySeverity = map[string]int{"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}
 	if access.PrincipalFrom(ctx).Can(access.AlertsRead) {

@@ -66,10 +66,11 @@ func (s *Service) Check(ctx context.Context, id string) (MonitorResult, error) {
 		out, err = s.ingest(ctx, tx, m, r)
 		return err
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return out, fmt.Errorf("check monitor: %w", err)
 	}
-	return out, err
+	s.wake()
+	return out, nil
 }
 
 // MonitorTestInput overrides what a test checks, to try an edit before saving it.

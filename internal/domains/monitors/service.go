@@ -195,7 +195,10 @@ func (s *Service) Create(ctx context.Context, in MonitorInput) (Monitor, error) 
 		m, err = s.CreateIn(ctx, tx, in)
 		return err
 	})
-	return m, err
+	if err != nil {
+		return m, fmt.Errorf("create monitor: %w", err)
+	}
+	return m, nil
 }
 
 // CreateIn adds a monitor in the caller's transaction, placed and checked like Create (the
@@ -321,10 +324,11 @@ func (s *Service) Update(ctx context.Context, id string, in MonitorUpdate) (Moni
 		return audit.Record(ctx, tx, audit.Entry{Action: "monitor.update", ResourceType: "monitor", ResourceID: id, ResourceName: out.Name,
 			PartnerID: out.PartnerID, OrgID: out.OrgID, Details: auditView(out)})
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return out, fmt.Errorf("update monitor: %w", err)
 	}
-	return out, err
+	s.wake()
+	return out, nil
 }
 
 // resolveDropped resolves the open alerts of the rules an update removed, or every open alert
@@ -414,8 +418,9 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 		return audit.Record(ctx, tx, audit.Entry{Action: "monitor.delete", ResourceType: "monitor", ResourceID: id, ResourceName: m.Name,
 			PartnerID: m.PartnerID, OrgID: m.OrgID})
 	})
-	if err == nil {
-		s.wake()
+	if err != nil {
+		return fmt.Errorf("delete monitor: %w", err)
 	}
-	return err
+	s.wake()
+	return nil
 }

@@ -173,7 +173,10 @@ func (s *Service) MarkRead(ctx context.Context, id string, read bool) (Notificat
 		out = n
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("mark notification: %w", err)
+	}
+	return out, nil
 }
 
 // Delete removes one of the caller's notifications.
@@ -214,7 +217,10 @@ func (s *Service) Clear(ctx context.Context) (int, error) {
 		n, err = res.RowsAffected()
 		return err
 	})
-	return int(n), err
+	if err != nil {
+		return int(n), fmt.Errorf("clear notifications: %w", err)
+	}
+	return int(n), nil
 }
 
 // UnreadFor counts the unread notifications of the signed-in caller, zero for other callers

@@ -82,17 +82,17 @@ func (s *Service) RegisterToken(ctx context.Context, in TokenInput) (PushToken, 
 	now := s.clock.Now()
 	var out PushToken
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `INSERT INTO push_tokens (token, user_id, platform, device_name, created_at, updated_at)
+		return tx.QueryRowContext(ctx, `INSERT INTO push_tokens (token, user_id, platform, device_name, created_at, updated_at)
 			VALUES ($1, $2, $3, $4, $5, $5) ON CONFLICT (token) DO UPDATE SET user_id = excluded.user_id, platform = excluded.platform,
 			device_name = excluded.device_name, updated_at = excluded.updated_at
 			RETURNING platform, device_name, created_at, updated_at`, in.Token, uid, in.Platform, in.DeviceName, now).
-			Scan(&out.Platform, &out.DeviceName, &out.CreatedAt, &out.UpdatedAt); err != nil {
-			return fmt.Errorf("register a push token: %w", err)
-		}
-		return nil
+			Scan(&out.Platform, &out.DeviceName, &out.CreatedAt, &out.UpdatedAt)
 	})
 	out.CreatedAt, out.UpdatedAt = out.CreatedAt.UTC(), out.UpdatedAt.UTC()
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("register a push token: %w", err)
+	}
+	return out, nil
 }
 
 // UnregisterToken removes the caller's token; it reports whether one was removed. Another
@@ -106,12 +106,15 @@ func (s *Service) UnregisterToken(ctx context.Context, token string) (bool, erro
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM push_tokens WHERE token = $1 AND user_id = $2`, strings.TrimSpace(token), uid)
 		if err != nil {
-			return fmt.Errorf("unregister a push token: %w", err)
+			return err
 		}
 		n, err = res.RowsAffected()
 		return err
 	})
-	return n > 0, err
+	if err != nil {
+		return n > 0, fmt.Errorf("unregister a push token: %w", err)
+	}
+	return n > 0, nil
 }
 
 type pushRow struct {

@@ -115,7 +115,10 @@ func (s *Service) CreateGroup(ctx context.Context, in PAMSignerGroupInput) (PAMS
 		return audit.Record(ctx, tx, audit.Entry{Action: "pam.signer_group.create", ResourceType: "pam_signer_group", ResourceID: id,
 			ResourceName: name, PartnerID: at.PartnerID, OrgID: at.OrgID, Details: map[string]any{"signers": signers, "thumbprints": thumbs}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create signer group: %w", err)
+	}
+	return out, nil
 }
 
 // UpdateGroup changes a signer group; the rules that use it see the change at once.
@@ -147,7 +150,10 @@ func (s *Service) UpdateGroup(ctx context.Context, id string, u PAMSignerGroupUp
 		return audit.Record(ctx, tx, audit.Entry{Action: "pam.signer_group.update", ResourceType: "pam_signer_group", ResourceID: id,
 			ResourceName: name, PartnerID: g.PartnerID, OrgID: g.OrgID, Details: map[string]any{"signers": signers, "thumbprints": thumbs}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update signer group: %w", err)
+	}
+	return out, nil
 }
 
 // DeleteGroup removes a signer group that no rule uses (409 otherwise).
@@ -244,5 +250,8 @@ func (s *Service) PutConfig(ctx context.Context, orgID, verdict string) (PAMConf
 		return audit.Record(ctx, tx, audit.Entry{Action: "pam.config.update", ResourceType: "organization", ResourceID: org,
 			PartnerID: partnerID, OrgID: org, Details: map[string]any{"defaultVerdict": verdict}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("set PAM config: %w", err)
+	}
+	return out, nil
 }

@@ -304,7 +304,10 @@ func (s *Service) CreateRule(ctx context.Context, in PAMRuleInput) (PAMRule, err
 		return audit.Record(ctx, tx, audit.Entry{Action: "pam.rule.create", ResourceType: "pam_rule", ResourceID: id, ResourceName: out.Name,
 			PartnerID: out.PartnerID, OrgID: out.OrgID, Details: auditRule(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create PAM rule: %w", err)
+	}
+	return out, nil
 }
 
 // updateIn applies one update to a rule in scope in the caller's transaction.
@@ -368,7 +371,10 @@ func (s *Service) UpdateRule(ctx context.Context, id string, u PAMRuleUpdate) (P
 		out, err = s.updateIn(ctx, tx, id, u, "", s.now())
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update PAM rule: %w", err)
+	}
+	return out, nil
 }
 
 // UpdateRules changes several rules in one transaction: all or none.

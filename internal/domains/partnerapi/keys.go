@@ -149,7 +149,10 @@ func (s *Service) CreateKey(ctx context.Context, principalID string, in NewKey) 
 		return audit.Record(ctx, tx, audit.Entry{Action: "service_principal.key.create", ResourceType: "service_principal",
 			ResourceID: p.ID, ResourceName: p.Name, PartnerID: p.PartnerID, Details: keyDetails(p, k)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create service principal key: %w", err)
+	}
+	return out, nil
 }
 
 // RotateKey replaces a key's secret: the old raw key stops working at once, the new one is
@@ -184,7 +187,10 @@ func (s *Service) RotateKey(ctx context.Context, principalID, id string) (Issued
 		return audit.Record(ctx, tx, audit.Entry{Action: "service_principal.key.rotate", ResourceType: "service_principal",
 			ResourceID: p.ID, ResourceName: p.Name, PartnerID: p.PartnerID, Details: d})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("rotate service principal key: %w", err)
+	}
+	return out, nil
 }
 
 // RevokeKey stops a key for good. Revoking a revoked key is a conflict.

@@ -282,7 +282,10 @@ func (s *Service) CreatePrincipal(ctx context.Context, in NewServicePrincipal) (
 		return audit.Record(ctx, tx, audit.Entry{Action: "service_principal.create", ResourceType: "service_principal",
 			ResourceID: id, ResourceName: name, PartnerID: out.PartnerID, Details: principalDetails(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create service principal: %w", err)
+	}
+	return out, nil
 }
 
 // UpdatePrincipal changes a service principal of the caller's partner; status disabled
@@ -349,5 +352,8 @@ func (s *Service) UpdatePrincipal(ctx context.Context, id string, in ServicePrin
 		return audit.Record(ctx, tx, audit.Entry{Action: "service_principal.update", ResourceType: "service_principal",
 			ResourceID: id, ResourceName: out.Name, PartnerID: out.PartnerID, Details: audit.Diff(before, out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update service principal: %w", err)
+	}
+	return out, nil
 }

@@ -662,7 +662,7 @@ func (s *Service) ListJobs(ctx context.Context, f JobFilter, page store.Page) ([
 	list, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: jobColumns, From: " FROM patch_jobs j", Conds: conds, Args: &a,
 		SortKey: "j.id", SortID: "j.id", Desc: true}, page, scanJob, func(j PatchJob) (string, string) { return j.ID, j.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list patch jobs: %w", err)
 	}
 	ids := make([]string, len(list))
 	for i, j := range list {

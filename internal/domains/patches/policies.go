@@ -515,7 +515,7 @@ func (p *Policies) Create(ctx context.Context, in PatchPolicyInput) (PatchPolicy
 			ResourceName: x.Name, PartnerID: x.PartnerID, OrgID: at.OrgID, Details: policyAudit(out)})
 	})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("create patch policy: %w", err)
 	}
 	return out, p.windowRun(ctx, &out)
 }
@@ -588,7 +588,7 @@ func (p *Policies) Update(ctx context.Context, id string, in PatchPolicyUpdate) 
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: store.Deref(out.OrgID), Details: policyAudit(out)})
 	})
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("update patch policy: %w", err)
 	}
 	return out, p.windowRun(ctx, &out)
 }

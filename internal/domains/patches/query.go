@@ -123,7 +123,7 @@ func (s *Service) ListPatches(ctx context.Context, f PatchFilter, page store.Pag
 	list, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: patchColumns, From: " FROM patches p", Conds: conds, Args: &a,
 		SortKey: "p.id", SortID: "p.id", Desc: true}, page, scanPatch, func(p Patch) (string, string) { return p.ID, p.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list patches: %w", err)
 	}
 	return list, next, total, withApprovals(ctx, s.db, list, f.OrgID, s.clock.Now())
 }
@@ -285,7 +285,10 @@ func (s *Service) Decide(ctx context.Context, patchID, status, note, orgID strin
 		ap, err = s.decide(ctx, tx, patchID, status, note, orgID, until)
 		return err
 	})
-	return ap, err
+	if err != nil {
+		return ap, fmt.Errorf("decide on patch: %w", err)
+	}
+	return ap, nil
 }
 
 // BulkApprove approves patches (1 to 500) one by one in one transaction, reporting each.
@@ -309,7 +312,10 @@ func (s *Service) BulkApprove(ctx context.Context, in PatchBulkApproval) ([]Patc
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("approve patches: %w", err)
+	}
+	return out, nil
 }
 
 // ApprovalFilter narrows a list of decisions.

@@ -63,15 +63,16 @@ func (s *Service) QueueReport(ctx context.Context, in PatchReportRequest) (Patch
 		if _, err := tx.ExecContext(ctx, `INSERT INTO patch_reports (id, partner_id, org_id, format, status, created_by, created_by_email,
 			created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)`, id, pl.PartnerID, store.NullIfEmpty(pl.OrgID), in.Format,
 			ReportQueued, by, email, now); err != nil {
-			return fmt.Errorf("queue a patch report: %w", err)
+			return fmt.Errorf("insert patch report: %w", err)
 		}
 		r, err = getReport(ctx, tx, access.Scope{Level: access.LevelSystem}, id)
 		return err
 	})
-	if err == nil {
-		s.reports.Wake()
+	if err != nil {
+		return r, fmt.Errorf("queue a patch report: %w", err)
 	}
-	return r, err
+	s.reports.Wake()
+	return r, nil
 }
 
 func reportFilter(scope access.Scope, a *store.Args) string {

@@ -296,7 +296,10 @@ func (s *Service) Create(ctx context.Context, deviceID, typ string) (RemoteSessi
 		return audit.Record(ctx, tx, audit.Entry{Action: "remote_session.start", ResourceType: "remote_session", ResourceID: x.ID,
 			ResourceName: d.Hostname, PartnerID: x.PartnerID, OrgID: x.OrgID, Details: map[string]any{"type": typ, "deviceId": d.ID}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create remote session: %w", err)
+	}
+	return out, nil
 }
 
 func limitReached(msg string) error {
@@ -362,7 +365,10 @@ func (s *Service) ExpireStale(ctx context.Context) (int64, error) {
 		n, err = s.expireStale(ctx, tx, s.clock.Now(), func(a *store.Args) string { return scopeFilter(scope, a) })
 		return err
 	})
-	return n, err
+	if err != nil {
+		return n, fmt.Errorf("end stale remote sessions in scope: %w", err)
+	}
+	return n, nil
 }
 
 // expireAll is the periodic job: stale sessions of every tenant.

@@ -193,7 +193,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]De
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: columns, From: " FROM rollouts r", Conds: conds, Args: &a,
 		SortKey: "r.id", SortID: "r.id", Desc: true}, page, scan, func(x Deployment) (string, string) { return x.ID, x.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list deployments: %w", err)
 	}
 	return rows, next, total, withTotals(ctx, s.db, rows)
 }

@@ -270,7 +270,10 @@ func (s *Service) SaveVersion(ctx context.Context, scriptID string, in ScriptVer
 		v, err = getVersion(ctx, tx, scriptID, after.Version)
 		return err
 	})
-	return v, err
+	if err != nil {
+		return v, fmt.Errorf("save script version: %w", err)
+	}
+	return v, nil
 }
 
 func getVersion(ctx context.Context, q store.Querier, scriptID string, version int) (ScriptVersion, error) {
@@ -301,7 +304,10 @@ func (s *Service) Rollback(ctx context.Context, scriptID, versionID string) (Scr
 		sc, err = s.save(ctx, tx, before, d, "", nil, fmt.Sprintf("rolled back to version %d", old.Version), false)
 		return err
 	})
-	return sc, err
+	if err != nil {
+		return sc, fmt.Errorf("roll back script: %w", err)
+	}
+	return sc, nil
 }
 
 // ScriptUsage is what a script's executions add up to.

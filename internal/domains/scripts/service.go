@@ -286,7 +286,10 @@ func (s *Service) Update(ctx context.Context, id string, in ScriptInput) (Script
 		sc, err = s.save(ctx, tx, before, d, in.CategoryID, in.Tags, in.VersionNote, true)
 		return err
 	})
-	return sc, err
+	if err != nil {
+		return sc, fmt.Errorf("update script: %w", err)
+	}
+	return sc, nil
 }
 
 // save writes a new definition of a script: a new version (always when forced, else only

@@ -196,7 +196,10 @@ func (s *Service) CreateCategory(ctx context.Context, in ScriptCategoryInput) (S
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_category.create", ResourceType: "script_category", ResourceID: id,
 			ResourceName: name, PartnerID: at.PartnerID, OrgID: at.OrgID})
 	})
-	return c, err
+	if err != nil {
+		return c, fmt.Errorf("create script category: %w", err)
+	}
+	return c, nil
 }
 
 // manageableCategory loads a category in scope that the caller may change.
@@ -251,7 +254,10 @@ func (s *Service) UpdateCategory(ctx context.Context, id string, in ScriptCatego
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_category.update", ResourceType: "script_category", ResourceID: id,
 			ResourceName: c.Name, PartnerID: c.PartnerID, OrgID: store.Deref(c.OrgID)})
 	})
-	return c, err
+	if err != nil {
+		return c, fmt.Errorf("update script category: %w", err)
+	}
+	return c, nil
 }
 
 // DeleteCategory removes a category without subcategories (409 otherwise); its scripts
@@ -337,7 +343,10 @@ func (s *Service) CreateTag(ctx context.Context, in ScriptTagInput) (ScriptTag, 
 		return audit.Record(ctx, tx, audit.Entry{Action: "script_tag.create", ResourceType: "script_tag", ResourceID: id,
 			ResourceName: name, PartnerID: at.PartnerID, OrgID: at.OrgID})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("create script tag: %w", err)
+	}
+	return t, nil
 }
 
 // insertTag adds a tag at the placement, created at now.

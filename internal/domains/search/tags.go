@@ -110,8 +110,11 @@ func (s *Service) TaggedDevices(ctx context.Context, tags []string, page store.P
 	}
 	rows, next, total, err := store.List(ctx, s.db, devices.ListLive(taggedColumns, "", conds, &a), page, scanTagged,
 		func(d TaggedDevice) (string, string) { return d.Hostname, d.ID })
-	if err != nil || len(rows) == 0 {
-		return rows, next, total, err
+	if err != nil {
+		return rows, next, total, fmt.Errorf("list tagged devices: %w", err)
+	}
+	if len(rows) == 0 {
+		return rows, next, total, nil
 	}
 	return rows, next, total, s.loadTags(ctx, rows)
 }

@@ -210,7 +210,10 @@ func (s *Service) CreatePolicy(ctx context.Context, in SecurityPolicyInput) (Sec
 		return audit.Record(ctx, tx, audit.Entry{Action: "security_policy.create", ResourceType: "security_policy", ResourceID: id,
 			ResourceName: in.Name, PartnerID: at.PartnerID, OrgID: at.OrgID, Details: map[string]any{"policy": out}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create security policy: %w", err)
+	}
+	return out, nil
 }
 
 // scheduledDay is the day a policy saved at now counts as scanned already: today when its
@@ -266,5 +269,8 @@ func (s *Service) UpdatePolicy(ctx context.Context, id string, in SecurityPolicy
 		return audit.Record(ctx, tx, audit.Entry{Action: "security_policy.update", ResourceType: "security_policy", ResourceID: id,
 			ResourceName: in.Name, PartnerID: p.PartnerID, OrgID: store.Deref(p.OrgID), Details: map[string]any{"before": p, "after": out}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update security policy: %w", err)
+	}
+	return out, nil
 }

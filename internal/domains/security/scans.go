@@ -305,8 +305,9 @@ func (s *Service) RefreshStatuses(ctx context.Context) error {
 		}
 		return nil
 	})
-	if err == nil {
-		s.devices.Dispatch(ctx, cmds)
+	if err != nil {
+		return fmt.Errorf("request security statuses: %w", err)
 	}
-	return err
+	s.devices.Dispatch(ctx, cmds)
+	return nil
 }

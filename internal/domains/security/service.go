@@ -288,7 +288,7 @@ func (s *Service) ListStatuses(ctx context.Context, f StatusFilter, page store.P
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: rowColumns, From: rowFrom, Conds: conds, Args: &a,
 		SortKey: "s.device_id", SortID: "s.device_id"}, page, scanRow, func(r row) (string, string) { return r.DeviceID, r.DeviceID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list security statuses: %w", err)
 	}
 	j, err := s.judgeFor(ctx, s.db, rows)
 	if err != nil {

@@ -105,7 +105,7 @@ func (s *Service) ListThreats(ctx context.Context, f ThreatFilter, page store.Pa
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: threatColumns, From: " FROM security_threats t", Conds: conds,
 		Args: &a, SortKey: "t.id", SortID: "t.id", Desc: true}, page, scanThreat, func(t threatRow) (string, string) { return t.ID, t.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list threats: %w", err)
 	}
 	out := make([]SecurityThreat, len(rows))
 	for i, r := range rows {

@@ -139,7 +139,10 @@ func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Pa
 	for i, d := range rows {
 		out[i] = d.SNMPDevice
 	}
-	return out, next, total, err
+	if err != nil {
+		return out, next, total, fmt.Errorf("list SNMP devices: %w", err)
+	}
+	return out, next, total, nil
 }
 
 // CreateDevice adds a device (POST /snmp/devices).
@@ -150,7 +153,10 @@ func (s *Service) CreateDevice(ctx context.Context, in SNMPDeviceInput) (SNMPDev
 		d, err = s.CreateIn(ctx, tx, in)
 		return err
 	})
-	return d, err
+	if err != nil {
+		return d, fmt.Errorf("create SNMP device: %w", err)
+	}
+	return d, nil
 }
 
 // CreateIn adds a device inside the caller's transaction, in the scope of ctx, with the
@@ -384,7 +390,7 @@ func (s *Service) UpdateDevice(ctx context.Context, id string, in SNMPDeviceUpda
 			if store.IsUniqueViolation(err) {
 				return apperr.ConflictCode(CodeDeviceExists, "the organization has an SNMP device at this address and port already")
 			}
-			return fmt.Errorf("update SNMP device: %w", err)
+			return fmt.Errorf("update SNMP device %s: %w", d.ID, err)
 		}
 		after, err := s.getDevice(ctx, tx, access.SystemScope(), d.ID)
 		if err != nil {
@@ -395,7 +401,10 @@ func (s *Service) UpdateDevice(ctx context.Context, id string, in SNMPDeviceUpda
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: map[string]any{"before": auditView(d.SNMPDevice),
 				"after": auditView(out), "credentialsChanged": in.Credentials != nil}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update SNMP device: %w", err)
+	}
+	return out, nil
 }
 
 // setEnabled adds to ch what enabling or disabling d changes: a device enabled is due now;

@@ -182,7 +182,7 @@ func (s *Service) ListTemplates(ctx context.Context, f TemplateFilter, page stor
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: templateColumns, From: " FROM snmp_templates t", Conds: conds,
 		Args: &a, SortKey: "t.id", SortID: "t.id", Desc: true}, page, scanTemplate, func(t SNMPTemplate) (string, string) { return t.ID, t.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list SNMP templates: %w", err)
 	}
 	if err := loadOIDs(ctx, s.db, rows); err != nil {
 		return nil, "", nil, err
@@ -239,7 +239,10 @@ func (s *Service) CreateTemplate(ctx context.Context, in SNMPTemplateInput) (SNM
 		return audit.Record(ctx, tx, audit.Entry{Action: "snmp_template.create", ResourceType: "snmp_template", ResourceID: id,
 			ResourceName: name, PartnerID: at.PartnerID, OrgID: at.OrgID, Details: map[string]any{"oids": len(in.OIDs)}})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("create SNMP template: %w", err)
+	}
+	return t, nil
 }
 
 func builtInRefusal() error {
@@ -292,7 +295,10 @@ func (s *Service) UpdateTemplate(ctx context.Context, id string, in SNMPTemplate
 		return audit.Record(ctx, tx, audit.Entry{Action: "snmp_template.update", ResourceType: "snmp_template", ResourceID: id,
 			ResourceName: t.Name, PartnerID: *t.PartnerID, OrgID: *t.OrgID, Details: map[string]any{"oids": len(t.OIDs)}})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("update SNMP template: %w", err)
+	}
+	return t, nil
 }
 
 // DeleteTemplate removes a custom template no device uses (409 TEMPLATE_IN_USE otherwise);

@@ -212,7 +212,10 @@ func (s *Service) CreateThreshold(ctx context.Context, in SNMPThresholdInput) (S
 		return audit.Record(ctx, tx, audit.Entry{Action: "snmp_threshold.create", ResourceType: "snmp_threshold", ResourceID: id,
 			ResourceName: d.Name + " " + t.OID, PartnerID: t.PartnerID, OrgID: t.OrgID, Details: thresholdView(t)})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("create SNMP threshold: %w", err)
+	}
+	return t, nil
 }
 
 func thresholdView(t SNMPThreshold) map[string]any {
@@ -247,7 +250,7 @@ func (s *Service) UpdateThreshold(ctx context.Context, id string, in SNMPThresho
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE snmp_thresholds SET oid = $1, operator = $2, value = $3, severity = $4, breached = FALSE,
 			updated_at = $5 WHERE id = $6`, after.OID, after.Operator, after.Value, after.Severity, s.now(), id); err != nil {
-			return fmt.Errorf("update SNMP threshold: %w", err)
+			return fmt.Errorf("update SNMP threshold %s: %w", id, err)
 		}
 		if err := s.alerts.ResolveFrom(ctx, tx, source(d.SNMPDevice), thresholdKey(id), "the threshold was changed"); err != nil {
 			return err
@@ -259,7 +262,10 @@ func (s *Service) UpdateThreshold(ctx context.Context, id string, in SNMPThresho
 			ResourceName: d.Name + " " + t.OID, PartnerID: t.PartnerID, OrgID: t.OrgID,
 			Details: map[string]any{"before": thresholdView(before), "after": thresholdView(t)}})
 	})
-	return t, err
+	if err != nil {
+		return t, fmt.Errorf("update SNMP threshold: %w", err)
+	}
+	return t, nil
 }
 
 // DeleteThreshold removes a threshold and resolves its alert.

@@ -274,7 +274,10 @@ func (s *Service) CreateItem(ctx context.Context, in SoftwareCatalogInput) (Soft
 		return audit.Record(ctx, tx, audit.Entry{Action: "software.catalog.create", ResourceType: "software_catalog", ResourceID: id,
 			ResourceName: it.Name, PartnerID: at.PartnerID, OrgID: at.OrgID})
 	})
-	return it, err
+	if err != nil {
+		return it, fmt.Errorf("create catalog item: %w", err)
+	}
+	return it, nil
 }
 
 // UpdateItem changes a catalog item's fields; its scope never changes.
@@ -455,7 +458,10 @@ func (s *Service) AddVersion(ctx context.Context, itemID string, in SoftwareVers
 		out, err = s.insertVersion(ctx, tx, it, store.NewID(), spec, u.String(), "", sum, size)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("add software version: %w", err)
+	}
+	return out, nil
 }
 
 func validSHA256(s string) bool {

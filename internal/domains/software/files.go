@@ -80,7 +80,7 @@ func (s *Service) Upload(ctx context.Context, itemID string, in SoftwareUpload, 
 		if derr := s.blobs.Delete(context.WithoutCancel(ctx), key); derr != nil {
 			s.logger.ErrorContext(ctx, "the file of a version that was not recorded stays in blob storage", "key", key, "error", derr)
 		}
-		return SoftwareVersion{}, err
+		return SoftwareVersion{}, fmt.Errorf("upload software version: %w", err)
 	}
 	return out, nil
 }

@@ -234,7 +234,10 @@ func (s *Service) CreateOrganization(ctx context.Context, in NewOrganization) (O
 		o, err = s.CreateOrganizationIn(ctx, tx, in)
 		return err
 	})
-	return o, err
+	if err != nil {
+		return o, fmt.Errorf("create organization: %w", err)
+	}
+	return o, nil
 }
 
 // CreateOrganizationIn is CreateOrganization inside the caller's transaction (the partner API
@@ -388,7 +391,10 @@ func (s *Service) UpdateOrganization(ctx context.Context, id string, in Organiza
 		return audit.Record(ctx, tx, audit.Entry{Action: "organization.update", ResourceType: "organization",
 			ResourceID: id, ResourceName: o.Name, PartnerID: o.PartnerID, OrgID: id, Details: audit.Diff(before, o)})
 	})
-	return o, err
+	if err != nil {
+		return o, fmt.Errorf("update organization: %w", err)
+	}
+	return o, nil
 }
 
 // DeleteOrganization soft-deletes an organization: it disappears from lists and lookups,
@@ -451,5 +457,8 @@ func (s *Service) RestoreOrganization(ctx context.Context, id string) (Organizat
 		return audit.Record(ctx, tx, audit.Entry{Action: "organization.restore", ResourceType: "organization",
 			ResourceID: id, ResourceName: o.Name, PartnerID: o.PartnerID, OrgID: id})
 	})
-	return o, err
+	if err != nil {
+		return o, fmt.Errorf("restore organization: %w", err)
+	}
+	return o, nil
 }

@@ -191,7 +191,10 @@ func (s *Service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, 
 		return audit.Record(ctx, tx, audit.Entry{Action: "partner.create", ResourceType: "partner", ResourceID: id,
 			ResourceName: p.Name, PartnerID: id, Details: audit.Snapshot(p)})
 	})
-	return p, err
+	if err != nil {
+		return p, fmt.Errorf("create partner: %w", err)
+	}
+	return p, nil
 }
 
 // UpdatePartner changes a partner. Status and maxOrganizations are for system callers; a
@@ -241,7 +244,10 @@ func (s *Service) UpdatePartner(ctx context.Context, id string, in PartnerInput)
 		return audit.Record(ctx, tx, audit.Entry{Action: "partner.update", ResourceType: "partner", ResourceID: id,
 			ResourceName: p.Name, PartnerID: id, Details: audit.Diff(before, p)})
 	})
-	return p, err
+	if err != nil {
+		return p, fmt.Errorf("update partner: %w", err)
+	}
+	return p, nil
 }
 
 // DeletePartner soft-deletes a partner with no remaining organizations (system scope only);

@@ -143,7 +143,10 @@ func (s *Service) CreateSite(ctx context.Context, orgID string, in SiteInput) (S
 		st, err = s.insertSite(ctx, tx, org, in)
 		return err
 	})
-	return st, err
+	if err != nil {
+		return st, fmt.Errorf("create site: %w", err)
+	}
+	return st, nil
 }
 
 // CreateSiteIn adds a site to an organization the caller already resolved (the partner API
@@ -218,7 +221,10 @@ func (s *Service) UpdateSite(ctx context.Context, id string, in SiteInput) (Site
 		return audit.Record(ctx, tx, audit.Entry{Action: "site.update", ResourceType: "site", ResourceID: id,
 			ResourceName: st.Name, PartnerID: st.PartnerID, OrgID: st.OrgID, Details: audit.Diff(before, st)})
 	})
-	return st, err
+	if err != nil {
+		return st, fmt.Errorf("update site: %w", err)
+	}
+	return st, nil
 }
 
 // DeleteSite removes a site in scope.

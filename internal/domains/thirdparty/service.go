@@ -116,7 +116,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Pa
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: packageColumns, From: " FROM third_party_packages p",
 		Conds: conds, Args: &a, SortKey: "p.id", SortID: "p.id"}, page, scanPackage, func(p Package) (string, string) { return p.ID, p.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list third-party packages: %w", err)
 	}
 	if err := s.complete(ctx, s.db, rows); err != nil {
 		return nil, "", nil, err
@@ -258,7 +258,10 @@ func (s *Service) Create(ctx context.Context, in PackageInput) (Package, error) 
 		return audit.Record(ctx, tx, audit.Entry{Action: "third_party_package.create", ResourceType: "third_party_package",
 			ResourceID: p.ID, ResourceName: p.Vendor + " " + p.Name, Details: map[string]any{"versions": len(p.Versions)}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create third-party package: %w", err)
+	}
+	return out, nil
 }
 
 func nameTaken(p Package) error {
@@ -323,7 +326,10 @@ func (s *Service) Update(ctx context.Context, id string, in PackageInput) (Packa
 		return audit.Record(ctx, tx, audit.Entry{Action: "third_party_package.update", ResourceType: "third_party_package",
 			ResourceID: id, ResourceName: p.Vendor + " " + p.Name, Details: map[string]any{"versionsReplaced": in.Versions != nil}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update third-party package: %w", err)
+	}
+	return out, nil
 }
 
 // writeVersions inserts an entry's versions in order; a version whose installer is the
@@ -396,7 +402,7 @@ func (s *Service) QueueTest(ctx context.Context, id, version string) (SmokeTest,
 			if store.IsUniqueViolation(err) {
 				return apperr.ConflictCode(CodeTestInProgress, "a smoke test of this entry is queued or running; wait for its result")
 			}
-			return fmt.Errorf("queue a third-party smoke test: %w", err)
+			return fmt.Errorf("insert third-party smoke test: %w", err)
 		}
 		if out, err = scanTest(tx.QueryRowContext(ctx, `SELECT `+testColumns+` FROM third_party_tests WHERE id = $1`, testID)); err != nil {
 			return fmt.Errorf("read smoke test %s: %w", testID, err)
@@ -404,7 +410,10 @@ func (s *Service) QueueTest(ctx context.Context, id, version string) (SmokeTest,
 		return audit.Record(ctx, tx, audit.Entry{Action: "third_party_package.test", ResourceType: "third_party_package",
 			ResourceID: id, ResourceName: p.Vendor + " " + p.Name, Details: map[string]any{"version": version, "testId": testID}})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("queue a third-party smoke test: %w", err)
+	}
+	return out, nil
 }
 
 // maxEntries bounds the catalog that domains read whole (detection of applications on

@@ -199,7 +199,10 @@ func (s *Service) Create(ctx context.Context, in NewTunnel) (Tunnel, error) {
 		return audit.Record(ctx, tx, audit.Entry{Action: "tunnel.create", ResourceType: "tunnel", ResourceID: id,
 			ResourceName: d.Hostname, PartnerID: out.PartnerID, OrgID: out.OrgID, Details: auditView(out)})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("create tunnel: %w", err)
+	}
+	return out, nil
 }
 
 func auditView(t Tunnel) map[string]any {
@@ -230,11 +233,12 @@ func (s *Service) Close(ctx context.Context, id string) error {
 		return audit.Record(ctx, tx, audit.Entry{Action: "tunnel.delete", ResourceType: "tunnel", ResourceID: id,
 			ResourceName: t.TargetHost, PartnerID: t.PartnerID, OrgID: t.OrgID, Details: auditView(t)})
 	})
-	if err == nil {
-		// Kept-alive connections to the closed tunnel's target end now rather than when idle.
-		s.transport.CloseIdleConnections()
+	if err != nil {
+		return fmt.Errorf("close tunnel: %w", err)
 	}
-	return err
+	// Kept-alive connections to the closed tunnel's target end now rather than when idle.
+	s.transport.CloseIdleConnections()
+	return nil
 }
 
 // ticketKind is the tickets' kind of an http-ticket; its subject is the tunnel.

@@ -598,7 +598,7 @@ func (s *Service) FetchChangelogs(ctx context.Context) (int, error) {
 			return err
 		})
 		if err != nil {
-			return n, err
+			return n, fmt.Errorf("request changelogs from device %s: %w", d, err)
 		}
 		s.devices.Dispatch(ctx, cmds)
 		n += len(byDevice[d])

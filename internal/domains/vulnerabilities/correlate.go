@@ -395,7 +395,7 @@ func (s *Service) CorrelateAll(ctx context.Context) (int, error) {
 			return err
 		})
 		if err != nil {
-			return total, err
+			return total, fmt.Errorf("correlate devices: %w", err)
 		}
 	}
 	return total, s.refreshInBatches(ctx, touched)

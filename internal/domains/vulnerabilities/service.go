@@ -173,7 +173,10 @@ func (s *Service) AcceptRisk(ctx context.Context, id string, in VulnAcceptRisk) 
 		out, err = s.transition(ctx, tx, id, []string{StatusOpen}, StatusAccepted, in.AcceptedUntil, in.Note, "accept_risk", nil)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("accept risk of finding: %w", err)
+	}
+	return out, nil
 }
 
 func firstErr(errs ...error) error {
@@ -195,7 +198,10 @@ func (s *Service) Mitigate(ctx context.Context, id string, in VulnMitigate) (Vul
 		out, err = s.transition(ctx, tx, id, []string{StatusOpen}, StatusMitigated, nil, in.Note, "mitigate", nil)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("mitigate finding: %w", err)
+	}
+	return out, nil
 }
 
 // Reopen moves an accepted or mitigated finding back to open.
@@ -205,7 +211,10 @@ func (s *Service) Reopen(ctx context.Context, id string) (VulnFinding, error) {
 		out, err = s.transition(ctx, tx, id, []string{StatusAccepted, StatusMitigated}, StatusOpen, nil, "", "reopen", nil)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("reopen finding: %w", err)
+	}
+	return out, nil
 }
 
 // bulk applies one transition to each finding (1 to 200) in one transaction, reporting each.

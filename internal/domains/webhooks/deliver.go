@@ -339,7 +339,7 @@ func (s *Service) Deliveries(ctx context.Context, webhookID, status string, page
 		Conds: conds, Args: &a, SortKey: "d.id", SortID: "d.id", Desc: true}, page, scanDelivery,
 		func(d Delivery) (string, string) { return d.ID, d.ID })
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, fmt.Errorf("list webhook deliveries: %w", err)
 	}
 	return rows, next, total, s.attachLog(ctx, s.db, rows)
 }
@@ -386,10 +386,11 @@ func (s *Service) Retry(ctx context.Context, webhookID, deliveryID string) (Deli
 			ResourceName: w.Name, PartnerID: w.PartnerID, OrgID: store.Deref(w.OrgID),
 			Details: map[string]any{"deliveryId": deliveryID, "eventType": d.EventType, "previousStatus": d.Status}})
 	})
-	if err == nil {
-		s.Wake()
+	if err != nil {
+		return out, fmt.Errorf("retry webhook delivery: %w", err)
 	}
-	return out, err
+	s.Wake()
+	return out, nil
 }
 
 // Test sends a webhook.test event to the subscription now, whether or not it is enabled,

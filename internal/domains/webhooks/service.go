@@ -97,7 +97,10 @@ func (s *Service) List(ctx context.Context, orgID string, page store.Page) ([]We
 	for i, r := range rows {
 		out[i] = r.Webhook
 	}
-	return out, next, total, err
+	if err != nil {
+		return out, next, total, fmt.Errorf("list webhooks: %w", err)
+	}
+	return out, next, total, nil
 }
 
 // errPartnerWide refuses a partner-wide subscription to a caller that does not reach every
@@ -165,7 +168,7 @@ func (s *Service) Create(ctx context.Context, in NewWebhook) (Webhook, error) {
 	})
 	out.Secret = secret
 	if err != nil {
-		return Webhook{}, err
+		return Webhook{}, fmt.Errorf("create webhook: %w", err)
 	}
 	return out, nil
 }
@@ -265,7 +268,10 @@ func (s *Service) Update(ctx context.Context, id string, in WebhookUpdate) (Webh
 			ResourceName: out.Name, PartnerID: out.PartnerID, OrgID: store.Deref(out.OrgID),
 			Details: audit.Diff(auditView(before.Webhook), auditView(out))})
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("update webhook: %w", err)
+	}
+	return out, nil
 }
 
 // RotateSecret replaces the signing secret and returns the subscription with the new one,
