@@ -1,0 +1,311 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"gale/internal/app"
+	"gale/internal/domains/alerts"
+	"gale/internal/platform/access"
+	"gale/internal/platform/clock"
+	"gale/internal/testkit/apptest"
+)
+
+// visitor is a browser without JavaScript: a cookie jar, redirects not followed.
+type visitor struct {
+	t    *testing.T
+	e    *apptest.Env
+	c    *http.Client
+	csrf string
+}
+
+func newVisitor(t *testing.T, e *apptest.Env) *visitor {
+	jar, _ := cookiejar.New(nil)
+	return &visitor{t: t, e: e, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+type page struct {
+	status   int
+	location string
+	body     string
+	header   http.Header
+}
+
+func (v *visitor) do(method, path string, form url.Values, header map[string]string) page {
+	v.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, v.e.Server.URL+path, body)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", v.e.Server.URL)
+	}
+	for k, val := range header {
+		req.Header.Set(k, val)
+	}
+	res, err := v.c.Do(req)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	p := page{status: res.StatusCode, location: res.Header.Get("Location"), body: string(b), header: res.Header}
+	if m := csrfField.FindStringSubmatch(p.body); m != nil {
+		v.csrf = m[1]
+	}
+	return p
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func (v *visitor) get(path string) page { return v.do(http.MethodGet, path, nil, nil) }
+
+func (v *visitor) post(path string, form url.Values) page {
+	return v.do(http.MethodPost, path, form, nil)
+}
+
+// signIn signs in through the form and reads a page for its CSRF token.
+func (v *visitor) signIn(email, password string) {
+	v.t.Helper()
+	p := v.post("/signin", url.Values{"email": {email}, "password": {password}, "next": {"/"}})
+	if p.status != http.StatusSeeOther || p.location != "/" {
+		v.t.Fatalf("sign in as %s: %d to %q\n%s", email, p.status, p.location, p.body)
+	}
+	if p := v.get("/"); p.status != http.StatusOK || v.csrf == "" {
+		v.t.Fatalf("home after sign-in: %d, csrf %q", p.status, v.csrf)
+	}
+}
+
+func must(t *testing.T, p page, status int, contains ...string) {
+	t.Helper()
+	if p.status != status {
+		t.Fatalf("status %d, want %d (to %q)\n%s", p.status, status, p.location, p.body)
+	}
+	for _, s := range contains {
+		if !strings.Contains(p.body, s) {
+			t.Fatalf("the page lacks %q:\n%s", s, p.body)
+		}
+	}
+}
+
+func system() context.Context {
+	return access.WithPrincipal(context.Background(), &access.Principal{Kind: access.ActorSystem, Scope: access.SystemScope()})
+}
+
+func TestSignInPagesAndSignOut(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Acme")
+	dev := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-acme-01"})
+
+	v := newVisitor(t, e)
+	p := v.get("/devices?q=ws")
+	if p.status != http.StatusSeeOther || p.location != "/signin?next=%2Fdevices%3Fq%3Dws" {
+		t.Fatalf("a signed-out visit: %d to %q; want the sign-in page, coming back after it", p.status, p.location)
+	}
+	must(t, v.get(p.location), http.StatusOK, `action="/signin"`, `name="next" value="/devices?q=ws"`)
+	must(t, v.post("/signin", url.Values{"email": {apptest.AdminEmail}, "password": {"wrong"}}), http.StatusUnauthorized,
+		"invalid email or password")
+
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	home := v.get("/")
+	must(t, home, http.StatusOK, "Recently offline")
+	if csp := home.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+		t.Fatalf("the page's CSP is %q", csp)
+	}
+	must(t, v.get("/devices"), http.StatusOK, "ws-acme-01", `href="/devices/`+dev+`"`)
+	must(t, v.get("/devices?q=nothing-like-it"), http.StatusOK, "No device matches this filter")
+	must(t, v.get("/devices/"+dev), http.StatusOK, "<h1>ws-acme-01</h1>", "Acme Customer")
+	must(t, v.get("/devices/00000000-0000-4000-8000-000000000000"), http.StatusNotFound, "Not found")
+	must(t, v.get("/alerts"), http.StatusOK, "no alert is open")
+
+	// Signing out ends the session: its cookie no longer opens a page, even sent again.
+	cookie := v.c.Jar.Cookies(mustURL(t, e.Server.URL))
+	must(t, v.post("/signout", url.Values{"csrf": {v.csrf}}), http.StatusSeeOther)
+	again := newVisitor(t, e)
+	again.c.Jar.SetCookies(mustURL(t, e.Server.URL), cookie)
+	if p := again.get("/"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/signin") {
+		t.Fatalf("the cookie of a signed-out session opened the home page: %d %q", p.status, p.location)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// A user of one organization never sees another's device: not in the list, and its page is
+// the same 404 as a missing device's.
+func TestAnotherOrganizationsDeviceIsNotFound(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	mine := e.NewTenant(admin, "Mine")
+	theirs := e.NewTenant(admin, "Theirs")
+	e.InsertDevice(apptest.DeviceRow{PartnerID: mine.PartnerID, OrgID: mine.OrgID, SiteID: mine.SiteID, Hostname: "mine-01"})
+	foreign := e.InsertDevice(apptest.DeviceRow{PartnerID: theirs.PartnerID, OrgID: theirs.OrgID, SiteID: theirs.SiteID, Hostname: "theirs-01"})
+	a, err := app.Service[*alerts.Service](e.App).Raise(system(), alerts.Raised{DeviceID: foreign, Severity: "high", Title: "Disk full on theirs-01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	v := newVisitor(t, e)
+	v.signIn("mine-org@gale.test", apptest.UserPassword)
+	list := v.get("/devices")
+	must(t, list, http.StatusOK, "mine-01")
+	if strings.Contains(list.body, "theirs-01") {
+		t.Fatal("the list shows another organization's device")
+	}
+	foreignPage, missing := v.get("/devices/"+foreign), v.get("/devices/00000000-0000-4000-8000-000000000000")
+	must(t, foreignPage, http.StatusNotFound, "Not found")
+	if strip(foreignPage.body) != strip(missing.body) {
+		t.Fatalf("another organization's device does not look like a missing one:\n%s\n---\n%s", foreignPage.body, missing.body)
+	}
+	must(t, v.get("/alerts/"+a.ID), http.StatusNotFound)
+	if inbox := v.get("/alerts"); strings.Contains(inbox.body, "Disk full") {
+		t.Fatal("the inbox shows another organization's alert")
+	}
+	acted := v.do(http.MethodPost, "/alerts/"+a.ID+"/acknowledge", url.Values{}, map[string]string{"X-CSRF-Token": v.csrf})
+	must(t, acted, http.StatusNotFound)
+	if got, _ := app.Service[*alerts.Service](e.App).Get(system(), a.ID); got.Status != alerts.StatusActive {
+		t.Fatalf("another organization's user changed the alert to %s", got.Status)
+	}
+}
+
+var requestID = regexp.MustCompile(`Request ID: <code>[0-9a-f]+</code>`)
+
+func strip(body string) string { return requestID.ReplaceAllString(body, "") }
+
+// A state-changing request needs the session's CSRF token, in the form or in the header htmx
+// sends; the sign-in form needs to come from a page of the server.
+func TestCSRF(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Acme")
+	dev := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-01"})
+	svc := app.Service[*alerts.Service](e.App)
+	raise := func() string {
+		a, err := svc.Raise(system(), alerts.Raised{DeviceID: dev, Severity: "high", Title: "CPU hot"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.ID
+	}
+	status := func(id string) string {
+		a, err := svc.Get(system(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Status
+	}
+
+	v := newVisitor(t, e)
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	id := raise()
+	must(t, v.post("/alerts/"+id+"/acknowledge", url.Values{}), http.StatusForbidden, "security token")
+	must(t, v.post("/alerts/"+id+"/acknowledge", url.Values{"csrf": {strings.Repeat("0", 64)}}), http.StatusForbidden)
+	if s := status(id); s != alerts.StatusActive {
+		t.Fatalf("a request without a valid token changed the alert to %s", s)
+	}
+	p := v.post("/alerts/"+id+"/acknowledge", url.Values{"csrf": {v.csrf}})
+	if p.status != http.StatusSeeOther || p.location != "/alerts/"+id || status(id) != alerts.StatusAcknowledged {
+		t.Fatalf("the form with its token: %d to %q, alert %s", p.status, p.location, status(id))
+	}
+	// htmx sends the token as a header and swaps the row it gets back.
+	row := v.do(http.MethodPost, "/alerts/"+id+"/resolve", url.Values{}, map[string]string{"X-CSRF-Token": v.csrf, "HX-Request": "true"})
+	must(t, row, http.StatusOK, `<tr id="alert-`+id+`">`, "resolved")
+	// A second resolve loses: the API's 409, shown in the page's notice area.
+	again := v.do(http.MethodPost, "/alerts/"+id+"/resolve", url.Values{}, map[string]string{"X-CSRF-Token": v.csrf, "HX-Request": "true"})
+	must(t, again, http.StatusConflict, `class="notice notice-error"`)
+	if again.header.Get("HX-Retarget") != "#notice" {
+		t.Fatalf("an htmx error is not sent to the notice area: %v", again.header)
+	}
+
+	// A session's token is no other session's.
+	other := newVisitor(t, e)
+	other.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	if other.csrf == v.csrf {
+		t.Fatal("two sessions share a CSRF token")
+	}
+	id2 := raise()
+	must(t, other.post("/alerts/"+id2+"/acknowledge", url.Values{"csrf": {v.csrf}}), http.StatusForbidden)
+
+	// The sign-in form posted from another site is refused before the password is checked.
+	evil := newVisitor(t, e)
+	p = evil.do(http.MethodPost, "/signin", url.Values{"email": {apptest.AdminEmail}, "password": {apptest.AdminPassword}},
+		map[string]string{"Origin": "https://evil.example"})
+	must(t, p, http.StatusForbidden)
+	if len(evil.c.Jar.Cookies(mustURL(t, e.Server.URL))) != 0 {
+		t.Fatal("a cross-site sign-in got a session")
+	}
+}
+
+// A session ends after the idle timeout without a request; a live page's own refreshes do
+// not keep it alive.
+func TestIdleTimeout(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	e := apptest.New(t, apptest.WithClock(clk))
+	v := newVisitor(t, e)
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	idle := e.App.Config.ConsoleIdleTimeout
+
+	clk.Advance(idle - time.Minute)
+	must(t, v.get("/"), http.StatusOK)
+	clk.Advance(idle - time.Minute)
+	must(t, v.get("/"), http.StatusOK)
+	clk.Advance(idle / 2)
+	must(t, v.do(http.MethodGet, "/", nil, map[string]string{"X-Gale-Live": "1", "HX-Request": "true"}), http.StatusOK)
+	clk.Advance(idle/2 + time.Minute)
+	p := v.get("/devices")
+	if p.status != http.StatusSeeOther || !strings.Contains(p.location, "without+activity") {
+		t.Fatalf("after the idle timeout: %d to %q; want the sign-in page saying why", p.status, p.location)
+	}
+}
+
+// The return address after sign-in stays on this server.
+func TestSignInReturnsOnlyWithinTheServer(t *testing.T) {
+	e := apptest.New(t)
+	for next, want := range map[string]string{"/alerts": "/alerts", "//evil.example/x": "/", "https://evil.example": "/",
+		`/\evil.example`: "/"} {
+		v := newVisitor(t, e)
+		p := v.post("/signin", url.Values{"email": {apptest.AdminEmail}, "password": {apptest.AdminPassword}, "next": {next}})
+		if p.status != http.StatusSeeOther || p.location != want {
+			t.Errorf("next %q: %d to %q, want %q", next, p.status, p.location, want)
+		}
+	}
+}
+
+// Assets carry their hash: kept for a year, compressed when the browser takes gzip.
+func TestAssets(t *testing.T) {
+	e := apptest.New(t)
+	v := newVisitor(t, e)
+	signin := v.get("/signin")
+	m := regexp.MustCompile(`href="(/assets/console\.css\?v=[0-9a-f]+)"`).FindStringSubmatch(signin.body)
+	if m == nil {
+		t.Fatalf("no stylesheet link:\n%s", signin.body)
+	}
+	css := v.do(http.MethodGet, m[1], nil, map[string]string{"Accept-Encoding": "gzip"})
+	if css.status != http.StatusOK || css.header.Get("Content-Encoding") != "gzip" ||
+		!strings.Contains(css.header.Get("Cache-Control"), "immutable") || css.header.Get("Content-Type") != "text/css; charset=utf-8" {
+		t.Fatalf("stylesheet: %d %v", css.status, css.header)
+	}
+	stale := v.get("/assets/console.css?v=old")
+	if stale.status != http.StatusOK || stale.header.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("an asset asked with another hash: %d %v", stale.status, stale.header)
+	}
+	must(t, v.get("/assets/nothing.js"), http.StatusNotFound)
+}
