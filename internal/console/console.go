@@ -17,6 +17,7 @@ import (
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/identity"
+	"gale/internal/domains/scripts"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/bus"
 	"gale/internal/platform/clock"
@@ -34,6 +35,7 @@ type Deps struct {
 	Tenancy  *tenancy.Service
 	Devices  *devices.Service
 	Alerts   *alerts.Service
+	Scripts  *scripts.Service
 }
 
 // Options configure the console.
@@ -86,6 +88,8 @@ func (c *Console) Register(h *httpapi.Server) {
 
 	h.Handle("GET /devices", c.page(c.deviceList))
 	h.Handle("GET /devices/{id}", c.page(c.deviceDetail))
+	h.Handle("POST /devices/{id}/run", c.page(c.runScript))
+	h.Handle("GET /devices/{id}/commands/{command}/output", c.page(c.outputStream))
 
 	h.Handle("GET /alerts", c.page(c.alertList))
 	h.Handle("GET /alerts/{id}", c.page(c.alertDetail))

@@ -7,6 +7,7 @@ import (
 
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/scripts"
 	"gale/internal/platform/store"
 )
 
@@ -122,6 +123,8 @@ type deviceDetailPage struct {
 	OrgName, SiteName string
 	// CanAlerts tells whether the user may read alerts.
 	CanAlerts bool
+	// Scripts are those the user may run here.
+	Scripts []scripts.Script
 }
 
 func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
@@ -142,6 +145,9 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+	}
+	if pg.Scripts, err = c.runnableScripts(r, d.OSType); err != nil {
+		return err
 	}
 	title := d.Hostname
 	if d.DisplayName != nil && *d.DisplayName != "" {

@@ -27,6 +27,9 @@ func TestConsole(t *testing.T) {
 		"titleTemplate": "Memory {{value}}% on {{hostname}}", "cooldownMinutes": 0,
 		"conditions": map[string]any{"type": "threshold", "metric": "ramPercent", "operator": "gt", "value": 1, "durationMinutes": 0}}, nil)
 
+	s.must(201, "POST", "/scripts", map[string]any{"orgId": acme.OrgID, "name": "Say hello", "osTypes": []string{"linux"},
+		"language": "bash", "content": "echo first-line\nsleep 3\necho second-line >&2\nexit 3"}, nil)
+
 	// A technician of the other organization only.
 	create := exec.Command(galeBinary(t), "user", "create", "--email", "tech@other.example", "--level", "organization",
 		"--partner-id", other.PartnerID, "--org-id", other.OrgID, "--password", "Tech-Passw0rd")
@@ -98,6 +101,18 @@ func TestConsole(t *testing.T) {
 	deviceID := strings.TrimPrefix(deviceURL, "/devices/")
 	b.navigate(s.base + deviceURL)
 	b.waitText(10*time.Second, "the device page", "h1", hostname)
+
+	// A script's output streams into the page while it runs.
+	b.run(10*time.Second, "run the script",
+		chromedp.SetValue(chromedp.CSS(`#run-script`), b.attr(`#run-script option:nth-child(2)`, "value")),
+		chromedp.Click(chromedp.CSS(`#run-script + button`)))
+	b.waitText(30*time.Second, "the script's first line", "#run-output [data-output]", "first-line")
+	if got := get(b, 5*time.Second, "read the output", chromedp.Evaluate[string](textOf("#run-output"))); strings.Contains(got, "second-line") ||
+		!strings.Contains(got, "running") {
+		t.Fatalf("the first line did not arrive while the script ran: %q", got)
+	}
+	b.waitText(30*time.Second, "the script's end", "#run-output [data-run-status]", "failed (exit 3)")
+	b.waitText(5*time.Second, "the script's stderr", "#run-output .out-stderr", "second-line")
 	b.shoot("device")
 
 	// The alert of the rule reaches the inbox; it is acknowledged there.

@@ -36,8 +36,45 @@
     });
   }
 
+  // A command's output panel follows its stream until the command ends.
+  function follow(root) {
+    root.querySelectorAll("[data-stream]:not([data-following])").forEach(function (panel) {
+      panel.setAttribute("data-following", "");
+      var out = panel.querySelector("[data-output]");
+      var badge = panel.querySelector("[data-run-status]");
+      var source = new EventSource(panel.getAttribute("data-stream"));
+      source.addEventListener("output", function (e) {
+        var d = JSON.parse(e.data);
+        if (d.replace) {
+          out.querySelectorAll(".out-" + d.stream).forEach(function (n) { n.remove(); });
+        }
+        var span = document.createElement("span");
+        span.className = "out-" + d.stream;
+        span.textContent = d.text;
+        out.appendChild(span);
+        out.scrollTop = out.scrollHeight;
+      });
+      source.addEventListener("done", function (e) {
+        var d = JSON.parse(e.data);
+        source.close();
+        badge.textContent = d.status + (d.exitCode !== null && d.exitCode !== undefined ? " (exit " + d.exitCode + ")" : "");
+        badge.className = "badge " + (d.status === "completed" && d.exitCode === 0 ? "status-online" : "status-offline");
+        if (d.error) {
+          var err = document.createElement("span");
+          err.className = "out-stderr";
+          err.textContent = "\n" + d.error;
+          out.appendChild(err);
+        }
+      });
+      source.onerror = function () { if (source.readyState === EventSource.CLOSED) badge.textContent = "disconnected"; };
+    });
+  }
+
+  document.addEventListener("htmx:afterSwap", function () { follow(document); });
+
   document.addEventListener("DOMContentLoaded", function () {
     listen();
+    follow(document);
     document.querySelectorAll("[data-theme-toggle]").forEach(function (b) { b.addEventListener("click", toggleTheme); });
     document.querySelectorAll("form[data-autosubmit] select").forEach(function (s) {
       s.addEventListener("change", function () { s.form.submit(); });
