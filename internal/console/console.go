@@ -17,6 +17,7 @@ import (
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/identity"
+	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/bus"
@@ -36,6 +37,7 @@ type Deps struct {
 	Devices  *devices.Service
 	Alerts   *alerts.Service
 	Scripts  *scripts.Service
+	Remote   *remote.Service
 }
 
 // Options configure the console.
@@ -89,6 +91,7 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("GET /devices", c.page(c.deviceList))
 	h.Handle("GET /devices/{id}", c.page(c.deviceDetail))
 	h.Handle("POST /devices/{id}/run", c.page(c.runScript))
+	h.Handle("POST /devices/{id}/terminal", c.page(c.openTerminal))
 	h.Handle("GET /devices/{id}/commands/{command}/output", c.page(c.outputStream))
 
 	h.Handle("GET /alerts", c.page(c.alertList))

@@ -125,6 +125,8 @@ type deviceDetailPage struct {
 	CanAlerts bool
 	// Scripts are those the user may run here.
 	Scripts []scripts.Script
+	// CanTerminal tells whether the user may open a terminal.
+	CanTerminal bool
 }
 
 func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
@@ -146,6 +148,7 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	pg.CanTerminal = c.HTTP.Permits(r.Context(), "create-remote-session") && d.Status == "online"
 	if pg.Scripts, err = c.runnableScripts(r, d.OSType); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,6 +115,34 @@ func TestConsole(t *testing.T) {
 	b.waitText(30*time.Second, "the script's end", "#run-output [data-run-status]", "failed (exit 3)")
 	b.waitText(5*time.Second, "the script's stderr", "#run-output .out-stderr", "second-line")
 	b.shoot("device")
+
+	// The terminal: a command echoes, and the shell follows the window's size.
+	b.run(10*time.Second, "open the terminal", chromedp.Click(chromedp.CSS(`form[action$="/terminal"] button`)))
+	b.waitText(30*time.Second, "the terminal connected", "#terminal-status", "connected")
+	typeIn := func(line string) {
+		b.run(10*time.Second, "type "+line, chromedp.Focus(chromedp.CSS(`.xterm-helper-textarea`)), typeLine(line))
+	}
+	typeIn("echo hi-from-$((40+2))")
+	b.waitText(15*time.Second, "the echo", "#terminal .xterm-rows", "hi-from-42")
+	typeIn("stty size | sed 's/ /x/'")
+	size := func() string {
+		rows := get(b, 5*time.Second, "read the terminal", chromedp.Evaluate[string](textOf("#terminal .xterm-rows")))
+		m := regexp.MustCompile(`(\d+)x(\d+)`).FindAllString(rows, -1)
+		if len(m) == 0 {
+			return ""
+		}
+		return m[len(m)-1]
+	}
+	b.waitText(15*time.Second, "the first size", "#terminal .xterm-rows", "x")
+	before := ""
+	waitFor(t, 10*time.Second, "stty size", func() bool { before = size(); return before != "" })
+	b.shoot("terminal")
+	b.run(10*time.Second, "resize the window", chromedp.EmulateViewport(900, 560))
+	time.Sleep(500 * time.Millisecond)
+	typeIn("clear; stty size | sed 's/ /x/'")
+	after := ""
+	waitFor(t, 15*time.Second, "stty size after the resize", func() bool { after = size(); return after != "" && after != before })
+	b.run(10*time.Second, "restore the window", chromedp.EmulateViewport(1366, 900))
 
 	// The alert of the rule reaches the inbox; it is acknowledged there.
 	b.navigate(s.base + "/alerts")
