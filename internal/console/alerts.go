@@ -121,3 +121,54 @@ type alertRow struct {
 	Alert  alerts.Alert
 	CanAct bool
 }
+
+// maxBulkAlerts is how many alerts one bulk action takes, as the API's bulk operation.
+const maxBulkAlerts = 100
+
+// bulkOutcome is the notice a bulk action answers.
+type bulkOutcome struct {
+	Action                string
+	Done, Changed, Absent int
+}
+
+// alertBulk acknowledges or resolves the selected alerts, each on its own as the API's bulk
+// operation does; the inbox then refreshes itself.
+func (c *Console) alertBulk(w http.ResponseWriter, r *http.Request) error {
+	if err := r.ParseForm(); err != nil {
+		return apperr.Invalid("form", "the form could not be read")
+	}
+	action := r.PostForm.Get("action")
+	op, ok := alertActions[action]
+	if !ok {
+		return apperr.Invalid("action", "acknowledge or resolve the selected alerts")
+	}
+	if err := c.allow(r.Context(), op); err != nil {
+		return err
+	}
+	ids := r.PostForm["ids"]
+	if len(ids) == 0 {
+		return apperr.Invalid("ids", "select the alerts first")
+	}
+	if len(ids) > maxBulkAlerts {
+		return apperr.Invalid("ids", "select at most 100 alerts at a time")
+	}
+	results, err := c.Alerts.Bulk(r.Context(), action, ids, alerts.ActionInput{})
+	if err != nil {
+		return err
+	}
+	out := bulkOutcome{Action: action}
+	for _, res := range results {
+		switch res.Status {
+		case "ok":
+			out.Done++
+		case "conflict":
+			out.Changed++
+		default:
+			out.Absent++
+		}
+	}
+	w.Header().Set("HX-Retarget", "#notice")
+	w.Header().Set("HX-Reswap", "innerHTML")
+	w.Header().Set("HX-Trigger", "live")
+	return c.render(w, r, http.StatusOK, "alerts", "bulk-outcome", view{Data: out})
+}

@@ -16,6 +16,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
@@ -38,6 +39,7 @@ type Deps struct {
 	Alerts   *alerts.Service
 	Scripts  *scripts.Service
 	Remote   *remote.Service
+	Groups   *groups.Service
 }
 
 // Options configure the console.
@@ -89,12 +91,14 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("GET /live", c.page(c.liveStream))
 
 	h.Handle("GET /devices", c.page(c.deviceList))
+	h.Handle("POST /devices/bulk", c.page(c.deviceBulk))
 	h.Handle("GET /devices/{id}", c.page(c.deviceDetail))
 	h.Handle("POST /devices/{id}/run", c.page(c.runScript))
 	h.Handle("POST /devices/{id}/terminal", c.page(c.openTerminal))
 	h.Handle("GET /devices/{id}/commands/{command}/output", c.page(c.outputStream))
 
 	h.Handle("GET /alerts", c.page(c.alertList))
+	h.Handle("POST /alerts/bulk", c.page(c.alertBulk))
 	h.Handle("GET /alerts/{id}", c.page(c.alertDetail))
 	h.Handle("POST /alerts/{id}/{action}", c.page(c.alertAct))
 }

@@ -309,3 +309,96 @@ func TestAssets(t *testing.T) {
 	}
 	must(t, v.get("/assets/nothing.js"), http.StatusNotFound)
 }
+
+// The inbox acts on the selected alerts, each on its own: the notice counts what moved and
+// what had moved already.
+func TestAlertBulk(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Acme")
+	dev := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-01"})
+	svc := app.Service[*alerts.Service](e.App)
+	var ids []string
+	for _, title := range []string{"CPU hot", "Disk full"} {
+		a, err := svc.Raise(system(), alerts.Raised{DeviceID: dev, Severity: "high", Title: title})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, a.ID)
+	}
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	must(t, v.get("/alerts"), http.StatusOK, `name="ids" value="`+ids[0]+`"`, "Acknowledge selected")
+	hx := map[string]string{"X-CSRF-Token": v.csrf, "HX-Request": "true"}
+	p := v.do(http.MethodPost, "/alerts/bulk", url.Values{"action": {"acknowledge"}, "ids": ids}, hx)
+	must(t, p, http.StatusOK, "2 alerts acknowledged")
+	if p.header.Get("HX-Trigger") != "live" {
+		t.Fatalf("the inbox is not told to refresh: %v", p.header)
+	}
+	for _, id := range ids {
+		if a, _ := svc.Get(system(), id); a.Status != alerts.StatusAcknowledged {
+			t.Fatalf("alert %s is %s after the bulk acknowledge", id, a.Status)
+		}
+	}
+	must(t, v.do(http.MethodPost, "/alerts/bulk", url.Values{"action": {"acknowledge"}, "ids": ids}, hx), http.StatusOK,
+		"0 alerts acknowledged; 2 had already moved on")
+	must(t, v.do(http.MethodPost, "/alerts/bulk", url.Values{"action": {"dismiss"}, "ids": ids}, hx), http.StatusBadRequest)
+	must(t, v.do(http.MethodPost, "/alerts/bulk", url.Values{"action": {"resolve"}}, hx), http.StatusBadRequest, "select the alerts first")
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = ids[0]
+	}
+	must(t, v.do(http.MethodPost, "/alerts/bulk", url.Values{"action": {"resolve"}, "ids": many}, hx), http.StatusBadRequest, "at most 100")
+}
+
+// The device list's bulk actions: a script on the selected devices, a static group, a reboot;
+// a device of another organization among them is reported, not touched.
+func TestDeviceBulk(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Acme")
+	other := e.NewTenant(admin, "Other")
+	a := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-a"})
+	b := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-b"})
+	foreign := e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "ws-x"})
+	var script, group struct {
+		ID string `json:"id"`
+	}
+	e.Must(http.StatusCreated, ten.Org, "POST", "/api/v1/scripts", map[string]any{"name": "Hello", "osTypes": []string{"linux"},
+		"language": "sh", "content": "echo hello"}).JSON(t, &script)
+	e.Must(http.StatusCreated, ten.Org, "POST", "/api/v1/groups", map[string]any{"orgId": ten.OrgID, "name": "Kiosks",
+		"type": "static"}).JSON(t, &group)
+
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	must(t, v.get("/devices"), http.StatusOK, "Run on selected", "Kiosks", "Reboot selected", `name="ids" value="`+a+`"`)
+	hx := map[string]string{"X-CSRF-Token": v.csrf, "HX-Request": "true"}
+	ids := []string{a, b, foreign}
+	must(t, v.do(http.MethodPost, "/devices/bulk", url.Values{"action": {"run-script"}, "script": {script.ID}, "ids": ids}, hx),
+		http.StatusOK, "2 devices: the script started")
+	must(t, v.do(http.MethodPost, "/devices/bulk", url.Values{"action": {"add-to-group"}, "group": {group.ID}, "ids": ids}, hx),
+		http.StatusOK, "2 devices: added to the group")
+	var members struct {
+		Data []struct {
+			DeviceID string `json:"deviceId"`
+		} `json:"data"`
+	}
+	e.Must(http.StatusOK, ten.Org, "GET", "/api/v1/groups/"+group.ID+"/devices", nil).JSON(t, &members)
+	if len(members.Data) != 2 {
+		t.Fatalf("the group has %d members, want the 2 devices of the organization", len(members.Data))
+	}
+	must(t, v.do(http.MethodPost, "/devices/bulk", url.Values{"action": {"reboot"}, "ids": ids}, hx), http.StatusOK,
+		"2 devices: a reboot is on its way")
+	var cmds struct {
+		Data []struct {
+			Type string `json:"type"`
+		} `json:"data"`
+	}
+	e.Must(http.StatusOK, admin, "GET", "/api/v1/devices/"+foreign+"/commands", nil).JSON(t, &cmds)
+	if len(cmds.Data) != 0 {
+		t.Fatalf("the device of another organization got %d commands", len(cmds.Data))
+	}
+	must(t, v.do(http.MethodPost, "/devices/bulk", url.Values{"action": {"run-script"}, "ids": ids}, hx), http.StatusBadRequest,
+		"choose the script to run")
+	must(t, v.do(http.MethodPost, "/devices/bulk", url.Values{"action": {"wipe"}, "ids": ids}, hx), http.StatusBadRequest)
+	must(t, v.post("/devices/bulk", url.Values{"action": {"reboot"}, "ids": ids}), http.StatusForbidden)
+}

@@ -28,6 +28,8 @@ type deviceListPage struct {
 	First  string
 	// Self is the list's address, which live updates fetch again.
 	Self string
+	// Bulk are the actions on selected devices the user may take.
+	Bulk bulkTools
 }
 
 type deviceQuery struct {
@@ -97,6 +99,9 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg := deviceListPage{Devices: list, Query: q, Counts: counts, Self: r.URL.RequestURI()}
+	if pg.Bulk, err = c.bulkTools(r); err != nil {
+		return err
+	}
 	for _, n := range counts {
 		pg.All += n
 	}

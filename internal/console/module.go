@@ -6,6 +6,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
@@ -18,7 +19,8 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 	c, err := New(Deps{HTTP: k.HTTP, Logger: k.Logger, Clock: k.Clock, Bus: k.Bus,
 		Auth: module.Get[*auth.Service](k), Identity: module.Get[*identity.Service](k), Tenancy: module.Get[*tenancy.Service](k),
 		Devices: module.Get[*devices.Service](k), Alerts: module.Get[*alerts.Service](k),
-		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k)},
+		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k),
+		Groups: module.Get[*groups.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version})
 	if err != nil {

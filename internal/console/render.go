@@ -159,6 +159,8 @@ type errorPage struct {
 	Message string
 	Next    string
 	Request string
+	// Details say which field broke which rule.
+	Details []apperr.Detail
 }
 
 // fail shows an error: the API's message and what to do next, as a page, or as a notice in
@@ -172,7 +174,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		ae = &apperr.Error{Kind: apperr.KindInternal, Code: "INTERNAL", Message: "something went wrong on the server"}
 	}
 	status := httpapi.StatusOf(ae)
-	e := errorPage{Status: status, Message: ae.Message, Request: access.RequestFrom(r.Context()).ID}
+	e := errorPage{Status: status, Message: ae.Message, Request: access.RequestFrom(r.Context()).ID, Details: ae.Details}
 	switch ae.Kind {
 	case apperr.KindNotFound:
 		e.Heading = "Not found"

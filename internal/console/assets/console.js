@@ -18,6 +18,8 @@
 
   function refresh(kind) {
     document.querySelectorAll("[data-live]").forEach(function (el) {
+      // A list with a selection waits: refreshing it would drop what the user ticked.
+      if (el.querySelector("input[name=ids]:checked")) return;
       if (el.getAttribute("data-live").split(" ").indexOf(kind) >= 0 && window.htmx) {
         window.htmx.trigger(el, "live");
       }
@@ -84,6 +86,15 @@
   document.addEventListener("click", function (e) {
     var t = e.target.closest("[data-dismiss]");
     if (t) t.parentElement.remove();
+  });
+
+  // A "select all" box ticks the boxes of its name in its form.
+  document.addEventListener("change", function (e) {
+    var all = e.target.closest("[data-check-all]");
+    if (!all) return;
+    all.form.querySelectorAll('input[type=checkbox][name="' + all.getAttribute("data-check-all") + '"]').forEach(function (b) {
+      b.checked = all.checked;
+    });
   });
 
   // "/" focuses the search of the page (or the global one), as in most consoles.
