@@ -62,6 +62,8 @@ type Console struct {
 	pages  pages
 	assets *assets
 	live   *hub
+	// counts caches the fleet-wide summaries of the pages.
+	counts *summaries
 }
 
 // New parses the pages and prepares the assets.
@@ -74,7 +76,8 @@ func New(d Deps, o Options) (*Console, error) {
 	if c.pages, err = parsePages(c.assets, c.clock); err != nil {
 		return nil, fmt.Errorf("console pages: %w", err)
 	}
-	c.live = newHub(d.Logger)
+	c.counts = newSummaries(c.clock)
+	c.live = newHub(d.Logger, c.counts.clear)
 	return c, nil
 }
 

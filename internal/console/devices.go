@@ -94,7 +94,8 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	counts, err := c.Devices.StatusCounts(r.Context(), f)
+	counts, err := cached(c.counts, principal(r.Context()).Scope, "device-counts|"+strings.Join(f.OrgIDs, ",")+"|"+f.Search,
+		func() (map[string]int, error) { return c.Devices.StatusCounts(r.Context(), f) })
 	if err != nil {
 		return err
 	}

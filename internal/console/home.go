@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 
 	"gale/internal/domains/alerts"
@@ -28,8 +29,23 @@ const homeListSize = 8
 
 func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	pg := homePage{CanDevices: c.HTTP.Permits(ctx, "list-devices"), CanAlerts: c.HTTP.Permits(ctx, "list-alerts")}
+	canDevices, canAlerts := c.HTTP.Permits(ctx, "list-devices"), c.HTTP.Permits(ctx, "list-alerts")
 	org := c.currentOrg(r)
+	pg, err := cached(c.counts, principal(ctx).Scope, fmt.Sprintf("home|%s|%t|%t", org, canDevices, canAlerts),
+		func() (homePage, error) { return c.homeData(r, org, canDevices, canAlerts) })
+	if err != nil {
+		return err
+	}
+	if r.Header.Get("HX-Target") == "home-live" {
+		return c.render(w, r, http.StatusOK, "home", "home-live", view{Data: pg})
+	}
+	return c.render(w, r, http.StatusOK, "home", "", view{Title: "Home", Section: "home", Data: pg})
+}
+
+// homeData reads the dashboard's parts the user may see.
+func (c *Console) homeData(r *http.Request, org string, canDevices, canAlerts bool) (homePage, error) {
+	ctx := r.Context()
+	pg := homePage{CanDevices: canDevices, CanAlerts: canAlerts}
 	if pg.CanDevices {
 		f := devices.ListFilter{}
 		if org != "" {
@@ -37,30 +53,27 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 		}
 		var err error
 		if pg.Counts, err = c.Devices.StatusCounts(ctx, f); err != nil {
-			return err
+			return pg, err
 		}
 		for _, n := range pg.Counts {
 			pg.Devices += n
 		}
 		f.Status, f.Sort, f.Desc = "offline", "lastSeen", true
 		if pg.Offline, _, _, err = c.Devices.List(ctx, f, store.Page{Limit: homeListSize}); err != nil {
-			return err
+			return pg, err
 		}
 		pg.FirstRun = pg.Devices == 0
 	}
 	if pg.CanAlerts {
 		var err error
 		if pg.Summary, err = c.Alerts.Summarize(ctx, org); err != nil {
-			return err
+			return pg, err
 		}
 		pg.Urgent, _, _, err = c.Alerts.List(ctx, alerts.ListFilter{OrgID: org, Statuses: openAlertStatuses,
 			Severities: []string{"critical", "high"}}, store.Page{Limit: homeListSize})
 		if err != nil {
-			return err
+			return pg, err
 		}
 	}
-	if r.Header.Get("HX-Target") == "home-live" {
-		return c.render(w, r, http.StatusOK, "home", "home-live", view{Data: pg})
-	}
-	return c.render(w, r, http.StatusOK, "home", "", view{Title: "Home", Section: "home", Data: pg})
+	return pg, nil
 }

@@ -37,12 +37,14 @@ var liveEvents = []string{"device.enrolled", "device.online", "device.offline", 
 // hub fans changes out to the open pages of this node.
 type hub struct {
 	logger *slog.Logger
-	mu     sync.Mutex
-	subs   map[chan change]access.Scope
+	// changed runs on every change, before the pages hear of it.
+	changed func()
+	mu      sync.Mutex
+	subs    map[chan change]access.Scope
 }
 
-func newHub(logger *slog.Logger) *hub {
-	return &hub{logger: logger, subs: map[chan change]access.Scope{}}
+func newHub(logger *slog.Logger, changed func()) *hub {
+	return &hub{logger: logger, changed: changed, subs: map[chan change]access.Scope{}}
 }
 
 // consumer turns recorded events into notices on the bus, once for the whole installation.
@@ -65,6 +67,7 @@ func (h *hub) deliver(payload string) {
 		h.logger.Warn("console: unreadable live change", "error", err)
 		return
 	}
+	h.changed()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub, scope := range h.subs {

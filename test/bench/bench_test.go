@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -414,4 +415,58 @@ func reportLatencies(b *testing.B, latencies []time.Duration) {
 	}
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// BenchmarkConsolePages renders the web console's pages server-side over 100,000 devices of
+// one partner (100 organizations), signed in as the partner's administrator, from 8
+// concurrent clients: the device list (first page, the next page, a search, and the
+// fragment a live change fetches) and the home page.
+func BenchmarkConsolePages(b *testing.B) {
+	app.TuneRuntime()
+	e := apptest.New(b)
+	seedDevices(b, e, 100_000)
+	form := url.Values{"email": {"bench@gale.test"}, "password": {apptest.UserPassword}, "next": {"/"}}
+	req, _ := http.NewRequest(http.MethodPost, e.Server.URL+"/signin", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.Server.URL)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res.Body.Close()
+	var session string
+	for _, c := range res.Cookies() {
+		if c.Name == "gale_session" {
+			session = c.Value
+		}
+	}
+	if session == "" {
+		b.Fatalf("sign-in answered %d without a session", res.StatusCode)
+	}
+	page := func(extra ...string) apptest.Caller {
+		h := http.Header{"Cookie": {"gale_session=" + session}, "Accept-Encoding": {"gzip"}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			h.Set(extra[i], extra[i+1])
+		}
+		return apptest.Caller{Header: h}
+	}
+	body := e.Do(apptest.Caller{Header: http.Header{"Cookie": {"gale_session=" + session}}}, "GET", "/devices", nil).Body
+	next := regexp.MustCompile(`href="(/devices\?cursor=[^"]+)"`).FindSubmatch(body)
+	if next == nil {
+		b.Fatalf("the device list has no next page:\n%s", body)
+	}
+	nextURL := strings.ReplaceAll(string(next[1]), "&amp;", "&")
+	for _, bc := range []struct {
+		name, path string
+		caller     apptest.Caller
+	}{
+		{"DevicesFirstPage", "/devices", page()},
+		{"DevicesNextPage", nextURL, page()},
+		{"DevicesSearch", "/devices?q=host-0999", page()},
+		{"DevicesLiveRefresh", "/devices", page("HX-Request", "true", "HX-Target", "device-table", "X-Gale-Live", "1")},
+		{"Home", "/", page()},
+	} {
+		b.Run(bc.name, func(b *testing.B) { apptest.MeasureGets(b, e.Server.URL+bc.path, bc.caller, 8) })
+	}
 }

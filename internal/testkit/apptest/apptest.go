@@ -160,7 +160,21 @@ func (r *Response) ErrorCode() string {
 type Caller struct {
 	Token  string // bearer access token
 	APIKey string // X-API-Key
+	// Header holds further headers (a console session's Cookie).
 	Header http.Header
+}
+
+// apply sets the caller's credential and headers on req.
+func (c Caller) apply(req *http.Request) {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if c.APIKey != "" {
+		req.Header.Set("X-API-Key", c.APIKey)
+	}
+	for k, v := range c.Header {
+		req.Header[k] = v
+	}
 }
 
 // Bearer is a caller with an access token.
@@ -196,15 +210,7 @@ func (e *Env) Do(c Caller, method, path string, body any) *Response {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	if c.APIKey != "" {
-		req.Header.Set("X-API-Key", c.APIKey)
-	}
-	for k, v := range c.Header {
-		req.Header[k] = v
-	}
+	c.apply(req)
 	res, err := e.Server.Client().Do(req)
 	if err != nil {
 		e.T.Fatalf("%s %s: %v", method, path, err)

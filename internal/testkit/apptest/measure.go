@@ -16,7 +16,7 @@ func MeasureGets(b *testing.B, target string, caller Caller, clients int) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients * 2}}
 	get := func() time.Duration {
 		req, _ := http.NewRequest("GET", target, nil)
-		req.Header.Set("Authorization", "Bearer "+caller.Token)
+		caller.apply(req)
 		start := time.Now()
 		res, err := client.Do(req)
 		if err != nil {
