@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
@@ -19,7 +20,7 @@ var deviceStatuses = []string{"online", "offline", "pending"}
 
 // deviceListPage is the device list's data.
 type deviceListPage struct {
-	Devices []*devices.Device
+	Devices []deviceRow
 	// Query is the filter as sent; Next and First page through it.
 	Query  deviceQuery
 	Counts map[string]int
@@ -99,7 +100,7 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pg := deviceListPage{Devices: list, Query: q, Counts: counts, Self: r.URL.RequestURI()}
+	pg := deviceListPage{Devices: c.deviceRows(r, list), Query: q, Counts: counts, Self: r.URL.RequestURI()}
 	if pg.Bulk, err = c.bulkTools(r); err != nil {
 		return err
 	}
@@ -166,4 +167,36 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 		return c.render(w, r, http.StatusOK, "device", "device-status", view{Data: pg})
 	}
 	return c.render(w, r, http.StatusOK, "device", "", view{Title: title, Section: "devices", Data: pg})
+}
+
+// deviceRow is a row of the device list, its text made ready: a page shows 50 of them, and
+// every value a template computes costs on every row.
+type deviceRow struct {
+	ID, Name, Status, OS, IP, Agent, Org string
+	Tags                                 []string
+	// Seen, SeenAt and SeenISO say when the device was last heard from ("" for never).
+	Seen, SeenAt, SeenISO string
+}
+
+func (c *Console) deviceRows(r *http.Request, list []*devices.Device) []deviceRow {
+	now := c.clock.Now()
+	rows := make([]deviceRow, len(list))
+	for i, d := range list {
+		row := deviceRow{ID: d.ID, Name: d.Hostname, Status: d.Status, OS: d.OSName, IP: d.IPAddress, Agent: d.AgentVersion,
+			Org: d.OrgID, Tags: d.Tags}
+		if d.DisplayName != nil && *d.DisplayName != "" {
+			row.Name = *d.DisplayName
+		}
+		if row.OS == "" {
+			row.OS = d.OSType
+		} else if d.OSVersion != "" {
+			row.OS += " " + d.OSVersion
+		}
+		if d.LastSeen != nil {
+			row.Seen, row.SeenAt, row.SeenISO = ago(now.Sub(*d.LastSeen)), d.LastSeen.UTC().Format(timeLayout),
+				d.LastSeen.UTC().Format(time.RFC3339)
+		}
+		rows[i] = row
+	}
+	return rows
 }

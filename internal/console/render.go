@@ -58,7 +58,7 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 	return template.FuncMap{
 		"asset": a.url,
 		"ago":   func(t time.Time) string { return ago(clk.Now().Sub(t)) },
-		"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+		"when":  func(t time.Time) string { return t.UTC().Format(timeLayout) },
 		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"bytes": humanBytes,
 		"deref": func(s *string) string {
@@ -87,6 +87,9 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 		},
 	}
 }
+
+// timeLayout is how pages write a moment.
+const timeLayout = "2006-01-02 15:04 UTC"
 
 // view is what every page's template gets.
 type view struct {

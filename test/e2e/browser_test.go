@@ -124,12 +124,40 @@ func (b *browser) theme(scheme string) {
 // violation axe-core calls serious or critical.
 func (b *browser) shoot(name string) {
 	b.t.Helper()
+	b.weigh(name)
 	for _, scheme := range []string{"light", "dark"} {
 		b.theme(scheme)
 		b.screenshot(name + "-" + scheme)
 		b.axe(name + " (" + scheme + ")")
 	}
 	b.theme("light")
+}
+
+// maxPageWeight is the most a main page may weigh on a first visit, compressed.
+const maxPageWeight = 250 << 10
+
+// weigh records what the page transferred compressed on a first visit (its HTML and every
+// script, stylesheet and image it loaded, cached or not), and fails the test above
+// maxPageWeight.
+func (b *browser) weigh(name string) {
+	b.t.Helper()
+	bytes := get(b, 10*time.Second, "weigh "+name, chromedp.Evaluate[int](`(() => {
+		const nav = performance.getEntriesByType("navigation")[0];
+		let n = nav ? nav.encodedBodySize : 0;
+		for (const r of performance.getEntriesByType("resource")) {
+			if (["script", "link", "css", "img"].includes(r.initiatorType)) n += r.encodedBodySize;
+		}
+		return n;
+	})()`))
+	b.t.Logf("page weight %s: %d bytes", name, bytes)
+	line := fmt.Sprintf("%s %d\n", name, bytes)
+	if f, err := os.OpenFile(filepath.Join(b.shots, "weights.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
+		f.WriteString(line)
+		f.Close()
+	}
+	if bytes > maxPageWeight {
+		b.t.Errorf("%s weighs %d bytes compressed, more than %d", name, bytes, maxPageWeight)
+	}
 }
 
 var axeSource string
