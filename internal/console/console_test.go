@@ -402,3 +402,15 @@ func TestDeviceBulk(t *testing.T) {
 	must(t, v.do(http.MethodPost, "/devices/bulk", url.Values{"action": {"wipe"}, "ids": ids}, hx), http.StatusBadRequest)
 	must(t, v.post("/devices/bulk", url.Values{"action": {"reboot"}, "ids": ids}), http.StatusForbidden)
 }
+
+// Forms keep the API's input policy: no NUL or control characters, at most 1 MiB.
+func TestFormInputPolicy(t *testing.T) {
+	e := apptest.New(t)
+	v := newVisitor(t, e)
+	must(t, v.post("/signin", url.Values{"email": {"admin\x00@gale.test"}, "password": {"x"}}), http.StatusBadRequest, "control characters")
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	must(t, v.get("/devices?q=a%00b"), http.StatusBadRequest, "control characters")
+	must(t, v.post("/devices/bulk", url.Values{"csrf": {v.csrf}, "action": {"reboot\x1b"}}), http.StatusBadRequest)
+	big := v.post("/devices/bulk", url.Values{"csrf": {v.csrf}, "script": {strings.Repeat("x", 1<<20)}})
+	must(t, big, http.StatusRequestEntityTooLarge)
+}

@@ -6,13 +6,18 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"gale/internal/domains/auth"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
+	"gale/internal/platform/httpapi"
 )
 
 // sessionCookie holds the refresh token of the browser's session.
@@ -30,6 +35,10 @@ func (c *Console) public(h handler) http.Handler {
 			c.fail(w, r, apperr.Forbidden("this form was not sent from a page of this server: reload the page and try again"))
 			return
 		}
+		if err := readForm(w, r); err != nil {
+			c.fail(w, r, err)
+			return
+		}
 		if err := h(w, r); err != nil {
 			c.fail(w, r, err)
 		}
@@ -42,6 +51,10 @@ func (c *Console) public(h handler) http.Handler {
 func (c *Console) page(h handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.secureHeaders(w)
+		if err := readForm(w, r); err != nil {
+			c.fail(w, r, err)
+			return
+		}
 		// A page's own refresh after a live change is not the user's doing.
 		p, err := c.session(r, r.Header.Get("X-Gale-Live") == "")
 		if err != nil {
@@ -154,3 +167,39 @@ func safeNext(next string) string {
 
 // principal is the signed-in user of a page's request.
 func principal(ctx context.Context) *access.Principal { return access.PrincipalFrom(ctx) }
+
+// maxFormBytes bounds a form (a script's content is the largest field).
+const maxFormBytes = 1 << 20
+
+// readForm reads the query and, for a state-changing request, the form body, under the API's
+// input policy: valid UTF-8 without NUL or control characters other than line breaks and
+// tabs, and a body of at most maxFormBytes.
+func readForm(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	}
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &apperr.Error{Kind: apperr.KindTooLarge, Code: apperr.CodeTooLarge, Message: "the form is larger than 1 MiB"}
+		}
+		return apperr.Invalid("form", "the form could not be read: "+err.Error())
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Form)) {
+		for _, v := range r.Form[name] {
+			if !utf8.ValidString(name) || !utf8.ValidString(v) || httpapi.HasControl(name, false) || httpapi.HasControl(v, true) {
+				return apperr.Invalid(strings.ToValidUTF8(strings.Map(printable, name), "?"),
+					"must be text without NUL or control characters")
+			}
+		}
+	}
+	return nil
+}
+
+// printable keeps a field's name printable in an error.
+func printable(r rune) rune {
+	if r < 0x20 || r == 0x7f {
+		return '?'
+	}
+	return r
+}
