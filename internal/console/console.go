@@ -100,6 +100,15 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /devices/{id}/terminal", c.page(c.openTerminal))
 	h.Handle("GET /devices/{id}/commands/{command}/output", c.page(c.outputStream))
 
+	h.Handle("GET /scripts", c.page(c.scriptList))
+	h.Handle("GET /scripts/new", c.page(c.scriptNew))
+	h.Handle("POST /scripts", c.page(c.scriptCreate))
+	h.Handle("GET /scripts/executions/{id}", c.page(c.executionDetail))
+	h.Handle("GET /scripts/{id}", c.page(c.scriptDetail))
+	h.Handle("POST /scripts/{id}", c.page(c.scriptUpdate))
+	h.Handle("GET /scripts/{id}/edit", c.page(c.scriptEdit))
+	h.Handle("POST /scripts/{id}/run", c.page(c.runOnGroup))
+
 	h.Handle("GET /alerts", c.page(c.alertList))
 	h.Handle("POST /alerts/bulk", c.page(c.alertBulk))
 	h.Handle("GET /alerts/{id}", c.page(c.alertDetail))

@@ -414,3 +414,60 @@ func TestFormInputPolicy(t *testing.T) {
 	big := v.post("/devices/bulk", url.Values{"csrf": {v.csrf}, "script": {strings.Repeat("x", 1<<20)}})
 	must(t, big, http.StatusRequestEntityTooLarge)
 }
+
+// Scripts: written and edited in the console (each save a version), refused input shown in the
+// editor with what was typed, run on a group, and another organization's script not found.
+func TestScriptPages(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Acme")
+	other := e.NewTenant(admin, "Other")
+	dev := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-a"})
+	var group, foreign struct {
+		ID string `json:"id"`
+	}
+	e.Must(http.StatusCreated, ten.Org, "POST", "/api/v1/groups", map[string]any{"orgId": ten.OrgID, "name": "Kiosks",
+		"type": "static"}).JSON(t, &group)
+	e.Must(http.StatusOK, ten.Org, "POST", "/api/v1/groups/"+group.ID+"/devices", map[string]any{"deviceIds": []string{dev}})
+	e.Must(http.StatusCreated, other.Org, "POST", "/api/v1/scripts", map[string]any{"name": "Theirs", "osTypes": []string{"linux"},
+		"language": "sh", "content": "echo"}).JSON(t, &foreign)
+
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	must(t, v.get("/scripts"), http.StatusOK, "No scripts yet", `href="/scripts/new"`)
+	must(t, v.get("/scripts/new"), http.StatusOK, `name="content"`)
+	form := url.Values{"csrf": {v.csrf}, "name": {"Disk check"}, "language": {"bash"}, "osTypes": {"linux"}, "runAs": {"system"},
+		"timeoutSeconds": {"60"}, "content": {""}}
+	refused := v.post("/scripts", form)
+	must(t, refused, http.StatusBadRequest, "Not saved", "content is empty", `value="Disk check"`)
+	form.Set("content", "df -h\r\n")
+	created := v.post("/scripts", form)
+	if created.status != http.StatusSeeOther || !strings.HasPrefix(created.location, "/scripts/") {
+		t.Fatalf("create: %d to %q\n%s", created.status, created.location, created.body)
+	}
+	page := v.get(created.location)
+	must(t, page, http.StatusOK, "<h1>Disk check</h1>", "df -h", "Kiosks")
+	id := strings.TrimPrefix(created.location, "/scripts/")
+
+	must(t, v.get("/scripts/"+id+"/edit"), http.StatusOK, `value="Disk check"`, "df -h")
+	form.Set("content", "df -h /")
+	form.Set("versionNote", "only the root")
+	must(t, v.post("/scripts/"+id, form), http.StatusSeeOther)
+	must(t, v.get("/scripts/"+id), http.StatusOK, "df -h /", "only the root", "<dd>2</dd>")
+
+	run := v.post("/scripts/"+id+"/run", url.Values{"csrf": {v.csrf}, "group": {group.ID}})
+	if run.status != http.StatusSeeOther || !strings.Contains(run.location, "started=1") {
+		t.Fatalf("run on the group: %d to %q\n%s", run.status, run.location, run.body)
+	}
+	detail := v.get("/scripts/" + id)
+	m := regexp.MustCompile(`href="/scripts/executions/([0-9a-f-]+)"`).FindStringSubmatch(detail.body)
+	if m == nil {
+		t.Fatalf("no run listed:\n%s", detail.body)
+	}
+	must(t, v.get("/scripts/executions/"+m[1]), http.StatusOK, "Run of Disk check", `data-stream="/devices/`+dev+`/commands/`)
+
+	must(t, v.get("/scripts/"+foreign.ID), http.StatusNotFound, "Not found")
+	must(t, v.get("/scripts/"+foreign.ID+"/edit"), http.StatusNotFound)
+	must(t, v.post("/scripts/"+foreign.ID, form), http.StatusNotFound)
+	must(t, v.post("/scripts/"+foreign.ID+"/run", url.Values{"csrf": {v.csrf}, "group": {group.ID}}), http.StatusNotFound)
+}

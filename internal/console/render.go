@@ -69,6 +69,14 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 		},
 		"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", v) },
 		"list": func(v ...string) []string { return v },
+		"osName": func(os string) string {
+			if name, ok := osNames[os]; ok {
+				return name
+			}
+			return os
+		},
+		// output wraps a command's output panel for its template.
+		"output": func(o runOutput) view { return view{Data: o} },
 		// row wraps one alert of the inbox for its row's template.
 		"row": func(a alerts.Alert, canAct bool) view { return view{Data: alertRow{Alert: a, CanAct: canAct}} },
 		"title": func(s string) string {
@@ -87,6 +95,9 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 		},
 	}
 }
+
+// osNames are the operating systems' names as people write them.
+var osNames = map[string]string{"linux": "Linux", "windows": "Windows", "macos": "macOS"}
 
 // timeLayout is how pages write a moment.
 const timeLayout = "2006-01-02 15:04 UTC"

@@ -104,8 +104,9 @@ func TestConsole(t *testing.T) {
 	b.waitText(10*time.Second, "the device page", "h1", hostname)
 
 	// A script's output streams into the page while it runs.
+	scriptID := b.attr(`#run-script option:nth-child(2)`, "value")
 	b.run(10*time.Second, "run the script",
-		chromedp.SetValue(chromedp.CSS(`#run-script`), b.attr(`#run-script option:nth-child(2)`, "value")),
+		chromedp.SetValue(chromedp.CSS(`#run-script`), scriptID),
 		chromedp.Click(chromedp.CSS(`#run-script + button`)))
 	b.waitText(30*time.Second, "the script's first line", "#run-output [data-output]", "first-line")
 	if got := get(b, 5*time.Second, "read the output", chromedp.Evaluate[string](textOf("#run-output"))); strings.Contains(got, "second-line") ||
@@ -115,6 +116,12 @@ func TestConsole(t *testing.T) {
 	b.waitText(30*time.Second, "the script's end", "#run-output [data-run-status]", "failed (exit 3)")
 	b.waitText(5*time.Second, "the script's stderr", "#run-output .out-stderr", "second-line")
 	b.shoot("device")
+	for name, path := range map[string]string{"scripts": "/scripts", "script": "/scripts/" + scriptID, "script-edit": "/scripts/" + scriptID + "/edit"} {
+		b.navigate(s.base + path)
+		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
+		b.shoot(name)
+	}
+	b.navigate(s.base + deviceURL)
 
 	// The terminal: a command echoes, and the shell follows the window's size.
 	b.run(10*time.Second, "open the terminal", chromedp.Click(chromedp.CSS(`form[action$="/terminal"] button`)))
