@@ -16,6 +16,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/enrollment"
 	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
 	"gale/internal/domains/remote"
@@ -28,18 +29,19 @@ import (
 
 // Deps are the services the console's pages call.
 type Deps struct {
-	HTTP     *httpapi.Server
-	Logger   *slog.Logger
-	Clock    clock.Clock
-	Bus      bus.Bus
-	Auth     *auth.Service
-	Identity *identity.Service
-	Tenancy  *tenancy.Service
-	Devices  *devices.Service
-	Alerts   *alerts.Service
-	Scripts  *scripts.Service
-	Remote   *remote.Service
-	Groups   *groups.Service
+	HTTP       *httpapi.Server
+	Logger     *slog.Logger
+	Clock      clock.Clock
+	Bus        bus.Bus
+	Auth       *auth.Service
+	Identity   *identity.Service
+	Tenancy    *tenancy.Service
+	Devices    *devices.Service
+	Alerts     *alerts.Service
+	Scripts    *scripts.Service
+	Remote     *remote.Service
+	Groups     *groups.Service
+	Enrollment *enrollment.Service
 }
 
 // Options configure the console.
@@ -52,6 +54,10 @@ type Options struct {
 	SecureCookies bool
 	// Version is shown in the footer.
 	Version string
+	// PublicURL is where agents reach the server: the install commands name it.
+	PublicURL string
+	// KeyTTL is the lifetime of an enrollment key created without one.
+	KeyTTL time.Duration
 }
 
 // Console serves the pages.
@@ -91,6 +97,10 @@ func (c *Console) Register(h *httpapi.Server) {
 
 	h.Handle("GET /", c.page(c.home))
 	h.Handle("POST /scope", c.page(c.setScope))
+	h.Handle("GET /start", c.page(c.start))
+	h.Handle("POST /start/partner", c.page(c.startPartner))
+	h.Handle("POST /start/organization", c.page(c.startOrg))
+	h.Handle("POST /start/key", c.page(c.startKey))
 	h.Handle("GET /live", c.page(c.liveStream))
 
 	h.Handle("GET /devices", c.page(c.deviceList))

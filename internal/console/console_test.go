@@ -471,3 +471,59 @@ func TestScriptPages(t *testing.T) {
 	must(t, v.post("/scripts/"+foreign.ID, form), http.StatusNotFound)
 	must(t, v.post("/scripts/"+foreign.ID+"/run", url.Values{"csrf": {v.csrf}, "group": {group.ID}}), http.StatusNotFound)
 }
+
+// The guide from an empty installation to the install command: a partner, an organization,
+// then an enrollment key whose command names this server, the key and its secret.
+func TestStartGuide(t *testing.T) {
+	e := apptest.New(t)
+	v := newVisitor(t, e)
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	must(t, v.get("/"), http.StatusOK, `href="/start"`)
+	must(t, v.get("/start"), http.StatusOK, "Create the partner", "After the partner.")
+	must(t, v.post("/start/partner", url.Values{"csrf": {v.csrf}, "name": {strings.Repeat("x", 201)}}), http.StatusBadRequest,
+		"1 to 200 characters")
+	must(t, v.post("/start/partner", url.Values{"csrf": {v.csrf}, "name": {"Acme IT"}}), http.StatusSeeOther)
+	page := v.get("/start")
+	must(t, page, http.StatusOK, "Done: Acme IT.", "Create the organization")
+	partnerID := regexp.MustCompile(`<option value="([0-9a-f-]+)">Acme IT</option>`).FindStringSubmatch(page.body)
+	if partnerID == nil {
+		t.Fatalf("no partner to choose:\n%s", page.body)
+	}
+	must(t, v.post("/start/organization", url.Values{"csrf": {v.csrf}, "partnerId": {partnerID[1]}, "name": {"Contoso"}}),
+		http.StatusSeeOther)
+	page = v.get("/start")
+	must(t, page, http.StatusOK, "Create the key and show the install command")
+	orgID := regexp.MustCompile(`<option value="([0-9a-f-]+)">Contoso</option>`).FindStringSubmatch(page.body)
+	must(t, v.post("/start/key", url.Values{"csrf": {v.csrf}, "orgId": {orgID[1]}, "name": {"Laptops"}, "maxUsage": {"0"}}),
+		http.StatusBadRequest)
+	created := v.post("/start/key", url.Values{"csrf": {v.csrf}, "orgId": {orgID[1]}, "name": {"Laptops"}, "maxUsage": {"3"},
+		"ttlHours": {"2"}})
+	m := regexp.MustCompile(`curl -fsSL ` + regexp.QuoteMeta(e.App.Config.PublicURL) +
+		`/api/v1/agents/install.sh \| sudo sh -s -- --key (\S+) --secret (\S+)</pre>`).FindStringSubmatch(created.body)
+	if created.status != http.StatusCreated || m == nil {
+		t.Fatalf("the key: %d\n%s", created.status, created.body)
+	}
+	var keys struct {
+		Data []struct {
+			Name     string `json:"name"`
+			MaxUsage int    `json:"maxUsage"`
+		} `json:"data"`
+	}
+	e.Must(http.StatusOK, e.Admin(), "GET", "/api/v1/enrollment-keys?orgId="+orgID[1], nil).JSON(t, &keys)
+	if len(keys.Data) != 1 || keys.Data[0].Name != "Laptops" || keys.Data[0].MaxUsage != 3 {
+		t.Fatalf("enrollment keys = %+v", keys.Data)
+	}
+	// The key and secret of the command enroll an agent.
+	res := e.Do(apptest.Anonymous, "POST", "/api/v1/agents/enroll", map[string]any{"enrollmentKey": m[1], "enrollmentSecret": m[2],
+		"hostname": "laptop-1", "osType": "linux", "osVersion": "12", "architecture": "amd64", "agentVersion": "1.0.0"})
+	if res.Status != http.StatusCreated {
+		t.Fatalf("enrolling with the command's key: %d %s", res.Status, res.Body)
+	}
+
+	// An organization's user cannot create a partner.
+	e.NewTenant(e.Admin(), "Other")
+	org := newVisitor(t, e)
+	org.signIn("other-org@gale.test", apptest.UserPassword)
+	must(t, org.get("/start"), http.StatusOK)
+	must(t, org.post("/start/partner", url.Values{"csrf": {org.csrf}, "name": {"Mine"}}), http.StatusForbidden)
+}

@@ -6,6 +6,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/enrollment"
 	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
 	"gale/internal/domains/remote"
@@ -20,9 +21,9 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Auth: module.Get[*auth.Service](k), Identity: module.Get[*identity.Service](k), Tenancy: module.Get[*tenancy.Service](k),
 		Devices: module.Get[*devices.Service](k), Alerts: module.Get[*alerts.Service](k),
 		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k),
-		Groups: module.Get[*groups.Service](k)},
+		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
-			Version: k.Version})
+			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,7 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) error {
 		if err := c.Auth.Logout(r.Context(), ck.Value, ""); err != nil {
 			return err
 		}
+		c.HTTP.Succeeded(r.Context(), "logout")
 	}
 	c.clearSession(w)
 	http.Redirect(w, r, "/signin?reason=You+signed+out.", http.StatusSeeOther)

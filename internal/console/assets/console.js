@@ -86,6 +86,12 @@
   document.addEventListener("click", function (e) {
     var t = e.target.closest("[data-dismiss]");
     if (t) t.parentElement.remove();
+    var copy = e.target.closest("[data-copy]");
+    if (copy && navigator.clipboard) {
+      navigator.clipboard.writeText(document.getElementById(copy.getAttribute("data-copy")).textContent).then(function () {
+        copy.textContent = "Copied";
+      });
+    }
   });
 
   // A "select all" box ticks the boxes of its name in its form.

@@ -220,6 +220,16 @@ func (s *Server) Allow(ctx context.Context, id string) error {
 	return s.gate(ctx, r, p, "missing permission ")
 }
 
+// Succeeded runs what follows a success of the operation id, as the API does after its
+// handler: for an operation marked ChangesAccess, every node forgets the principals and
+// organization pages it cached. Callers that reach the operation's service another way (the
+// console) call it after the service succeeded.
+func (s *Server) Succeeded(ctx context.Context, id string) {
+	if r, ok := s.routes[id]; ok && r.ChangesAccess && s.opts.AfterWrite != nil {
+		s.opts.AfterWrite(ctx)
+	}
+}
+
 // Permits is Allow without recording a refusal: whether to offer the operation at all (a
 // page leaves out the buttons and menus of what its user may not do).
 func (s *Server) Permits(ctx context.Context, id string) bool {
