@@ -129,6 +129,16 @@ func TestSignInPagesAndSignOut(t *testing.T) {
 	must(t, v.get("/devices"), http.StatusOK, "ws-acme-01", `href="/devices/`+dev+`"`)
 	must(t, v.get("/devices?q=nothing-like-it"), http.StatusOK, "No device matches this filter")
 	must(t, v.get("/devices/"+dev), http.StatusOK, "<h1>ws-acme-01</h1>", "Acme Customer")
+	if strings.Contains(v.get("/devices/"+dev).body, "data-chart") {
+		t.Fatal("a device without metrics has a chart")
+	}
+	for i, cpu := range []float64{12.5, 40, 97} {
+		if _, err := e.App.DB.SQL.Exec(`INSERT INTO device_metrics (device_id, recorded_at, cpu_percent, ram_percent, disk_percent, sample)
+			VALUES ($1, $2, $3, 50, 60, '{}')`, dev, time.Now().UTC().Add(time.Duration(i-3)*time.Minute), cpu); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(t, v.get("/devices/"+dev), http.StatusOK, `data-chart="{&#34;t&#34;:[`, `&#34;cpu&#34;:[12.5,40,97]`, "uPlot.iife.min.js")
 	must(t, v.get("/devices/00000000-0000-4000-8000-000000000000"), http.StatusNotFound, "Not found")
 	must(t, v.get("/alerts"), http.StatusOK, "no alert is open")
 

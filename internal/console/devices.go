@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -134,6 +135,30 @@ type deviceDetailPage struct {
 	Scripts []scripts.Script
 	// CanTerminal tells whether the user may open a terminal.
 	CanTerminal bool
+	// Chart is the last hour of metrics as the chart script reads it (JSON); empty without
+	// metrics.
+	Chart string
+}
+
+// chartSeries is the metrics chart's data: Unix seconds, then each series' percentages.
+type chartSeries struct {
+	T    []int64   `json:"t"`
+	CPU  []float64 `json:"cpu"`
+	RAM  []float64 `json:"ram"`
+	Disk []float64 `json:"disk"`
+}
+
+func chartOf(points []devices.MetricPoint) (string, error) {
+	if len(points) < 2 {
+		return "", nil
+	}
+	var s chartSeries
+	for _, p := range points {
+		s.T = append(s.T, p.RecordedAt.Unix())
+		s.CPU, s.RAM, s.Disk = append(s.CPU, p.CPUPercent), append(s.RAM, p.RAMPercent), append(s.Disk, p.DiskPercent)
+	}
+	b, err := json.Marshal(s)
+	return string(b), err
 }
 
 func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
@@ -156,6 +181,9 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	pg.CanTerminal = c.HTTP.Permits(r.Context(), "create-remote-session") && d.Status == "online"
+	if pg.Chart, err = chartOf(d.RecentMetrics); err != nil {
+		return err
+	}
 	if pg.Scripts, err = c.runnableScripts(r, d.OSType); err != nil {
 		return err
 	}

@@ -74,9 +74,25 @@
 
   document.addEventListener("htmx:afterSwap", function () { follow(document); });
 
+  // Metrics charts: the data is in the element's data-chart, as percentages per Unix second.
+  function charts() {
+    if (!window.uPlot) return;
+    var style = getComputedStyle(document.documentElement);
+    var colour = function (name) { return style.getPropertyValue(name).trim(); };
+    document.querySelectorAll("[data-chart]").forEach(function (el) {
+      var d = JSON.parse(el.getAttribute("data-chart"));
+      var series = [{}, { label: "CPU %", stroke: colour("--link"), width: 2 },
+        { label: "Memory %", stroke: colour("--ok"), width: 2 }, { label: "Disk %", stroke: colour("--warn"), width: 2 }];
+      var axis = { stroke: colour("--muted"), grid: { stroke: colour("--border") }, ticks: { stroke: colour("--border") } };
+      new window.uPlot({ width: el.clientWidth || 600, height: 220, series: series,
+        scales: { y: { range: [0, 100] } }, axes: [axis, axis] }, [d.t, d.cpu, d.ram, d.disk], el);
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     listen();
     follow(document);
+    charts();
     document.querySelectorAll("[data-theme-toggle]").forEach(function (b) { b.addEventListener("click", toggleTheme); });
     document.querySelectorAll("form[data-autosubmit] select").forEach(function (s) {
       s.addEventListener("change", function () { s.form.submit(); });
