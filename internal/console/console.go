@@ -97,6 +97,11 @@ func (c *Console) Register(h *httpapi.Server) {
 
 	h.Handle("GET /", c.page(c.home))
 	h.Handle("POST /scope", c.page(c.setScope))
+	h.Handle("GET /account", c.page(c.account))
+	h.Handle("POST /account/mfa/setup", c.page(c.mfaSetup))
+	h.Handle("POST /account/mfa/enable", c.page(c.mfaEnable))
+	h.Handle("POST /account/mfa/disable", c.page(c.mfaDisable))
+	h.Handle("POST /account/password", c.page(c.changePassword))
 	h.Handle("GET /start", c.page(c.start))
 	h.Handle("POST /start/partner", c.page(c.startPartner))
 	h.Handle("POST /start/organization", c.page(c.startOrg))

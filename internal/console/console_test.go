@@ -16,6 +16,8 @@ import (
 	"gale/internal/platform/access"
 	"gale/internal/platform/clock"
 	"gale/internal/testkit/apptest"
+
+	"github.com/pquerna/otp/totp"
 )
 
 // visitor is a browser without JavaScript: a cookie jar, redirects not followed.
@@ -536,4 +538,42 @@ func TestStartGuide(t *testing.T) {
 	org.signIn("other-org@gale.test", apptest.UserPassword)
 	must(t, org.get("/start"), http.StatusOK)
 	must(t, org.post("/start/partner", url.Values{"csrf": {org.csrf}, "name": {"Mine"}}), http.StatusForbidden)
+}
+
+// A user turns two-step verification on from the console; sign-in then asks for a code; a
+// password change ends the session.
+func TestAccountMFAAndPassword(t *testing.T) {
+	e := apptest.New(t)
+	v := newVisitor(t, e)
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	must(t, v.get("/account"), http.StatusOK, "Off.", `action="/account/mfa/setup"`)
+	must(t, v.post("/account/mfa/setup", url.Values{"csrf": {v.csrf}, "password": {"wrong"}}), http.StatusUnauthorized)
+	setup := v.post("/account/mfa/setup", url.Values{"csrf": {v.csrf}, "password": {apptest.AdminPassword}})
+	m := regexp.MustCompile(`id="mfa-secret">([A-Z2-7]+)</pre>`).FindStringSubmatch(setup.body)
+	if setup.status != http.StatusOK || m == nil || !strings.Contains(setup.body, `href="otpauth://totp/`) {
+		t.Fatalf("setup: %d\n%s", setup.status, setup.body)
+	}
+	code, _ := totp.GenerateCode(m[1], time.Now())
+	on := v.post("/account/mfa/enable", url.Values{"csrf": {v.csrf}, "code": {code}, "password": {apptest.AdminPassword}})
+	must(t, on, http.StatusOK, "Two-step verification is on", "recovery codes")
+	must(t, v.get("/account"), http.StatusOK, "On: signing in asks for a code")
+
+	other := newVisitor(t, e)
+	p := other.post("/signin", url.Values{"email": {apptest.AdminEmail}, "password": {apptest.AdminPassword}, "next": {"/"}})
+	must(t, p, http.StatusOK, `action="/signin/mfa"`)
+	temp := regexp.MustCompile(`name="tempToken" value="([^"]+)"`).FindStringSubmatch(p.body)
+	next, _ := totp.GenerateCode(m[1], time.Now().Add(30*time.Second))
+	if p := other.post("/signin/mfa", url.Values{"tempToken": {temp[1]}, "code": {next}, "next": {"/"}}); p.status != http.StatusSeeOther {
+		t.Fatalf("second step: %d\n%s", p.status, p.body)
+	}
+
+	must(t, v.post("/account/password", url.Values{"csrf": {v.csrf}, "current": {apptest.AdminPassword}, "next": {"short"}}),
+		http.StatusBadRequest)
+	changed := v.post("/account/password", url.Values{"csrf": {v.csrf}, "current": {apptest.AdminPassword}, "next": {"New-Passw0rd-1"}})
+	if changed.status != http.StatusSeeOther || !strings.HasPrefix(changed.location, "/signin") {
+		t.Fatalf("change password: %d to %q", changed.status, changed.location)
+	}
+	if p := other.get("/"); p.status != http.StatusSeeOther {
+		t.Fatalf("another session of the user survived the password change: %d", p.status)
+	}
 }
