@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gale/internal/domains/alerts"
+	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/enrollment"
@@ -42,6 +43,7 @@ type Deps struct {
 	Remote     *remote.Service
 	Groups     *groups.Service
 	Enrollment *enrollment.Service
+	Audit      *audit.Log
 }
 
 // Options configure the console.
@@ -97,6 +99,7 @@ func (c *Console) Register(h *httpapi.Server) {
 
 	h.Handle("GET /", c.page(c.home))
 	h.Handle("POST /scope", c.page(c.setScope))
+	h.Handle("GET /audit", c.page(c.auditLog))
 	h.Handle("GET /account", c.page(c.account))
 	h.Handle("POST /account/mfa/setup", c.page(c.mfaSetup))
 	h.Handle("POST /account/mfa/enable", c.page(c.mfaEnable))

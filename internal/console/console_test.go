@@ -577,3 +577,17 @@ func TestAccountMFAAndPassword(t *testing.T) {
 		t.Fatalf("another session of the user survived the password change: %d", p.status)
 	}
 }
+
+// The audit log page searches the entries in the user's scope.
+func TestAuditPage(t *testing.T) {
+	e := apptest.New(t)
+	v := newVisitor(t, e)
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	must(t, v.get("/"), http.StatusOK, `href="/audit"`)
+	must(t, v.get("/audit?q=auth.login"), http.StatusOK, "<code>auth.login</code>", apptest.AdminEmail)
+	if p := v.get("/audit?q=nothing.of.the.kind"); !strings.Contains(p.body, "No entry matches") {
+		t.Fatalf("a search that matches nothing:\n%s", p.body)
+	}
+	must(t, v.get("/audit?category=other"), http.StatusBadRequest)
+	must(t, v.get("/audit?q="+strings.Repeat("x", 201)), http.StatusBadRequest)
+}

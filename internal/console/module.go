@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"gale/internal/domains/alerts"
+	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/enrollment"
@@ -21,7 +22,8 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Auth: module.Get[*auth.Service](k), Identity: module.Get[*identity.Service](k), Tenancy: module.Get[*tenancy.Service](k),
 		Devices: module.Get[*devices.Service](k), Alerts: module.Get[*alerts.Service](k),
 		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k),
-		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k)},
+		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k),
+		Audit: module.Get[*audit.Log](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

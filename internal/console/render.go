@@ -113,6 +113,8 @@ type view struct {
 	Version string
 	// Path is the page's path, where a form of the layout returns to.
 	Path string
+	// Nav tells which sections of the side bar the user may open.
+	Nav map[string]bool
 	// Data is the page's own.
 	Data any
 }
@@ -132,6 +134,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 			return err
 		}
 		v.Scope = scope
+		if fragment == "" {
+			v.Nav = c.nav(r)
+		}
 	}
 	v.Version, v.Path = c.opts.Version, r.URL.Path
 	name := "layout"
@@ -155,6 +160,18 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err
+}
+
+// sections are the side bar's entries and the API operation each one's page stands for.
+var sections = map[string]string{"devices": "list-devices", "alerts": "list-alerts", "scripts": "list-scripts",
+	"start": "create-enrollment-key", "audit": "search-audit"}
+
+func (c *Console) nav(r *http.Request) map[string]bool {
+	out := make(map[string]bool, len(sections))
+	for name, op := range sections {
+		out[name] = c.HTTP.Permits(r.Context(), op)
+	}
+	return out
 }
 
 // contentSecurityPolicy lets pages load only this server's own scripts, styles and
