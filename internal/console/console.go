@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"gale/internal/domains/alerts"
+	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
@@ -44,6 +45,7 @@ type Deps struct {
 	Groups     *groups.Service
 	Enrollment *enrollment.Service
 	Audit      *audit.Log
+	APIKeys    *apikeys.Service
 }
 
 // Options configure the console.
@@ -100,6 +102,9 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("GET /", c.page(c.home))
 	h.Handle("POST /scope", c.page(c.setScope))
 	h.Handle("GET /audit", c.page(c.auditLog))
+	h.Handle("GET /settings", c.page(c.settings))
+	h.Handle("POST /settings/enrollment-keys/{id}/revoke", c.page(c.revokeEnrollmentKey))
+	h.Handle("POST /settings/api-keys/{id}/revoke", c.page(c.revokeAPIKey))
 	h.Handle("GET /account", c.page(c.account))
 	h.Handle("POST /account/mfa/setup", c.page(c.mfaSetup))
 	h.Handle("POST /account/mfa/enable", c.page(c.mfaEnable))

@@ -591,3 +591,35 @@ func TestAuditPage(t *testing.T) {
 	must(t, v.get("/audit?category=other"), http.StatusBadRequest)
 	must(t, v.get("/audit?q="+strings.Repeat("x", 201)), http.StatusBadRequest)
 }
+
+// The keys page lists the active enrollment keys of the user's scope and revokes them; a
+// revoked key no longer enrolls, and another organization's key is not found.
+func TestKeysPage(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Acme")
+	other := e.NewTenant(admin, "Other")
+	var mine, theirs struct {
+		ID  string `json:"id"`
+		Key string `json:"key"`
+	}
+	e.Must(http.StatusCreated, ten.Org, "POST", "/api/v1/enrollment-keys", map[string]any{"orgId": ten.OrgID, "name": "Laptops"}).JSON(t, &mine)
+	e.Must(http.StatusCreated, other.Org, "POST", "/api/v1/enrollment-keys", map[string]any{"orgId": other.OrgID, "name": "Theirs"}).JSON(t, &theirs)
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	page := v.get("/settings")
+	must(t, page, http.StatusOK, "Laptops", `action="/settings/enrollment-keys/`+mine.ID+`/revoke"`)
+	if strings.Contains(page.body, "Theirs") {
+		t.Fatal("the keys page lists another organization's key")
+	}
+	must(t, v.post("/settings/enrollment-keys/"+theirs.ID+"/revoke", url.Values{"csrf": {v.csrf}}), http.StatusNotFound)
+	must(t, v.post("/settings/enrollment-keys/"+mine.ID+"/revoke", url.Values{"csrf": {v.csrf}}), http.StatusSeeOther)
+	must(t, v.get("/settings"), http.StatusOK, "No active enrollment key")
+	var key struct {
+		Status string `json:"status"`
+	}
+	e.Must(http.StatusOK, admin, "GET", "/api/v1/enrollment-keys/"+mine.ID, nil).JSON(t, &key)
+	if key.Status != "revoked" {
+		t.Fatalf("the key is %s after revoking it in the console", key.Status)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"gale/internal/domains/alerts"
+	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/devices"
@@ -23,7 +24,7 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Devices: module.Get[*devices.Service](k), Alerts: module.Get[*alerts.Service](k),
 		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k),
 		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k),
-		Audit: module.Get[*audit.Log](k)},
+		Audit: module.Get[*audit.Log](k), APIKeys: module.Get[*apikeys.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

@@ -349,8 +349,8 @@ func creator(ctx context.Context) string {
 	return p.ID
 }
 
-// revoke stops a key for good. Revoking a revoked key changes nothing and succeeds.
-func (s *Service) revoke(ctx context.Context, id string) error {
+// Revoke stops a key in scope for good. Revoking a revoked key changes nothing and succeeds.
+func (s *Service) Revoke(ctx context.Context, id string) error {
 	scope := access.ScopeFrom(ctx)
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		k, err := s.get(ctx, tx, scope, id)

@@ -63,7 +63,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		Permission: access.EnrollmentKeysDelete, Status: http.StatusNoContent, Summary: "Revoke an enrollment key",
 		Description: "The key stops working at once. Revoking a revoked key is a no-op (204)."},
 		func(ctx context.Context, in *idPath) (*struct{}, error) {
-			return nil, s.revoke(ctx, in.ID)
+			return nil, s.Revoke(ctx, in.ID)
 		})
 	httpapi.Register(api, httpapi.Route{ID: "rotate-enrollment-key", Method: http.MethodPost, Path: "/enrollment-keys/{id}/rotate", Tag: tag,
 		Permission: access.EnrollmentKeysWrite, Summary: "Rotate an enrollment key",
