@@ -623,3 +623,45 @@ func TestKeysPage(t *testing.T) {
 		t.Fatalf("the key is %s after revoking it in the console", key.Status)
 	}
 }
+
+// The switcher narrows the pages to an organization, then to one of its sites; an
+// organization outside the user's scope narrows to nothing rather than showing it.
+func TestSwitcher(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	acme := e.NewTenant(admin, "Acme")
+	other := e.NewTenant(admin, "Other")
+	var branch struct {
+		ID string `json:"id"`
+	}
+	e.Must(http.StatusCreated, admin, "POST", "/api/v1/orgs/sites", map[string]any{"orgId": acme.OrgID, "name": "Branch"}).JSON(t, &branch)
+	e.InsertDevice(apptest.DeviceRow{PartnerID: acme.PartnerID, OrgID: acme.OrgID, SiteID: acme.SiteID, Hostname: "hq-01"})
+	e.InsertDevice(apptest.DeviceRow{PartnerID: acme.PartnerID, OrgID: acme.OrgID, SiteID: branch.ID, Hostname: "branch-01"})
+	e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "other-01"})
+
+	v := newVisitor(t, e)
+	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
+	must(t, v.get("/devices"), http.StatusOK, "hq-01", "branch-01", "other-01", `id="scope-org"`)
+	must(t, v.post("/scope", url.Values{"csrf": {v.csrf}, "org": {acme.OrgID}, "next": {"/devices"}}), http.StatusSeeOther)
+	list := v.get("/devices")
+	must(t, list, http.StatusOK, "hq-01", "branch-01", `id="scope-site"`)
+	if strings.Contains(list.body, "other-01") {
+		t.Fatal("narrowed to Acme, the list shows another organization's device")
+	}
+	must(t, v.post("/scope", url.Values{"csrf": {v.csrf}, "org": {acme.OrgID}, "site": {branch.ID}, "next": {"/devices"}}), http.StatusSeeOther)
+	list = v.get("/devices")
+	if !strings.Contains(list.body, "branch-01") || strings.Contains(list.body, "hq-01") {
+		t.Fatalf("narrowed to the branch site:\n%s", list.body)
+	}
+	// Another organization forgets the site.
+	must(t, v.post("/scope", url.Values{"csrf": {v.csrf}, "org": {other.OrgID}, "site": {branch.ID}, "next": {"/devices"}}), http.StatusSeeOther)
+	must(t, v.get("/devices"), http.StatusOK, "other-01")
+
+	// A user of one organization who sets another's in the switcher sees nothing of it.
+	u := newVisitor(t, e)
+	u.signIn("acme-org@gale.test", apptest.UserPassword)
+	must(t, u.post("/scope", url.Values{"csrf": {u.csrf}, "org": {other.OrgID}, "next": {"/devices"}}), http.StatusSeeOther)
+	if p := u.get("/devices"); strings.Contains(p.body, "other-01") || p.status != http.StatusOK {
+		t.Fatalf("a foreign organization in the switcher: %d\n%s", p.status, p.body)
+	}
+}

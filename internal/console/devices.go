@@ -88,15 +88,14 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	in := r.URL.Query()
 	q := deviceQuery{Search: strings.TrimSpace(in.Get("q")), Status: in.Get("status"), Sort: in.Get("sort"),
 		Dir: in.Get("dir"), Cursor: in.Get("cursor")}
-	f := devices.ListFilter{Search: q.Search, Status: q.Status, Sort: q.Sort, Desc: q.Dir == "desc"}
-	if org := c.currentOrg(r); org != "" {
-		f.OrgIDs = []string{org}
-	}
+	f := c.deviceFilter(r)
+	f.Search, f.Status, f.Sort, f.Desc = q.Search, q.Status, q.Sort, q.Dir == "desc"
 	list, next, _, err := c.Devices.List(r.Context(), f, store.Page{Limit: devicePageSize, Cursor: q.Cursor})
 	if err != nil {
 		return err
 	}
-	counts, err := cached(c.counts, principal(r.Context()).Scope, "device-counts|"+strings.Join(f.OrgIDs, ",")+"|"+f.Search,
+	counts, err := cached(c.counts, principal(r.Context()).Scope, "device-counts|"+strings.Join(f.OrgIDs, ",")+"|"+
+		strings.Join(f.SiteIDs, ",")+"|"+f.Search,
 		func() (map[string]int, error) { return c.Devices.StatusCounts(r.Context(), f) })
 	if err != nil {
 		return err
@@ -227,4 +226,16 @@ func (c *Console) deviceRows(r *http.Request, list []*devices.Device) []deviceRo
 		rows[i] = row
 	}
 	return rows
+}
+
+// deviceFilter narrows the devices to the organization and site the switcher chose.
+func (c *Console) deviceFilter(r *http.Request) devices.ListFilter {
+	var f devices.ListFilter
+	if org := c.currentOrg(r); org != "" {
+		f.OrgIDs = []string{org}
+	}
+	if site := c.currentSite(r); site != "" {
+		f.SiteIDs = []string{site}
+	}
+	return f
 }

@@ -31,7 +31,7 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	canDevices, canAlerts := c.HTTP.Permits(ctx, "list-devices"), c.HTTP.Permits(ctx, "list-alerts")
 	org := c.currentOrg(r)
-	pg, err := cached(c.counts, principal(ctx).Scope, fmt.Sprintf("home|%s|%t|%t", org, canDevices, canAlerts),
+	pg, err := cached(c.counts, principal(ctx).Scope, fmt.Sprintf("home|%s|%s|%t|%t", org, c.currentSite(r), canDevices, canAlerts),
 		func() (homePage, error) { return c.homeData(r, org, canDevices, canAlerts) })
 	if err != nil {
 		return err
@@ -47,10 +47,7 @@ func (c *Console) homeData(r *http.Request, org string, canDevices, canAlerts bo
 	ctx := r.Context()
 	pg := homePage{CanDevices: canDevices, CanAlerts: canAlerts}
 	if pg.CanDevices {
-		f := devices.ListFilter{}
-		if org != "" {
-			f.OrgIDs = []string{org}
-		}
+		f := c.deviceFilter(r)
 		var err error
 		if pg.Counts, err = c.Devices.StatusCounts(ctx, f); err != nil {
 			return pg, err

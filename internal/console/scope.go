@@ -7,8 +7,12 @@ import (
 	"gale/internal/platform/store"
 )
 
-// scopeCookie holds the organization the tenancy switcher narrowed the pages to.
-const scopeCookie = "gale_org"
+// scopeCookie holds the organization the tenancy switcher narrowed the pages to, and
+// siteCookie the site of that organization.
+const (
+	scopeCookie = "gale_org"
+	siteCookie  = "gale_site"
+)
 
 // maxSwitcherOrgs bounds the organizations the switcher lists; beyond them a technician
 // finds an organization by searching the lists.
@@ -21,6 +25,9 @@ type scopeView struct {
 	Groups  []orgGroup
 	Current string
 	Name    string
+	// Sites are the current organization's, when it has more than one; Site is the chosen one.
+	Sites []tenancy.Site
+	Site  string
 	// OrgNames names the organizations listed, for pages that show whose a row is.
 	OrgNames map[string]string
 }
@@ -67,7 +74,34 @@ func (c *Console) scopeView(r *http.Request) (scopeView, error) {
 		}
 		v.Groups[i].Orgs = append(v.Groups[i].Orgs, o)
 	}
+	if v.Current != "" && c.HTTP.Permits(r.Context(), "list-sites") {
+		sites, _, _, err := c.Tenancy.ListSites(r.Context(), tenancy.SiteListFilter{OrgID: v.Current}, store.Page{Limit: maxSwitcherOrgs})
+		if err != nil {
+			return v, err
+		}
+		if len(sites) > 1 {
+			v.Sites = sites
+			site := c.currentSite(r)
+			for _, s := range sites {
+				if s.ID == site {
+					v.Site = site
+				}
+			}
+		}
+	}
 	return v, nil
+}
+
+// currentSite is the site the switcher chose within the current organization ("" for all).
+func (c *Console) currentSite(r *http.Request) string {
+	if c.currentOrg(r) == "" {
+		return ""
+	}
+	ck, err := r.Cookie(siteCookie)
+	if err != nil || !store.ValidID(ck.Value) {
+		return ""
+	}
+	return ck.Value
 }
 
 // currentOrg is the organization the switcher chose; the pages pass it to the services as a
@@ -80,15 +114,22 @@ func (c *Console) currentOrg(r *http.Request) string {
 	return ck.Value
 }
 
-// setScope is the switcher's form: it narrows every page to one organization, or to all.
+// setScope is the switcher's form: it narrows every page to one organization, or to all,
+// and within an organization to one of its sites. Choosing another organization forgets the
+// site.
 func (c *Console) setScope(w http.ResponseWriter, r *http.Request) error {
-	org := r.PostFormValue("org")
-	ck := &http.Cookie{Name: scopeCookie, Value: org, Path: "/", HttpOnly: true, Secure: c.opts.SecureCookies,
-		SameSite: http.SameSiteLaxMode}
-	if org == "" || !store.ValidID(org) {
-		ck.Value, ck.MaxAge = "", -1
+	org, site := r.PostFormValue("org"), r.PostFormValue("site")
+	if org != c.currentOrg(r) {
+		site = ""
 	}
-	http.SetCookie(w, ck)
+	for name, value := range map[string]string{scopeCookie: org, siteCookie: site} {
+		ck := &http.Cookie{Name: name, Value: value, Path: "/", HttpOnly: true, Secure: c.opts.SecureCookies,
+			SameSite: http.SameSiteLaxMode}
+		if value == "" || !store.ValidID(value) {
+			ck.Value, ck.MaxAge = "", -1
+		}
+		http.SetCookie(w, ck)
+	}
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 	return nil
 }
