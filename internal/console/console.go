@@ -119,6 +119,7 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("GET /devices", c.page(c.deviceList))
 	h.Handle("POST /devices/bulk", c.page(c.deviceBulk))
 	h.Handle("GET /devices/{id}", c.page(c.deviceDetail))
+	h.Handle("GET /devices/{id}/software", c.page(c.deviceSoftware))
 	h.Handle("POST /devices/{id}/run", c.page(c.runScript))
 	h.Handle("POST /devices/{id}/terminal", c.page(c.openTerminal))
 	h.Handle("GET /devices/{id}/commands/{command}/output", c.page(c.outputStream))

@@ -188,6 +188,7 @@ func TestAnotherOrganizationsDeviceIsNotFound(t *testing.T) {
 	if strip(foreignPage.body) != strip(missing.body) {
 		t.Fatalf("another organization's device does not look like a missing one:\n%s\n---\n%s", foreignPage.body, missing.body)
 	}
+	must(t, v.get("/devices/"+foreign+"/software"), http.StatusNotFound)
 	must(t, v.get("/alerts/"+a.ID), http.StatusNotFound)
 	if inbox := v.get("/alerts"); strings.Contains(inbox.body, "Disk full") {
 		t.Fatal("the inbox shows another organization's alert")

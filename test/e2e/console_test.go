@@ -122,6 +122,9 @@ func TestConsole(t *testing.T) {
 		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
 		b.shoot(name)
 	}
+	b.navigate(s.base + deviceURL + "/software")
+	b.waitText(10*time.Second, "the software list", "main", "Installed software")
+	b.shoot("software")
 	b.navigate(s.base + deviceURL)
 
 	// The terminal: a command echoes, and the shell follows the window's size.
