@@ -103,6 +103,7 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /scope", c.page(c.setScope))
 	h.Handle("GET /audit", c.page(c.auditLog))
 	h.Handle("GET /settings", c.page(c.settings))
+	h.Handle("GET /users", c.page(c.users))
 	h.Handle("POST /settings/enrollment-keys/{id}/revoke", c.page(c.revokeEnrollmentKey))
 	h.Handle("POST /settings/api-keys/{id}/revoke", c.page(c.revokeAPIKey))
 	h.Handle("GET /account", c.page(c.account))

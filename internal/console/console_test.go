@@ -666,3 +666,21 @@ func TestSwitcher(t *testing.T) {
 		t.Fatalf("a foreign organization in the switcher: %d\n%s", p.status, p.body)
 	}
 }
+
+// The users page lists the users in the caller's scope only.
+func TestUsersPage(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	e.NewTenant(admin, "Acme")
+	e.NewTenant(admin, "Other")
+	v := newVisitor(t, e)
+	v.signIn("acme-partner@gale.test", apptest.UserPassword)
+	page := v.get("/users")
+	must(t, page, http.StatusOK, "acme-org@gale.test", "acme-partner@gale.test")
+	if strings.Contains(page.body, "other-org@gale.test") || strings.Contains(page.body, apptest.AdminEmail) {
+		t.Fatal("the users page shows users outside the partner")
+	}
+	if p := v.get("/users?q=acme-org"); strings.Contains(p.body, `<div class="muted small">acme-partner@gale.test</div>`) {
+		t.Fatal("the search did not narrow the list")
+	}
+}

@@ -117,7 +117,7 @@ func TestConsole(t *testing.T) {
 	b.waitText(5*time.Second, "the script's stderr", "#run-output .out-stderr", "second-line")
 	b.shoot("device")
 	for name, path := range map[string]string{"scripts": "/scripts", "script": "/scripts/" + scriptID, "script-edit": "/scripts/" + scriptID + "/edit",
-		"start": "/start", "account": "/account", "audit": "/audit", "settings": "/settings"} {
+		"start": "/start", "account": "/account", "audit": "/audit", "settings": "/settings", "users": "/users"} {
 		b.navigate(s.base + path)
 		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
 		b.shoot(name)
