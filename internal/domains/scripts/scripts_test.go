@@ -664,3 +664,23 @@ func TestMappedFailuresOpenAndResolveOneAlert(t *testing.T) {
 		t.Fatalf("another tenant sees %d script alerts", len(other.Data))
 	}
 }
+
+// The list filters by operating system on both databases (the column is JSON text on one
+// and JSONB on the other).
+func TestListFiltersByOperatingSystem(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	f.create(c, shScript("linux only", nil))
+	f.create(c, map[string]any{"name": "windows only", "osTypes": []string{"windows"}, "language": "powershell", "content": "dir"})
+	var list struct {
+		Data []scripts.Script `json:"data"`
+	}
+	f.e.Must(200, c, "GET", api+"/scripts?osType=windows", nil).JSON(t, &list)
+	if len(list.Data) != 1 || list.Data[0].Name != "windows only" {
+		t.Fatalf("osType=windows lists %+v", list.Data)
+	}
+	f.e.Must(200, c, "GET", api+"/scripts?osType=macos", nil).JSON(t, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("osType=macos lists %+v", list.Data)
+	}
+}

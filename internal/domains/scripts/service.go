@@ -140,7 +140,8 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Sc
 			a.Add(strings.ToLower(f.Tag))+")")
 	}
 	if f.OSType != "" {
-		conds = append(conds, "s.os_types LIKE "+a.Add(`%"`+f.OSType+`"%`))
+		// The column is JSON text on SQLite and JSONB on PostgreSQL: as text on both.
+		conds = append(conds, "CAST(s.os_types AS TEXT) LIKE "+a.Add(`%"`+f.OSType+`"%`))
 	}
 	if f.Language != "" {
 		conds = append(conds, "s.language = "+a.Add(f.Language))
