@@ -53,11 +53,7 @@ func (c *Console) alertList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg.Alerts = list
-	if next != "" {
-		q := r.URL.Query()
-		q.Set("cursor", next)
-		pg.Next = "/alerts?" + q.Encode()
-	}
+	pg.Next = nextPage(r, next)
 	if pg.Summary, err = c.Alerts.Summarize(r.Context(), f.OrgID); err != nil {
 		return err
 	}
@@ -167,8 +163,6 @@ func (c *Console) alertBulk(w http.ResponseWriter, r *http.Request) error {
 			out.Absent++
 		}
 	}
-	w.Header().Set("HX-Retarget", "#notice")
-	w.Header().Set("HX-Reswap", "innerHTML")
-	w.Header().Set("HX-Trigger", "live")
+	toNotice(w)
 	return c.render(w, r, http.StatusOK, "alerts", "bulk-outcome", view{Data: out})
 }

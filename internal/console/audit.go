@@ -47,10 +47,6 @@ func (c *Console) auditLog(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg.Entries = entries
-	if next != "" {
-		q := r.URL.Query()
-		q.Set("cursor", next)
-		pg.Next = "/audit?" + q.Encode()
-	}
+	pg.Next = nextPage(r, next)
 	return c.render(w, r, http.StatusOK, "audit", "", view{Title: "Audit log", Section: "audit", Data: pg})
 }

@@ -112,8 +112,6 @@ func (c *Console) deviceBulk(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return apperr.Invalid("action", "run a script, reboot, or add to a group")
 	}
-	w.Header().Set("HX-Retarget", "#notice")
-	w.Header().Set("HX-Reswap", "innerHTML")
-	w.Header().Set("HX-Trigger", "live")
+	toNotice(w)
 	return c.render(w, r, http.StatusOK, "devices", "bulk-outcome", view{Data: out})
 }

@@ -264,3 +264,22 @@ func humanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// nextPage is the address of the page after this one: the same path and query with the
+// cursor the service returned; "" on the last page.
+func nextPage(r *http.Request, cursor string) string {
+	if cursor == "" {
+		return ""
+	}
+	q := r.URL.Query()
+	q.Set("cursor", cursor)
+	return r.URL.Path + "?" + q.Encode()
+}
+
+// toNotice sends an htmx answer to the page's notice area, and tells the page's live regions
+// to fetch themselves again.
+func toNotice(w http.ResponseWriter) {
+	w.Header().Set("HX-Retarget", "#notice")
+	w.Header().Set("HX-Reswap", "innerHTML")
+	w.Header().Set("HX-Trigger", "live")
+}

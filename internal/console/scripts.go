@@ -37,11 +37,7 @@ func (c *Console) scriptList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg.Scripts = list
-	if next != "" {
-		q := r.URL.Query()
-		q.Set("cursor", next)
-		pg.Next = "/scripts?" + q.Encode()
-	}
+	pg.Next = nextPage(r, next)
 	return c.render(w, r, http.StatusOK, "scripts", "", view{Title: "Scripts", Section: "scripts", Data: pg})
 }
 

@@ -41,10 +41,6 @@ func (c *Console) deviceSoftware(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg.Software = list
-	if next != "" {
-		q := r.URL.Query()
-		q.Set("cursor", next)
-		pg.Next = "/devices/" + d.ID + "/software?" + q.Encode()
-	}
+	pg.Next = nextPage(r, next)
 	return c.render(w, r, http.StatusOK, "software", "", view{Title: "Software · " + pg.Device, Section: "devices", Data: pg})
 }

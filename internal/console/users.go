@@ -35,10 +35,6 @@ func (c *Console) users(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg.Users = list
-	if next != "" {
-		q := r.URL.Query()
-		q.Set("cursor", next)
-		pg.Next = "/users?" + q.Encode()
-	}
+	pg.Next = nextPage(r, next)
 	return c.render(w, r, http.StatusOK, "users", "", view{Title: "Users", Section: "users", Data: pg})
 }
