@@ -57,11 +57,7 @@ func (c *Console) alertList(w http.ResponseWriter, r *http.Request) error {
 	if pg.Summary, err = c.Alerts.Summarize(r.Context(), f.OrgID); err != nil {
 		return err
 	}
-	fragment := ""
-	if r.Header.Get("HX-Target") == "alert-table" {
-		fragment = "alert-table"
-	}
-	return c.render(w, r, http.StatusOK, "alerts", fragment, view{Title: "Alerts", Section: "alerts", Data: pg})
+	return c.render(w, r, http.StatusOK, "alerts", targeted(r, "alert-table"), view{Title: "Alerts", Section: "alerts", Data: pg})
 }
 
 // alertDetailPage is an alert page's data.

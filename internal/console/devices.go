@@ -115,11 +115,7 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	if q.Cursor != "" {
 		pg.First = q.With("cursor", "")
 	}
-	fragment := ""
-	if r.Header.Get("HX-Target") == "device-table" {
-		fragment = "device-table"
-	}
-	return c.render(w, r, http.StatusOK, "devices", fragment, view{Title: "Devices", Section: "devices", Data: pg})
+	return c.render(w, r, http.StatusOK, "devices", targeted(r, "device-table"), view{Title: "Devices", Section: "devices", Data: pg})
 }
 
 // deviceDetailPage is a device page's data.
@@ -190,10 +186,7 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 	if d.DisplayName != nil && *d.DisplayName != "" {
 		title = *d.DisplayName
 	}
-	if r.Header.Get("HX-Target") == "device-status" {
-		return c.render(w, r, http.StatusOK, "device", "device-status", view{Data: pg})
-	}
-	return c.render(w, r, http.StatusOK, "device", "", view{Title: title, Section: "devices", Data: pg})
+	return c.render(w, r, http.StatusOK, "device", targeted(r, "device-status"), view{Title: title, Section: "devices", Data: pg})
 }
 
 // deviceRow is a row of the device list, its text made ready: a page shows 50 of them, and

@@ -36,10 +36,7 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if r.Header.Get("HX-Target") == "home-live" {
-		return c.render(w, r, http.StatusOK, "home", "home-live", view{Data: pg})
-	}
-	return c.render(w, r, http.StatusOK, "home", "", view{Title: "Home", Section: "home", Data: pg})
+	return c.render(w, r, http.StatusOK, "home", targeted(r, "home-live"), view{Title: "Home", Section: "home", Data: pg})
 }
 
 // homeData reads the dashboard's parts the user may see.

@@ -283,3 +283,12 @@ func toNotice(w http.ResponseWriter) {
 	w.Header().Set("HX-Reswap", "innerHTML")
 	w.Header().Set("HX-Trigger", "live")
 }
+
+// targeted is fragment when an htmx request asks for the element of that id (a live region
+// fetching itself again), else "": the whole page.
+func targeted(r *http.Request, fragment string) string {
+	if r.Header.Get("HX-Target") == fragment {
+		return fragment
+	}
+	return ""
+}
