@@ -23,6 +23,7 @@ import (
 	"gale/internal/domains/identity"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
+	"gale/internal/domains/systemtools"
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/bus"
 	"gale/internal/platform/clock"
@@ -31,21 +32,22 @@ import (
 
 // Deps are the services the console's pages call.
 type Deps struct {
-	HTTP       *httpapi.Server
-	Logger     *slog.Logger
-	Clock      clock.Clock
-	Bus        bus.Bus
-	Auth       *auth.Service
-	Identity   *identity.Service
-	Tenancy    *tenancy.Service
-	Devices    *devices.Service
-	Alerts     *alerts.Service
-	Scripts    *scripts.Service
-	Remote     *remote.Service
-	Groups     *groups.Service
-	Enrollment *enrollment.Service
-	Audit      *audit.Log
-	APIKeys    *apikeys.Service
+	HTTP        *httpapi.Server
+	Logger      *slog.Logger
+	Clock       clock.Clock
+	Bus         bus.Bus
+	Auth        *auth.Service
+	Identity    *identity.Service
+	Tenancy     *tenancy.Service
+	Devices     *devices.Service
+	Alerts      *alerts.Service
+	Scripts     *scripts.Service
+	Remote      *remote.Service
+	Groups      *groups.Service
+	Enrollment  *enrollment.Service
+	Audit       *audit.Log
+	APIKeys     *apikeys.Service
+	SystemTools *systemtools.Service
 }
 
 // Options configure the console.
@@ -121,6 +123,8 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /devices/bulk", c.page(c.deviceBulk))
 	h.Handle("GET /devices/{id}", c.page(c.deviceDetail))
 	h.Handle("GET /devices/{id}/software", c.page(c.deviceSoftware))
+	h.Handle("GET /devices/{id}/processes", c.page(c.processes))
+	h.Handle("POST /devices/{id}/processes/{pid}/kill", c.page(c.killProcess))
 	h.Handle("POST /devices/{id}/run", c.page(c.runScript))
 	h.Handle("POST /devices/{id}/terminal", c.page(c.openTerminal))
 	h.Handle("GET /devices/{id}/commands/{command}/output", c.page(c.outputStream))

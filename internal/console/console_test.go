@@ -684,3 +684,25 @@ func TestUsersPage(t *testing.T) {
 		t.Fatal("the search did not narrow the list")
 	}
 }
+
+// The processes page asks the device's agent; without one connected it says so, and another
+// organization's device is not found.
+func TestProcessesPage(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Acme")
+	other := e.NewTenant(admin, "Other")
+	mine := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-a"})
+	foreign := e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "ws-x"})
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	must(t, v.get("/devices/"+foreign+"/processes"), http.StatusNotFound)
+	offline := v.get("/devices/" + mine + "/processes")
+	if offline.status != http.StatusServiceUnavailable {
+		t.Fatalf("processes of a device without a connected agent: %d\n%s", offline.status, offline.body)
+	}
+	hx := map[string]string{"X-CSRF-Token": v.csrf, "HX-Request": "true"}
+	must(t, v.do(http.MethodPost, "/devices/"+mine+"/processes/0/kill", url.Values{}, hx), http.StatusBadRequest)
+	must(t, v.do(http.MethodPost, "/devices/"+mine+"/processes/12/kill", url.Values{"signal": {"HUP"}}, hx), http.StatusBadRequest)
+	must(t, v.do(http.MethodPost, "/devices/"+foreign+"/processes/12/kill", url.Values{}, hx), http.StatusNotFound)
+}

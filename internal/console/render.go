@@ -67,8 +67,9 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 			}
 			return *s
 		},
-		"pct":  func(v float64) string { return fmt.Sprintf("%.0f%%", v) },
-		"list": func(v ...string) []string { return v },
+		"pct":   func(v float64) string { return fmt.Sprintf("%.0f%%", v) },
+		"list":  func(v ...string) []string { return v },
+		"int64": func(n uint64) int64 { return int64(min(n, 1<<62)) },
 		"osName": func(os string) string {
 			if name, ok := osNames[os]; ok {
 				return name

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,6 +123,27 @@ func TestConsole(t *testing.T) {
 		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
 		b.shoot(name)
 	}
+	// A process of the device, ended from its processes page.
+	victim := exec.Command("sleep", "31337")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- victim.Wait() }()
+	t.Cleanup(func() { _ = victim.Process.Kill() })
+	b.navigate(s.base + deviceURL + "/processes")
+	pidRow := fmt.Sprintf("#pid-%d", victim.Process.Pid)
+	b.waitText(30*time.Second, "the process listed", pidRow, "sleep")
+	b.shoot("processes")
+	b.run(10*time.Second, "end the process", eval(`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(pidRow+` button`)))
+	b.waitText(30*time.Second, "the process ended", pidRow, "ended")
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the process is still running after End")
+	}
+
 	b.navigate(s.base + deviceURL + "/software")
 	b.waitText(10*time.Second, "the software list", "main", "Installed software")
 	b.shoot("software")

@@ -135,8 +135,7 @@ func (s *Service) Register(api *httpapi.Server) {
 
 	httpapi.Register(api, read("list-device-processes", "/processes", "List processes", "Every running process with CPU and memory use."),
 		func(ctx context.Context, in *devicePath) (*listOut[agentproto.Process], error) {
-			var rows []agentproto.Process
-			err := s.call(ctx, in.DeviceID, agentproto.MethodProcessList, struct{}{}, &rows, defaultTimeout)
+			rows, err := s.Processes(ctx, in.DeviceID)
 			return list(rows), err
 		})
 	httpapi.Register(api, read("get-device-process", "/processes/{pid}", "Get a process", ""),
@@ -148,12 +147,11 @@ func (s *Service) Register(api *httpapi.Server) {
 	httpapi.Register(api, exec("kill-device-process", http.MethodPost, "/processes/{pid}/kill", "Kill a process",
 		"Sends TERM (default) or KILL. PID 1 and the agent itself are refused."),
 		func(ctx context.Context, in *killInput) (*out[agentproto.Done], error) {
-			args := agentproto.KillArgs{PID: in.PID}
+			signal := ""
 			if in.Body != nil {
-				args.Signal = in.Body.Signal
+				signal = in.Body.Signal
 			}
-			var d agentproto.Done
-			err := s.act(ctx, in.DeviceID, agentproto.MethodProcessKill, args, &d, defaultTimeout)
+			d, err := s.Kill(ctx, in.DeviceID, in.PID, signal)
 			return &out[agentproto.Done]{Body: d}, err
 		})
 

@@ -101,6 +101,21 @@ func (s *Service) call(ctx context.Context, deviceID, method string, args, out a
 	return nil
 }
 
+// Processes lists the processes running on a device in scope, asking its agent.
+func (s *Service) Processes(ctx context.Context, deviceID string) ([]agentproto.Process, error) {
+	var rows []agentproto.Process
+	err := s.call(ctx, deviceID, agentproto.MethodProcessList, struct{}{}, &rows, defaultTimeout)
+	return rows, err
+}
+
+// Kill sends a process of a device in scope TERM ("" or "TERM") or KILL, and records it in
+// the audit log; the agent refuses PID 1 and itself.
+func (s *Service) Kill(ctx context.Context, deviceID string, pid int32, signal string) (agentproto.Done, error) {
+	var d agentproto.Done
+	err := s.act(ctx, deviceID, agentproto.MethodProcessKill, agentproto.KillArgs{PID: pid, Signal: signal}, &d, defaultTimeout)
+	return d, err
+}
+
 // act is call for changes: it also records the action in the audit log.
 func (s *Service) act(ctx context.Context, deviceID, method string, args, out any, timeout time.Duration) error {
 	d, err := s.device(ctx, deviceID)
