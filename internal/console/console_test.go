@@ -706,3 +706,45 @@ func TestProcessesPage(t *testing.T) {
 	must(t, v.do(http.MethodPost, "/devices/"+mine+"/processes/12/kill", url.Values{"signal": {"HUP"}}, hx), http.StatusBadRequest)
 	must(t, v.do(http.MethodPost, "/devices/"+foreign+"/processes/12/kill", url.Values{}, hx), http.StatusNotFound)
 }
+
+// Every page and action that names a device, a command, a run or a key of another
+// organization answers as for a missing one.
+func TestForeignIDsAreNotFound(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Acme")
+	other := e.NewTenant(admin, "Other")
+	e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "ws-a"})
+	foreign := e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "ws-x"})
+	var script, theirScript, key struct {
+		ID string `json:"id"`
+	}
+	body := map[string]any{"name": "Hello", "osTypes": []string{"linux"}, "language": "sh", "content": "echo hello"}
+	e.Must(http.StatusCreated, ten.Org, "POST", "/api/v1/scripts", body).JSON(t, &script)
+	e.Must(http.StatusCreated, other.Org, "POST", "/api/v1/scripts", body).JSON(t, &theirScript)
+	var run struct {
+		Executions []struct {
+			ID        string `json:"id"`
+			CommandID string `json:"commandId"`
+		} `json:"executions"`
+	}
+	e.Must(http.StatusAccepted, other.Org, "POST", "/api/v1/scripts/"+theirScript.ID+"/execute", map[string]any{"deviceIds": []string{foreign}}).JSON(t, &run)
+	e.Must(http.StatusCreated, other.Org, "POST", "/api/v1/api-keys", map[string]any{"name": "theirs", "permissions": []string{"devices:read"}}).JSON(t, &key)
+	const missing = "00000000-0000-4000-8000-000000000000"
+
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	form := url.Values{"csrf": {v.csrf}, "script": {script.ID}}
+	same := func(what string, foreignPage, missingPage page) {
+		t.Helper()
+		if foreignPage.status != missingPage.status || strip(foreignPage.body) != strip(missingPage.body) {
+			t.Fatalf("%s: another organization's answers %d, a missing one %d", what, foreignPage.status, missingPage.status)
+		}
+	}
+	same("run a script", v.post("/devices/"+foreign+"/run", form), v.post("/devices/"+missing+"/run", form))
+	must(t, v.post("/devices/"+foreign+"/terminal", url.Values{"csrf": {v.csrf}}), http.StatusNotFound)
+	must(t, v.get("/devices/"+foreign+"/commands/"+run.Executions[0].CommandID+"/output"), http.StatusNotFound)
+	same("a run's page", v.get("/scripts/executions/"+run.Executions[0].ID), v.get("/scripts/executions/"+missing))
+	must(t, v.get("/scripts/executions/"+run.Executions[0].ID), http.StatusNotFound)
+	must(t, v.post("/settings/api-keys/"+key.ID+"/revoke", url.Values{"csrf": {v.csrf}}), http.StatusNotFound)
+}
