@@ -193,15 +193,24 @@ func (s *Server) authorize(r Route) func(huma.Context, func(huma.Context)) {
 // gate refuses a principal the route's permission, or its MFA when the route is gated, and
 // records the refusal.
 func (s *Server) gate(ctx context.Context, r Route, p *access.Principal, missing string) error {
+	refused, reason := s.refusal(r, p, missing)
+	if refused == nil {
+		return nil
+	}
+	s.security.RecordDenied(ctx, r.ID, reason)
+	return refused
+}
+
+// refusal is why the route refuses the principal (the error and the reason to record), or
+// nil: a missing permission, or a session without MFA on an MFA-gated route.
+func (s *Server) refusal(r Route, p *access.Principal, missing string) (*apperr.Error, string) {
 	if r.Permission != "" && !p.Can(r.Permission) {
-		s.security.RecordDenied(ctx, r.ID, missing+string(r.Permission))
-		return apperr.Forbidden(missing + string(r.Permission))
+		return apperr.Forbidden(missing + string(r.Permission)), missing + string(r.Permission)
 	}
 	if r.MFA && s.opts.Enable2FA && p.Kind == access.ActorUser && !p.MFA {
-		s.security.RecordDenied(ctx, r.ID, "MFA required")
-		return apperr.MFARequired()
+		return apperr.MFARequired(), "MFA required"
 	}
-	return nil
+	return nil, ""
 }
 
 // Allow answers whether the principal in ctx may call the operation id, by the same rules
@@ -238,10 +247,8 @@ func (s *Server) Permits(ctx context.Context, id string) bool {
 	if !ok || p == nil {
 		return false
 	}
-	if r.Permission != "" && !p.Can(r.Permission) {
-		return false
-	}
-	return !r.MFA || !s.opts.Enable2FA || p.Kind != access.ActorUser || p.MFA
+	refused, _ := s.refusal(r, p, "")
+	return refused == nil
 }
 
 func (s *Server) writeHumaError(hctx huma.Context, err error) {
