@@ -50,9 +50,12 @@ func (s *Service) BrowserSession(ctx context.Context, raw string, idle time.Dura
 		last = used.Time
 	}
 	if now.Sub(last) > idle {
-		if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
-			now, family); err != nil {
-			return nil, fmt.Errorf("end idle browser session %s: %w", family, err)
+		if err := s.endFamily(ctx, family); err != nil {
+			return nil, err
+		}
+		// The family's access tokens, if any were given out, end with it on every node.
+		if s.accessChanged != nil {
+			s.accessChanged(ctx)
 		}
 		return nil, apperr.Unauthorized(fmt.Sprintf("signed out after %s without activity: sign in again", idle))
 	}

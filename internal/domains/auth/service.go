@@ -371,10 +371,19 @@ func (s *Service) Refresh(ctx context.Context, raw string) (*Session, error) {
 	return sess, nil
 }
 
-func (s *Service) revokeFamily(ctx context.Context, family, userID, reason string) error {
+// endFamily revokes every refresh token of a session family: the session ends wherever it
+// is used.
+func (s *Service) endFamily(ctx context.Context, family string) error {
 	if _, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
 		s.clock.Now(), family); err != nil {
-		return fmt.Errorf("revoke session %s: %w", family, err)
+		return fmt.Errorf("end session %s: %w", family, err)
+	}
+	return nil
+}
+
+func (s *Service) revokeFamily(ctx context.Context, family, userID, reason string) error {
+	if err := s.endFamily(ctx, family); err != nil {
+		return err
 	}
 	if s.accessChanged != nil {
 		s.accessChanged(ctx)
@@ -401,12 +410,7 @@ func (s *Service) Logout(ctx context.Context, refreshToken string, bearer string
 	if family == "" {
 		return apperr.Unauthorized("send the refresh token, or the access token of the session to end")
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = $1 WHERE family_id = $2 AND revoked_at IS NULL`,
-		s.clock.Now(), family)
-	if err != nil {
-		return fmt.Errorf("end session %s: %w", family, err)
-	}
-	return nil
+	return s.endFamily(ctx, family)
 }
 
 // Purge deletes refresh tokens past their family's lifetime and used or expired one-time
