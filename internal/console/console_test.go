@@ -494,7 +494,7 @@ func TestStartGuide(t *testing.T) {
 	must(t, v.get("/"), http.StatusOK, `href="/start"`)
 	must(t, v.get("/start"), http.StatusOK, "Create the partner", "After the partner.")
 	must(t, v.post("/start/partner", url.Values{"csrf": {v.csrf}, "name": {strings.Repeat("x", 201)}}), http.StatusBadRequest,
-		"1 to 200 characters")
+		"at most 200 characters")
 	must(t, v.post("/start/partner", url.Values{"csrf": {v.csrf}, "name": {"Acme IT"}}), http.StatusSeeOther)
 	page := v.get("/start")
 	must(t, page, http.StatusOK, "Done: Acme IT.", "Create the organization")

@@ -5,10 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gale/internal/domains/enrollment"
 	"gale/internal/domains/tenancy"
+	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
 )
@@ -48,7 +48,7 @@ func (c *Console) startData(r *http.Request) (startPage, error) {
 	pg := startPage{CanPartner: c.HTTP.Permits(ctx, "create-partner"), CanOrg: c.HTTP.Permits(ctx, "create-organization"),
 		CanKey: c.HTTP.Permits(ctx, "create-enrollment-key"), DefaultTTLHours: max(1, int(c.opts.KeyTTL/time.Hour))}
 	var err error
-	if principal(ctx).Scope.IsSystem() && c.HTTP.Permits(ctx, "list-partners") {
+	if access.PrincipalFrom(ctx).Scope.IsSystem() && c.HTTP.Permits(ctx, "list-partners") {
 		if pg.Partners, _, _, err = c.Tenancy.ListPartners(ctx, store.Page{Limit: maxStartChoices}); err != nil {
 			return pg, err
 		}
@@ -63,23 +63,11 @@ func (c *Console) startData(r *http.Request) (startPage, error) {
 	return pg, nil
 }
 
-// checkName applies the API's rule for a name: 1 to 200 characters.
-func checkName(field, name string) (string, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || utf8.RuneCountInString(name) > 200 {
-		return "", apperr.Invalid(field, "a name has 1 to 200 characters")
-	}
-	return name, nil
-}
-
 func (c *Console) startPartner(w http.ResponseWriter, r *http.Request) error {
 	if err := c.allow(r.Context(), "create-partner"); err != nil {
 		return err
 	}
-	name, err := checkName("name", r.PostFormValue("name"))
-	if err != nil {
-		return err
-	}
+	name := strings.TrimSpace(r.PostFormValue("name"))
 	if _, err := c.Tenancy.CreatePartner(r.Context(), tenancy.PartnerInput{Name: &name}); err != nil {
 		return err
 	}
@@ -92,10 +80,7 @@ func (c *Console) startOrg(w http.ResponseWriter, r *http.Request) error {
 	if err := c.allow(r.Context(), "create-organization"); err != nil {
 		return err
 	}
-	name, err := checkName("name", r.PostFormValue("name"))
-	if err != nil {
-		return err
-	}
+	name := strings.TrimSpace(r.PostFormValue("name"))
 	if _, err := c.Tenancy.CreateOrganization(r.Context(), tenancy.NewOrganization{OrganizationInput: tenancy.OrganizationInput{Name: &name},
 		PartnerID: r.PostFormValue("partnerId"), DefaultSite: "Main Site"}); err != nil {
 		return err

@@ -249,8 +249,8 @@ func (s *Service) CreateOrganizationIn(ctx context.Context, tx *sql.Tx, in NewOr
 	if err != nil {
 		return Organization{}, err
 	}
-	if in.Name == nil {
-		return Organization{}, apperr.Invalid("name", "name is required")
+	if err := checkName(in.Name); err != nil {
+		return Organization{}, err
 	}
 	start, err := parseDate("contractStart", in.ContractStart)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"gale/internal/domains/audit"
 	"gale/internal/platform/access"
@@ -161,8 +162,8 @@ func (s *Service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, 
 	if err := requireSystem(access.ScopeFrom(ctx)); err != nil {
 		return Partner{}, err
 	}
-	if in.Name == nil {
-		return Partner{}, apperr.Invalid("name", "name is required")
+	if err := checkName(in.Name); err != nil {
+		return Partner{}, err
 	}
 	var p Partner
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
@@ -195,6 +196,21 @@ func (s *Service) CreatePartner(ctx context.Context, in PartnerInput) (Partner, 
 		return p, fmt.Errorf("create partner: %w", err)
 	}
 	return p, nil
+}
+
+// maxNameLen bounds the name of a partner, organization or site, as the API's schema does.
+const maxNameLen = 200
+
+// checkName requires a name of 1 to maxNameLen characters: the API's schema checks it before
+// a request reaches the service, other callers (the console) rely on this.
+func checkName(name *string) error {
+	if name == nil || *name == "" {
+		return apperr.Invalid("name", "name is required")
+	}
+	if utf8.RuneCountInString(*name) > maxNameLen {
+		return apperr.Invalid("name", "a name has at most 200 characters")
+	}
+	return nil
 }
 
 // UpdatePartner changes a partner. Status and maxOrganizations are for system callers; a
