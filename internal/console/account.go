@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"gale/internal/domains/auth"
+	"gale/internal/platform/access"
 )
 
 // accountPage is the signed-in user's own security: the second step of sign-in, and the
@@ -42,7 +43,7 @@ func (c *Console) mfaSetup(w http.ResponseWriter, r *http.Request) error {
 	if err := c.allow(r.Context(), "mfa-setup"); err != nil {
 		return err
 	}
-	setup, err := c.Auth.SetupMFA(r.Context(), principal(r.Context()), r.PostFormValue("password"))
+	setup, err := c.Auth.SetupMFA(r.Context(), access.PrincipalFrom(r.Context()), r.PostFormValue("password"))
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (c *Console) mfaEnable(w http.ResponseWriter, r *http.Request) error {
 	if err := c.allow(r.Context(), "mfa-enable"); err != nil {
 		return err
 	}
-	codes, err := c.Auth.EnableMFA(r.Context(), principal(r.Context()), r.PostFormValue("code"), r.PostFormValue("password"))
+	codes, err := c.Auth.EnableMFA(r.Context(), access.PrincipalFrom(r.Context()), r.PostFormValue("code"), r.PostFormValue("password"))
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func (c *Console) mfaDisable(w http.ResponseWriter, r *http.Request) error {
 	if err := c.allow(r.Context(), "mfa-disable"); err != nil {
 		return err
 	}
-	if err := c.Auth.DisableMFA(r.Context(), principal(r.Context()), r.PostFormValue("code"), r.PostFormValue("password")); err != nil {
+	if err := c.Auth.DisableMFA(r.Context(), access.PrincipalFrom(r.Context()), r.PostFormValue("code"), r.PostFormValue("password")); err != nil {
 		return err
 	}
 	c.HTTP.Succeeded(r.Context(), "mfa-disable")
@@ -80,7 +81,7 @@ func (c *Console) changePassword(w http.ResponseWriter, r *http.Request) error {
 	if err := c.allow(r.Context(), "change-password"); err != nil {
 		return err
 	}
-	if err := c.Auth.ChangePassword(r.Context(), principal(r.Context()), r.PostFormValue("current"), r.PostFormValue("next")); err != nil {
+	if err := c.Auth.ChangePassword(r.Context(), access.PrincipalFrom(r.Context()), r.PostFormValue("current"), r.PostFormValue("next")); err != nil {
 		return err
 	}
 	c.HTTP.Succeeded(r.Context(), "change-password")

@@ -10,6 +10,7 @@ import (
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/scripts"
+	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
 
@@ -94,7 +95,7 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	counts, err := cached(c.counts, principal(r.Context()).Scope, "device-counts|"+strings.Join(f.OrgIDs, ",")+"|"+
+	counts, err := cached(c.counts, access.PrincipalFrom(r.Context()).Scope, "device-counts|"+strings.Join(f.OrgIDs, ",")+"|"+
 		strings.Join(f.SiteIDs, ",")+"|"+f.Search,
 		func() (map[string]int, error) { return c.Devices.StatusCounts(r.Context(), f) })
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
+	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
 
@@ -31,7 +32,7 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
 	canDevices, canAlerts := c.HTTP.Permits(ctx, "list-devices"), c.HTTP.Permits(ctx, "list-alerts")
 	org := c.currentOrg(r)
-	pg, err := cached(c.counts, principal(ctx).Scope, fmt.Sprintf("home|%s|%s|%t|%t", org, c.currentSite(r), canDevices, canAlerts),
+	pg, err := cached(c.counts, access.PrincipalFrom(ctx).Scope, fmt.Sprintf("home|%s|%s|%t|%t", org, c.currentSite(r), canDevices, canAlerts),
 		func() (homePage, error) { return c.homeData(r, org, canDevices, canAlerts) })
 	if err != nil {
 		return err

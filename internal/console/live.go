@@ -106,7 +106,7 @@ func (c *Console) liveStream(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return fmt.Errorf("the response cannot stream")
 	}
-	p := principal(r.Context())
+	p := access.PrincipalFrom(r.Context())
 	sub := c.live.subscribe(p.Scope)
 	defer c.live.unsubscribe(sub)
 	h := w.Header()

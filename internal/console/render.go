@@ -127,7 +127,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if !ok {
 		return fmt.Errorf("no console page %q", page)
 	}
-	if p := principal(r.Context()); p != nil {
+	if p := access.PrincipalFrom(r.Context()); p != nil {
 		v.User = p
 		v.CSRF = c.csrfToken(p)
 		scope, err := c.scopeView(r)

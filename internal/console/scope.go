@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"gale/internal/domains/tenancy"
+	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
 
@@ -49,7 +50,7 @@ func (c *Console) scopeView(r *http.Request) (scopeView, error) {
 	v.Shown = len(orgs) > 1
 	partners := map[string]string{}
 	// Partners are named for a system user only: the others see one partner, their own.
-	if principal(r.Context()).Scope.IsSystem() && c.HTTP.Permits(r.Context(), "list-partners") {
+	if access.PrincipalFrom(r.Context()).Scope.IsSystem() && c.HTTP.Permits(r.Context(), "list-partners") {
 		list, _, _, err := c.Tenancy.ListPartners(r.Context(), store.Page{Limit: maxSwitcherOrgs})
 		if err != nil {
 			return v, err

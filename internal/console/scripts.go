@@ -8,6 +8,7 @@ import (
 
 	"gale/internal/domains/groups"
 	"gale/internal/domains/scripts"
+	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/httpapi"
 	"gale/internal/platform/store"
@@ -141,9 +142,9 @@ func (c *Console) executionDetail(w http.ResponseWriter, r *http.Request) error 
 // be placed.
 type scriptForm struct {
 	Script scripts.Script
-	// New is set for a script being created; Orgs are the organizations it may belong to.
-	New  bool
-	Orgs map[string]string
+	// New is set for a script being created; it may belong to an organization of the
+	// switcher's list.
+	New bool
 	// PartnerWide offers a script for every organization of the user's partner.
 	PartnerWide bool
 	OrgID       string
@@ -181,14 +182,7 @@ func (c *Console) scriptEdit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (c *Console) scriptEditor(w http.ResponseWriter, r *http.Request, status int, f scriptForm) error {
-	if f.New {
-		scope, err := c.scopeView(r)
-		if err != nil {
-			return err
-		}
-		f.Orgs = scope.OrgNames
-		f.PartnerWide = principal(r.Context()).Scope.Level == "partner"
-	}
+	f.PartnerWide = f.New && access.PrincipalFrom(r.Context()).Scope.Level == access.LevelPartner
 	title := "New script"
 	if !f.New {
 		title = "Edit " + f.Script.Name

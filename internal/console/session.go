@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -164,9 +163,6 @@ func safeNext(next string) string {
 	}
 	return next
 }
-
-// principal is the signed-in user of a page's request.
-func principal(ctx context.Context) *access.Principal { return access.PrincipalFrom(ctx) }
 
 // maxFormBytes bounds a form (a script's content is the largest field).
 const maxFormBytes = 1 << 20

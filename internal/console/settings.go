@@ -18,7 +18,6 @@ type settingsPage struct {
 	Keys                        []enrollment.EnrollmentKey
 	CanAPIKeys, CanRevokeAPIKey bool
 	APIKeys                     []apikeys.APIKey
-	OrgNames                    map[string]string
 }
 
 func (c *Console) settings(w http.ResponseWriter, r *http.Request) error {
@@ -37,11 +36,6 @@ func (c *Console) settings(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	scope, err := c.scopeView(r)
-	if err != nil {
-		return err
-	}
-	pg.OrgNames = scope.OrgNames
 	return c.render(w, r, http.StatusOK, "settings", "", view{Title: "Keys", Section: "settings", Data: pg})
 }
 
