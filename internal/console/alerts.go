@@ -2,8 +2,10 @@ package console
 
 import (
 	"net/http"
+	"slices"
 
 	"gale/internal/domains/alerts"
+	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
 )
@@ -16,7 +18,7 @@ const alertPageSize = 50
 
 // alertListPage is the inbox's data.
 type alertListPage struct {
-	Alerts   []alerts.Alert
+	Rows     []alertRow
 	Status   string
 	Severity string
 	Next     string
@@ -52,7 +54,10 @@ func (c *Console) alertList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pg.Alerts = list
+	names := c.deviceNames(r, list)
+	for _, a := range list {
+		pg.Rows = append(pg.Rows, alertRow{Alert: a, CanAct: pg.CanAct, Device: names[deref(a.DeviceID)]})
+	}
 	pg.Next = nextPage(r, next)
 	if pg.Summary, err = c.Alerts.Summarize(r.Context(), f.OrgID); err != nil {
 		return err
@@ -102,7 +107,8 @@ func (c *Console) alertAct(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.Header.Get("HX-Request") != "" {
-		return c.render(w, r, http.StatusOK, "alerts", "alert-row", view{Data: alertRow{Alert: a, CanAct: true}})
+		row := alertRow{Alert: a, CanAct: true, Device: c.deviceNames(r, []alerts.Alert{a})[deref(a.DeviceID)]}
+		return c.render(w, r, http.StatusOK, "alerts", "alert-row", view{Data: row})
 	}
 	http.Redirect(w, r, "/alerts/"+a.ID, http.StatusSeeOther)
 	return nil
@@ -112,6 +118,32 @@ func (c *Console) alertAct(w http.ResponseWriter, r *http.Request) error {
 type alertRow struct {
 	Alert  alerts.Alert
 	CanAct bool
+	// Device names the alert's device; "" when the user may not list devices.
+	Device string
+}
+
+// deviceNames names the devices of alerts by ID, as far as the user may list devices; a
+// name that cannot be read is left out rather than failing the inbox.
+func (c *Console) deviceNames(r *http.Request, list []alerts.Alert) map[string]string {
+	var ids []string
+	for _, a := range list {
+		if a.DeviceID != nil && !slices.Contains(ids, *a.DeviceID) {
+			ids = append(ids, *a.DeviceID)
+		}
+	}
+	if len(ids) == 0 || !c.HTTP.Permits(r.Context(), "list-devices") {
+		return nil
+	}
+	found, _, _, err := c.Devices.List(r.Context(), devices.ListFilter{IDs: ids}, store.Page{Limit: len(ids)})
+	if err != nil {
+		c.Logger.WarnContext(r.Context(), "alert inbox: naming devices", "error", err)
+		return nil
+	}
+	names := make(map[string]string, len(found))
+	for _, d := range found {
+		names[d.ID] = d.Name()
+	}
+	return names
 }
 
 // maxBulkAlerts is how many alerts one bulk action takes, as the API's bulk operation.

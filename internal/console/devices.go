@@ -183,11 +183,7 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 	if pg.Scripts, err = c.runnableScripts(r, d.OSType); err != nil {
 		return err
 	}
-	title := d.Hostname
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		title = *d.DisplayName
-	}
-	return c.render(w, r, http.StatusOK, "device", targeted(r, "device-status"), view{Title: title, Section: "devices", Data: pg})
+	return c.render(w, r, http.StatusOK, "device", targeted(r, "device-status"), view{Title: d.Name(), Section: "devices", Data: pg})
 }
 
 // deviceRow is a row of the device list, its text made ready: a page shows 50 of them, and
@@ -203,11 +199,8 @@ func (c *Console) deviceRows(r *http.Request, list []*devices.Device) []deviceRo
 	now := c.clock.Now()
 	rows := make([]deviceRow, len(list))
 	for i, d := range list {
-		row := deviceRow{ID: d.ID, Name: d.Hostname, Status: d.Status, OS: d.OSName, IP: d.IPAddress, Agent: d.AgentVersion,
+		row := deviceRow{ID: d.ID, Name: d.Name(), Status: d.Status, OS: d.OSName, IP: d.IPAddress, Agent: d.AgentVersion,
 			Org: d.OrgID, Tags: d.Tags}
-		if d.DisplayName != nil && *d.DisplayName != "" {
-			row.Name = *d.DisplayName
-		}
 		if row.OS == "" {
 			row.OS = d.OSType
 		} else if d.OSVersion != "" {

@@ -36,16 +36,13 @@ func (c *Console) processes(w http.ResponseWriter, r *http.Request) error {
 	slices.SortStableFunc(list, func(a, b agentproto.Process) int {
 		return cmp.Or(cmp.Compare(b.CPUPercent, a.CPUPercent), cmp.Compare(b.MemoryBytes, a.MemoryBytes))
 	})
-	pg := processesPage{DeviceID: d.ID, Device: d.Hostname, CanKill: c.HTTP.Permits(r.Context(), "kill-device-process"),
+	pg := processesPage{DeviceID: d.ID, Device: d.Name(), CanKill: c.HTTP.Permits(r.Context(), "kill-device-process"),
 		Search: strings.TrimSpace(r.URL.Query().Get("q"))}
 	for _, p := range list {
 		needle := strings.ToLower(pg.Search)
 		if strings.Contains(strings.ToLower(p.Name), needle) || strings.Contains(strings.ToLower(p.CommandLine), needle) {
 			pg.Processes = append(pg.Processes, p)
 		}
-	}
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		pg.Device = *d.DisplayName
 	}
 	return c.render(w, r, http.StatusOK, "processes", "", view{Title: "Processes · " + pg.Device, Section: "devices", Data: pg})
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"gale/internal/domains/alerts"
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
@@ -61,12 +60,7 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 		"when":  func(t time.Time) string { return t.UTC().Format(timeLayout) },
 		"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"bytes": humanBytes,
-		"deref": func(s *string) string {
-			if s == nil {
-				return ""
-			}
-			return *s
-		},
+		"deref": deref,
 		"pct":   func(v float64) string { return fmt.Sprintf("%.0f%%", v) },
 		"list":  func(v ...string) []string { return v },
 		"int64": func(n uint64) int64 { return int64(min(n, 1<<62)) },
@@ -76,10 +70,8 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 			}
 			return os
 		},
-		// output wraps a command's output panel for its template.
-		"output": func(o runOutput) view { return view{Data: o} },
-		// row wraps one alert of the inbox for its row's template.
-		"row": func(a alerts.Alert, canAct bool) view { return view{Data: alertRow{Alert: a, CanAct: canAct}} },
+		// fragment hands a block that is also rendered alone (an htmx answer) its data.
+		"fragment": func(data any) view { return view{Data: data} },
 		"title": func(s string) string {
 			if s == "" {
 				return s
@@ -237,6 +229,14 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 		c.Logger.ErrorContext(r.Context(), "console error page failed", "error", rerr)
 		http.Error(w, e.Message, status)
 	}
+}
+
+// deref is the string s points to, "" for none.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // ago says how long ago something happened, d before now.

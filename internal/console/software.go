@@ -29,12 +29,9 @@ func (c *Console) deviceSoftware(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	in := r.URL.Query()
-	pg := softwarePage{DeviceID: d.ID, Device: d.Hostname, Search: strings.TrimSpace(in.Get("q"))}
+	pg := softwarePage{DeviceID: d.ID, Device: d.Name(), Search: strings.TrimSpace(in.Get("q"))}
 	if utf8.RuneCountInString(pg.Search) > 200 {
 		return apperr.Invalid("q", "search for at most 200 characters")
-	}
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		pg.Device = *d.DisplayName
 	}
 	list, next, _, err := c.Devices.Software(r.Context(), d.ID, pg.Search, store.Page{Limit: softwarePageSize, Cursor: in.Get("cursor")})
 	if err != nil {

@@ -43,10 +43,7 @@ func (c *Console) openTerminal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	name := d.Hostname
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		name = *d.DisplayName
-	}
+	name := d.Name()
 	w.Header().Set("Content-Security-Policy", terminalPolicy)
 	return c.render(w, r, http.StatusOK, "terminal", "", view{Title: "Terminal · " + name, Section: "devices",
 		Data: terminalPage{DeviceID: d.ID, Device: name, SessionID: x.ID, Socket: u.RequestURI()}})

@@ -110,6 +110,14 @@ type Device struct {
 	encoded []byte
 }
 
+// Name is what people call the device: its display name, else its hostname.
+func (d *Device) Name() string {
+	if d.DisplayName != nil && *d.DisplayName != "" {
+		return *d.DisplayName
+	}
+	return d.Hostname
+}
+
 var deviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.display_name, d.status, d.os_type, d.os_name,
 	d.os_version, d.os_build, d.architecture, d.agent_version, d.manufacturer, d.model, d.serial_number, d.cpu_model,
 	d.cpu_cores, d.memory_bytes, d.ip_address, d.mac_address, d.last_user, d.uptime_seconds, d.pending_reboot, d.metrics,

@@ -27,6 +27,8 @@ const (
 
 // ListFilter narrows and orders the device list.
 type ListFilter struct {
+	// IDs keeps only these devices (at most 500).
+	IDs                   []string
 	OrgIDs                []string
 	SiteIDs               []string
 	GroupIDs              []string
@@ -114,7 +116,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]*D
 // listConds are the conditions of the device list's filter, the caller's scope first.
 func (s *Service) listConds(ctx context.Context, f ListFilter, a *store.Args) ([]string, error) {
 	conds := []string{access.ScopeFrom(ctx).OrgFilter(a, "d.org_id", "d.partner_id")}
-	for _, ids := range [][]string{f.OrgIDs, f.SiteIDs, f.GroupIDs} {
+	for _, ids := range [][]string{f.IDs, f.OrgIDs, f.SiteIDs, f.GroupIDs} {
 		if len(ids) > maxFilterIDs {
 			return nil, apperr.Invalid("filter", "at most 500 IDs per filter")
 		}
@@ -123,6 +125,9 @@ func (s *Service) listConds(ctx context.Context, f ListFilter, a *store.Args) ([
 				return nil, apperr.Invalid("filter", "not a valid ID: "+id)
 			}
 		}
+	}
+	if len(f.IDs) > 0 {
+		conds = append(conds, "d.id IN "+a.In(f.IDs))
 	}
 	if len(f.OrgIDs) > 0 {
 		conds = append(conds, "d.org_id IN "+a.In(f.OrgIDs))
