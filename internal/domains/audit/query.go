@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"gale/internal/platform/access"
@@ -88,11 +87,6 @@ func parseTime(field, s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// likeEscape escapes LIKE wildcards so user text matches literally (with ESCAPE '\').
-func likeEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
-}
-
 // conditions renders the scope and the criteria.
 func (c Criteria) conditions(s access.Scope, a *store.Args) []string {
 	conds := []string{s.TenantFilter(a, "org_id", "partner_id")}
@@ -110,7 +104,7 @@ func (c Criteria) conditions(s access.Scope, a *store.Args) []string {
 	eq("result", c.Result)
 	eq("org_id", c.OrgID)
 	if c.ActionPrefix != "" {
-		conds = append(conds, `action LIKE `+a.Add(likeEscape(c.ActionPrefix)+"%")+` ESCAPE '\'`)
+		conds = append(conds, `action LIKE `+a.Add(store.EscapeLike(c.ActionPrefix)+"%")+` ESCAPE '\'`)
 	}
 	if !c.FromTime.IsZero() {
 		conds = append(conds, "occurred_at >= "+a.Add(c.FromTime))
@@ -119,12 +113,7 @@ func (c Criteria) conditions(s access.Scope, a *store.Args) []string {
 		conds = append(conds, "occurred_at < "+a.Add(c.ToTime))
 	}
 	if c.Search != "" {
-		p := a.Add("%" + likeEscape(strings.ToLower(c.Search)) + "%")
-		var ors []string
-		for _, col := range []string{"action", "resource_name", "resource_type", "resource_id", "actor_email", "request_id"} {
-			ors = append(ors, "LOWER("+col+") LIKE "+p+` ESCAPE '\'`)
-		}
-		conds = append(conds, "("+strings.Join(ors, " OR ")+")")
+		conds = append(conds, store.Contains(a, c.Search, "action", "resource_name", "resource_type", "resource_id", "actor_email", "request_id"))
 	}
 	return conds
 }

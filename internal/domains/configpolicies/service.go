@@ -144,8 +144,7 @@ func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
 		conds = append(conds, "p.enforcement = "+a.Add(f.Enforcement))
 	}
 	if q := strings.TrimSpace(f.Query); q != "" {
-		like := "%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(q)) + "%"
-		conds = append(conds, "(lower(p.name) LIKE "+a.Add(like)+` ESCAPE '\' OR lower(p.description) LIKE `+a.Add(like)+` ESCAPE '\')`)
+		conds = append(conds, store.Contains(a, q, "p.name", "p.description"))
 	}
 	return conds
 }

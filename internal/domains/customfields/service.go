@@ -83,8 +83,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Fi
 			tenancy.PartnerOfOrg(a.Add(f.OrgID))+"))")
 	}
 	if f.Search != "" {
-		like := a.Add("%" + strings.ToLower(f.Search) + "%")
-		conds = append(conds, "(LOWER(f.name) LIKE "+like+" OR f.key LIKE "+like+")")
+		conds = append(conds, store.Contains(&a, f.Search, "f.name", "f.key"))
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: fieldColumns, From: " FROM custom_fields f", Conds: conds,
 		Args: &a, SortKey: "f.name", SortID: "f.id"}, page, scanField, func(f Field) (string, string) { return f.Name, f.ID })

@@ -150,7 +150,7 @@ func (s *Service) Software(ctx context.Context, id, search string, page store.Pa
 	var a store.Args
 	conds := []string{"device_id = " + a.Add(id)}
 	if search != "" {
-		conds = append(conds, "LOWER(name) LIKE LOWER("+a.Add("%"+search+"%")+")")
+		conds = append(conds, store.Contains(&a, search, "name"))
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: softwareColumns, From: " FROM device_software", Conds: conds, Args: &a,
 		SortKey: "name", SortID: "id"}, page, scanSoftware, func(r InstalledSoftware) (string, string) { return r.Name, r.ID })
@@ -197,7 +197,7 @@ func (s *Service) SoftwareSummary(ctx context.Context, f SoftwareSummaryFilter, 
 		conds = append(conds, "w.name = "+a.Add(f.Name))
 	}
 	if f.Search != "" {
-		conds = append(conds, "LOWER(w.name) LIKE LOWER("+a.Add("%"+f.Search+"%")+")")
+		conds = append(conds, store.Contains(&a, f.Search, "w.name"))
 	}
 	if cursor != "" {
 		raw, err := base64.RawURLEncoding.DecodeString(cursor)

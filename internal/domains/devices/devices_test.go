@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -1177,5 +1178,48 @@ func TestInventoryShowsTheLinuxDetails(t *testing.T) {
 		!reflect.DeepEqual(inv.Hardware, sent.Hardware) || !reflect.DeepEqual(inv.Network, sent.Network) ||
 		len(inv.LastLogons) != 1 || inv.LastLogons[0] != logon {
 		t.Fatalf("inventory shown = %+v", inv)
+	}
+}
+
+// A search finds devices by any part of their hostname or display name, ignoring case, with
+// wildcards taken literally; the name index follows renames.
+func TestSearchByPartOfTheName(t *testing.T) {
+	e := apptest.New(t)
+	admin := e.Admin()
+	ten := e.NewTenant(admin, "Acme")
+	row := func(host string) string {
+		return e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: host})
+	}
+	row("web-01")
+	odd := row("WEB_100%")
+	db := row("db-01")
+	other := e.NewTenant(admin, "Other")
+	e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "web-02"})
+	e.Must(200, ten.Org, "PATCH", api+"/devices/"+db, map[string]any{"displayName": "Front Desk"})
+
+	search := func(q string) string {
+		t.Helper()
+		var out []string
+		for _, d := range listDevices(e, ten.Org, "search="+url.QueryEscape(q)).Devices {
+			out = append(out, d.Hostname)
+		}
+		return strings.Join(out, ",")
+	}
+	for q, want := range map[string]string{"EB-0": "web-01", "we": "WEB_100%,web-01", "_": "WEB_100%", "0%": "WEB_100%",
+		"t des": "db-01", "web-02": "", "%": "WEB_100%"} {
+		if got := search(q); got != want {
+			t.Errorf("search %q = %q, want %q", q, got, want)
+		}
+	}
+	e.Must(200, ten.Org, "PATCH", api+"/devices/"+db, map[string]any{"displayName": "Accounting"})
+	if got := search("desk"); got != "" {
+		t.Errorf("the old display name still matches: %q", got)
+	}
+	if got := search("counting"); got != "db-01" {
+		t.Errorf("the new display name does not match: %q", got)
+	}
+	e.Must(204, ten.Partner, "DELETE", api+"/devices/"+odd, nil)
+	if got := search("100"); got != "" {
+		t.Errorf("a decommissioned device still matches: %q", got)
 	}
 }

@@ -145,8 +145,7 @@ func (s *Service) listConds(ctx context.Context, f ListFilter, a *store.Args) ([
 		conds = append(conds, "d.status = "+a.Add(f.Status))
 	}
 	if f.Search != "" {
-		p := a.Add("%" + f.Search + "%")
-		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
+		conds = append(conds, s.db.ContainsIndexed(a, f.Search, "devices_name_search", "d.rowid", "d.hostname", "d.display_name"))
 	}
 	return conds, nil
 }

@@ -261,8 +261,7 @@ func (s *Service) ListAssets(ctx context.Context, f AssetFilter, page store.Page
 	conds := assetFilter(access.ScopeFrom(ctx), &a)
 	conds = equal(conds, &a, "x.org_id", f.OrgID, "x.site_id", f.SiteID, "x.asset_type", f.Type, "x.status", f.Status)
 	if q := strings.TrimSpace(f.Search); q != "" {
-		like := a.Add("%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(strings.ToLower(q)) + "%")
-		conds = append(conds, "(x.ip LIKE "+like+` ESCAPE '\' OR lower(x.hostname) LIKE `+like+` ESCAPE '\' OR x.mac LIKE `+like+` ESCAPE '\')`)
+		conds = append(conds, store.Contains(&a, q, "x.ip", "x.hostname", "x.mac"))
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: assetColumns, From: " FROM discovery_assets x", Conds: conds, Args: &a,
 		SortKey: "x.ip_key", SortID: "x.id"}, page, scanAsset, func(x DiscoveryAsset) (string, string) { return ipKey(x.IP), x.ID })

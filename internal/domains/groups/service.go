@@ -64,7 +64,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Gr
 		conds = append(conds, "g.type = "+a.Add(f.Type))
 	}
 	if f.Search != "" {
-		conds = append(conds, "LOWER(g.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
+		conds = append(conds, store.Contains(&a, f.Search, "g.name"))
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: groupColumns, From: " FROM device_groups g", Conds: conds, Args: &a,
 		SortKey: "g.name", SortID: "g.id"}, page, scanGroup, func(g Group) (string, string) { return g.Name, g.ID })

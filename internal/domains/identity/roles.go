@@ -116,7 +116,7 @@ func (s *Service) ListRoles(ctx context.Context, f RoleListFilter, page store.Pa
 		conds = append(conds, "r.scope = "+a.Add(f.Scope))
 	}
 	if f.Search != "" {
-		conds = append(conds, "LOWER(r.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
+		conds = append(conds, store.Contains(&a, f.Search, "r.name"))
 	}
 	count := `(SELECT COUNT(*) FROM users u WHERE u.role_id = r.id AND ` + UserFilter(p.Scope, &a) + `)`
 	return store.List(ctx, s.db, store.ListQuery{Columns: roleColumns + ", " + count, From: ` FROM roles r`, Conds: conds, Args: &a,

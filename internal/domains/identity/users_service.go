@@ -97,8 +97,7 @@ func (s *Service) ListUsers(ctx context.Context, f UserListFilter, page store.Pa
 	var a store.Args
 	conds := []string{UserFilter(p.Scope, &a)}
 	if f.Search != "" {
-		like := a.Add("%" + strings.ToLower(f.Search) + "%")
-		conds = append(conds, "(LOWER(u.email) LIKE "+like+" OR LOWER(u.name) LIKE "+like+")")
+		conds = append(conds, store.Contains(&a, f.Search, "u.email", "u.name"))
 	}
 	if f.Status != "" {
 		conds = append(conds, "u.status = "+a.Add(f.Status))

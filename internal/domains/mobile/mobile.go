@@ -117,8 +117,7 @@ func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Pa
 	var a store.Args
 	conds := []string{access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id")}
 	if f.Search != "" {
-		p := a.Add("%" + f.Search + "%")
-		conds = append(conds, "(LOWER(d.hostname) LIKE LOWER("+p+") OR LOWER(COALESCE(d.display_name, '')) LIKE LOWER("+p+"))")
+		conds = append(conds, store.Contains(&a, f.Search, "d.hostname", "d.display_name"))
 	}
 	if f.Status != "" {
 		if !slices.Contains(deviceStatuses, f.Status) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"gale/internal/domains/alerts"
@@ -150,8 +149,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Mo
 		conds = append(conds, "m.enabled = "+a.Add(*f.Enabled))
 	}
 	if f.Search != "" {
-		like := "%" + strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(strings.ToLower(f.Search)) + "%"
-		conds = append(conds, "(lower(m.name) LIKE "+a.Add(like)+" ESCAPE '\\' OR lower(m.target) LIKE "+a.Add(like)+" ESCAPE '\\')")
+		conds = append(conds, store.Contains(&a, f.Search, "m.name", "m.target"))
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: monitorColumns, From: " FROM monitors m", Conds: conds, Args: &a,
 		SortKey: "m.id", SortID: "m.id", Desc: true}, page, scanMonitor, func(m Monitor) (string, string) { return m.ID, m.ID })

@@ -147,8 +147,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Sc
 		conds = append(conds, "s.language = "+a.Add(f.Language))
 	}
 	if f.Search != "" {
-		like := a.Add("%" + strings.ToLower(f.Search) + "%")
-		conds = append(conds, "(lower(s.name) LIKE "+like+" OR lower(s.description) LIKE "+like+")")
+		conds = append(conds, store.Contains(&a, f.Search, "s.name", "s.description"))
 	}
 	list, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: scriptColumns, From: scriptFrom, Conds: conds, Args: &a,
 		SortKey: "s.name", SortID: "s.id"}, page, scanScript, func(sc Script) (string, string) { return sc.Name, sc.ID })

@@ -141,14 +141,8 @@ func (s *Service) Search(ctx context.Context, q Query) (Answer, error) {
 // match renders "(LOWER(c1) LIKE x OR ...)" and the ORDER BY term that puts rows whose first
 // column starts with the text first.
 func match(a *store.Args, text string, cols ...string) (cond, prefixFirst string) {
-	lower := strings.ToLower(text)
-	like := a.Add("%" + lower + "%")
-	parts := make([]string, len(cols))
-	for i, c := range cols {
-		parts[i] = "LOWER(" + c + ") LIKE " + like
-	}
-	return "(" + strings.Join(parts, " OR ") + ")",
-		"CASE WHEN LOWER(" + cols[0] + ") LIKE " + a.Add(lower+"%") + " THEN 0 ELSE 1 END"
+	return store.Contains(a, text, cols...),
+		"CASE WHEN LOWER(" + cols[0] + ") LIKE " + a.Add(store.EscapeLike(strings.ToLower(text))+"%") + ` ESCAPE '\' THEN 0 ELSE 1 END`
 }
 
 // devices searches hostname, display name, serial number and IP address of live devices.

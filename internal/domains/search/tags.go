@@ -56,7 +56,7 @@ func (s *Service) Tags(ctx context.Context, search string, limit int) (TagList, 
 	var a store.Args
 	conds := []string{deviceInScope(access.ScopeFrom(ctx), &a)}
 	if search != "" {
-		conds = append(conds, "LOWER(t.tag) LIKE "+a.Add("%"+strings.ToLower(search)+"%"))
+		conds = append(conds, store.Contains(&a, search, "t.tag"))
 	}
 	tags, err := store.QueryAll(ctx, s.db, devices.SelectLive("t.tag, COUNT(*)", devices.JoinTags("t"), conds...)+
 		` GROUP BY t.tag ORDER BY t.tag LIMIT `+a.Add(limit+1), a.Values(), func(row store.Scanner) (Tag, error) {

@@ -130,8 +130,7 @@ func (s *Service) ListDevices(ctx context.Context, f DeviceFilter, page store.Pa
 		conds = append(conds, "d.status = "+a.Add(f.Status))
 	}
 	if q := strings.ToLower(strings.TrimSpace(f.Search)); q != "" {
-		like := a.Add("%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(q) + "%")
-		conds = append(conds, "(LOWER(d.name) LIKE "+like+` ESCAPE '\' OR d.ip_address LIKE `+like+` ESCAPE '\')`)
+		conds = append(conds, store.Contains(&a, q, "d.name", "d.ip_address"))
 	}
 	rows, next, total, err := store.List(ctx, s.db, store.ListQuery{Columns: deviceColumns, From: " FROM snmp_devices d", Conds: conds,
 		Args: &a, SortKey: "d.id", SortID: "d.id", Desc: true}, page, scanDevice, func(d device) (string, string) { return d.ID, d.ID })

@@ -411,8 +411,7 @@ func (s *Service) Browse(ctx context.Context, query, prefix string, limit int) (
 		conds = append(conds, "(o.oid = "+a.Add(prefix)+" OR o.oid LIKE "+a.Add(prefix+".%")+")")
 	}
 	if query != "" {
-		like := a.Add("%" + strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(query) + "%")
-		conds = append(conds, "(o.oid LIKE "+like+` ESCAPE '\' OR LOWER(o.name) LIKE `+like+` ESCAPE '\' OR LOWER(o.label) LIKE `+like+` ESCAPE '\')`)
+		conds = append(conds, store.Contains(&a, query, "o.oid", "o.name", "o.label"))
 	}
 	found, err := store.QueryAll(ctx, s.db, `SELECT o.oid, o.name, o.label, o.unit, o.type, t.id FROM snmp_template_oids o
 		JOIN snmp_templates t ON t.id = o.template_id WHERE `+store.Where(conds)+` ORDER BY o.oid, t.id LIMIT `+

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"gale/internal/domains/audit"
@@ -154,8 +153,7 @@ func (s *Service) ListOrganizations(ctx context.Context, f OrgListFilter, page s
 		conds = append(conds, "o.deleted_at IS NULL")
 	}
 	if f.Search != "" {
-		p := a.Add("%" + strings.ToLower(f.Search) + "%")
-		conds = append(conds, "(LOWER(o.name) LIKE "+p+" OR o.slug LIKE "+p+")")
+		conds = append(conds, store.Contains(&a, f.Search, "o.name", "o.slug"))
 	}
 	if f.Status != "" {
 		conds = append(conds, "o.status = "+a.Add(f.Status))

@@ -92,7 +92,7 @@ func (s *Service) ListSites(ctx context.Context, f SiteListFilter, page store.Pa
 		conds = append(conds, "s.org_id = "+a.Add(f.OrgID))
 	}
 	if f.Search != "" {
-		conds = append(conds, "LOWER(s.name) LIKE "+a.Add("%"+strings.ToLower(f.Search)+"%"))
+		conds = append(conds, store.Contains(&a, f.Search, "s.name"))
 	}
 	return store.List(ctx, s.db, store.ListQuery{Columns: siteColumns, From: " FROM sites s", Conds: conds,
 		Args: &a, SortKey: "s.name", SortID: "s.id"}, page, scanSite, func(st Site) (string, string) { return st.Name, st.ID })

@@ -103,8 +103,7 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Pa
 		conds = append(conds, "lower(p.vendor) = "+a.Add(strings.ToLower(f.Vendor)))
 	}
 	if f.Search != "" {
-		like := "%" + escapeLike(strings.ToLower(f.Search)) + "%"
-		conds = append(conds, "(lower(p.name) LIKE "+a.Add(like)+" ESCAPE '\\' OR lower(p.vendor) LIKE "+a.Add(like)+" ESCAPE '\\')")
+		conds = append(conds, store.Contains(&a, f.Search, "p.name", "p.vendor"))
 	}
 	if f.PlatformTested != nil {
 		latestTested := `EXISTS (SELECT 1 FROM third_party_versions v WHERE v.package_id = p.id AND v.position = 0 AND v.platform_tested)`
@@ -122,10 +121,6 @@ func (s *Service) List(ctx context.Context, f ListFilter, page store.Page) ([]Pa
 		return nil, "", nil, err
 	}
 	return rows, next, total, nil
-}
-
-func escapeLike(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }
 
 // complete adds their versions and last test to entries.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // The methods below are where SQLite and PostgreSQL differ beyond what one portable
@@ -121,4 +123,19 @@ func (db *DB) UTCDate(col string) string {
 		return "to_char(" + col + " AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 	}
 	return "substr(" + col + ", 1, 10)"
+}
+
+// ContainsIndexed is Contains served by a trigram index where one is kept: on PostgreSQL,
+// pg_trgm indexes on LOWER(col) serve Contains itself; on SQLite, an FTS5 trigram table
+// named fts, over the columns and sharing the rowids of the table whose rowid column is
+// rowid, finds the candidates (for a needle of three characters or more, the shortest a
+// trigram matches). Contains stays in the condition there too, so a row is never matched
+// by an index entry alone.
+func (db *DB) ContainsIndexed(a *Args, needle, fts, rowid string, cols ...string) string {
+	cond := Contains(a, needle, cols...)
+	if db.Dialect != SQLite || utf8.RuneCountInString(needle) < 3 {
+		return cond
+	}
+	phrase := `"` + strings.ReplaceAll(needle, `"`, `""`) + `"`
+	return "(" + rowid + " IN (SELECT rowid FROM " + fts + " WHERE " + fts + " MATCH " + a.Add(phrase) + ") AND " + cond + ")"
 }

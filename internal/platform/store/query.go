@@ -34,6 +34,24 @@ func (a *Args) In(vals []string) string {
 	return "(" + strings.Join(ph, ", ") + ")"
 }
 
+// Contains is the condition that one of the text columns cols holds needle, ignoring case:
+// "(LOWER(c1) LIKE $n ESCAPE '\' OR ...)". A % or _ in needle stands for itself.
+func Contains(a *Args, needle string, cols ...string) string {
+	p := a.Add("%" + EscapeLike(strings.ToLower(needle)) + "%")
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = "LOWER(" + c + ") LIKE " + p + ` ESCAPE '\'`
+	}
+	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+// EscapeLike makes LIKE's wildcards in s stand for themselves (with ESCAPE '\').
+func EscapeLike(s string) string {
+	return likeEscaper.Replace(s)
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
 // Values returns the collected arguments.
 func (a *Args) Values() []any { return a.vals }
 
