@@ -21,6 +21,7 @@ import (
 	"gale/internal/domains/enrollment"
 	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
+	"gale/internal/domains/patches"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/systemtools"
@@ -48,6 +49,10 @@ type Deps struct {
 	Audit       *audit.Log
 	APIKeys     *apikeys.Service
 	SystemTools *systemtools.Service
+
+	// patches
+	Patches       *patches.Service
+	PatchPolicies *patches.Policies
 }
 
 // Options configure the console.
@@ -142,6 +147,25 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /alerts/bulk", c.page(c.alertBulk))
 	h.Handle("GET /alerts/{id}", c.page(c.alertDetail))
 	h.Handle("POST /alerts/{id}/{action}", c.page(c.alertAct))
+
+	// patches
+	h.Handle("GET /devices/{id}/patches", c.page(c.devicePatches))
+	h.Handle("POST /devices/{id}/patches/scan", c.page(c.devicePatchScan))
+	h.Handle("POST /devices/{id}/patches/install", c.page(c.devicePatchInstall))
+	h.Handle("POST /devices/{id}/patches/{patch}/{action}", c.page(c.devicePatchDecide))
+	h.Handle("GET /patches", c.page(c.patchList))
+	h.Handle("POST /patches/bulk", c.page(c.patchBulk))
+	h.Handle("GET /patches/jobs", c.page(c.patchJobs))
+	h.Handle("GET /patches/jobs/{id}", c.page(c.patchJob))
+	h.Handle("GET /patches/policies", c.page(c.patchPolicies))
+	h.Handle("POST /patches/policies", c.page(c.patchPolicyCreate))
+	h.Handle("GET /patches/policies/new", c.page(c.patchPolicyNew))
+	h.Handle("GET /patches/policies/{id}", c.page(c.patchPolicy))
+	h.Handle("POST /patches/policies/{id}", c.page(c.patchPolicyUpdate))
+	h.Handle("GET /patches/policies/{id}/edit", c.page(c.patchPolicyEdit))
+	h.Handle("POST /patches/policies/{id}/{action}", c.page(c.patchPolicyAct))
+	h.Handle("GET /patches/{id}", c.page(c.patchDetail))
+	h.Handle("POST /patches/{id}/{action}", c.page(c.patchDecide))
 }
 
 // allow applies the rules of an API operation to the signed-in user.

@@ -134,6 +134,8 @@ type deviceDetailPage struct {
 	// Chart is the last hour of metrics as the chart script reads it (JSON); empty without
 	// metrics.
 	Chart string
+	// Patches is the device's patch summary, when the user may read patches.
+	Patches *devicePatchFact
 }
 
 // chartSeries is the metrics chart's data: Unix seconds, then each series' percentages.
@@ -181,6 +183,9 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if pg.Scripts, err = c.runnableScripts(r, d.OSType); err != nil {
+		return err
+	}
+	if pg.Patches, err = c.devicePatchFact(r, d.ID); err != nil {
 		return err
 	}
 	return c.render(w, r, http.StatusOK, "device", targeted(r, "device-status"), view{Title: d.Name(), Section: "devices", Data: pg})

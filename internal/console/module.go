@@ -11,6 +11,7 @@ import (
 	"gale/internal/domains/enrollment"
 	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
+	"gale/internal/domains/patches"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/systemtools"
@@ -26,7 +27,8 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k),
 		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k),
 		Audit: module.Get[*audit.Log](k), APIKeys: module.Get[*apikeys.Service](k),
-		SystemTools: module.Get[*systemtools.Service](k)},
+		SystemTools: module.Get[*systemtools.Service](k),
+		Patches:     module.Get[*patches.Service](k), PatchPolicies: module.Get[*patches.Policies](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

@@ -142,8 +142,17 @@ func (s *Service) getPatch(ctx context.Context, q store.Querier, scope access.Sc
 
 // GetPatch returns a patch with the count of devices in scope by its state on them.
 func (s *Service) GetPatch(ctx context.Context, id string) (Patch, error) {
+	return s.GetPatchIn(ctx, id, "")
+}
+
+// GetPatchIn is GetPatch with the decision that applies to an organization in scope (orgID:
+// its own, else the partner's); "" gives the partner's, as GetPatch.
+func (s *Service) GetPatchIn(ctx context.Context, id, orgID string) (Patch, error) {
 	scope := access.ScopeFrom(ctx)
-	p, err := s.getPatch(ctx, s.db, scope, id, "")
+	if orgID != "" && (!store.ValidID(orgID) || !scope.CanSeeOrg(orgID, scope.PartnerID) && !scope.IsSystem()) {
+		return Patch{}, apperr.Invalid("orgId", "no such organization")
+	}
+	p, err := s.getPatch(ctx, s.db, scope, id, orgID)
 	if err != nil {
 		return p, err
 	}
