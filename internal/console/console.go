@@ -24,8 +24,10 @@ import (
 	"gale/internal/domains/patches"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
+	"gale/internal/domains/security"
 	"gale/internal/domains/systemtools"
 	"gale/internal/domains/tenancy"
+	"gale/internal/domains/vulnerabilities"
 	"gale/internal/platform/bus"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/httpapi"
@@ -53,6 +55,9 @@ type Deps struct {
 	// patches
 	Patches       *patches.Service
 	PatchPolicies *patches.Policies
+	// Security and Vulnerabilities serve the security pages.
+	Security        *security.Service
+	Vulnerabilities *vulnerabilities.Service
 }
 
 // Options configure the console.
@@ -166,6 +171,16 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /patches/policies/{id}/{action}", c.page(c.patchPolicyAct))
 	h.Handle("GET /patches/{id}", c.page(c.patchDetail))
 	h.Handle("POST /patches/{id}/{action}", c.page(c.patchDecide))
+	// security and vulnerabilities
+	h.Handle("GET /security", c.page(c.securityFleet))
+	h.Handle("POST /security/threats/{id}/{action}", c.page(c.threatAct))
+	h.Handle("GET /devices/{id}/security", c.page(c.deviceSecurityPage))
+	h.Handle("POST /devices/{id}/security/scan", c.page(c.startScan))
+	h.Handle("GET /devices/{id}/vulnerabilities", c.page(c.deviceVulnerabilities))
+	h.Handle("GET /vulnerabilities", c.page(c.vulnerabilityList))
+	h.Handle("POST /vulnerabilities/remediate", c.page(c.remediateCVE))
+	h.Handle("GET /vulnerabilities/{id}", c.page(c.vulnerabilityDetail))
+	h.Handle("POST /vulnerabilities/{id}/{action}", c.page(c.findingAct))
 }
 
 // allow applies the rules of an API operation to the signed-in user.

@@ -14,8 +14,10 @@ import (
 	"gale/internal/domains/patches"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
+	"gale/internal/domains/security"
 	"gale/internal/domains/systemtools"
 	"gale/internal/domains/tenancy"
+	"gale/internal/domains/vulnerabilities"
 	"gale/internal/platform/module"
 )
 
@@ -28,7 +30,8 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k),
 		Audit: module.Get[*audit.Log](k), APIKeys: module.Get[*apikeys.Service](k),
 		SystemTools: module.Get[*systemtools.Service](k),
-		Patches:     module.Get[*patches.Service](k), PatchPolicies: module.Get[*patches.Policies](k)},
+		Patches:     module.Get[*patches.Service](k), PatchPolicies: module.Get[*patches.Policies](k),
+		Security: module.Get[*security.Service](k), Vulnerabilities: module.Get[*vulnerabilities.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

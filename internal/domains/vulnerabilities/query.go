@@ -21,6 +21,8 @@ type ListFilter struct {
 	Severity string
 	// Status of the findings counted; default open.
 	Status string
+	// Search keeps the findings whose CVE ID, package or CVE summary holds it (any case).
+	Search string
 }
 
 func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
@@ -35,6 +37,11 @@ func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
 	}
 	if f.Severity != "" {
 		conds = append(conds, "f.severity = "+a.Add(f.Severity))
+	}
+	if f.Search != "" {
+		p := a.Add("%" + strings.ToLower(f.Search) + "%")
+		conds = append(conds, "(LOWER(f.cve_id) LIKE "+p+" OR LOWER(f.package) LIKE "+p+
+			" OR EXISTS (SELECT 1 FROM vuln_cves s WHERE s.cve_id = f.cve_id AND LOWER(s.summary) LIKE "+p+"))")
 	}
 	return conds
 }
@@ -114,9 +121,9 @@ func scanGroup(r store.Scanner) (VulnSoftwareGroup, error) {
 
 // Software is the by-software view: open findings grouped by remediation unit, riskiest
 // first. It reads the counts kept per organization and group (vuln_group_stats); a severity
-// filter counts the findings themselves.
+// filter or a search counts the findings themselves.
 func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) ([]VulnSoftwareGroup, string, *int, error) {
-	if f.Severity != "" {
+	if f.Severity != "" || f.Search != "" {
 		return s.softwareFromFindings(ctx, f, page)
 	}
 	status := f.Status
@@ -162,7 +169,7 @@ func (s *Service) Software(ctx context.Context, f ListFilter, page store.Page) (
 	return out, next, total, nil
 }
 
-// softwareFromFindings groups the findings themselves (a severity filter).
+// softwareFromFindings groups the findings themselves (a severity filter, a search).
 func (s *Service) softwareFromFindings(ctx context.Context, f ListFilter, page store.Page) ([]VulnSoftwareGroup, string, *int, error) {
 	var a store.Args
 	where := store.Where(f.conds(access.ScopeFrom(ctx), &a))
