@@ -142,6 +142,14 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /alerts/bulk", c.page(c.alertBulk))
 	h.Handle("GET /alerts/{id}", c.page(c.alertDetail))
 	h.Handle("POST /alerts/{id}/{action}", c.page(c.alertAct))
+
+	// system tools
+	h.Handle("GET /devices/{id}/services", c.page(c.services))
+	h.Handle("POST /devices/{id}/services/{name}/{action}", c.page(c.serviceAction))
+	h.Handle("GET /devices/{id}/logs", c.page(c.logs))
+	h.Handle("GET /devices/{id}/files", c.page(c.files))
+	h.Handle("GET /devices/{id}/files/download", c.page(c.downloadFile))
+	h.Handle("POST /devices/{id}/files/upload", c.uploadForm(c.page(c.uploadFile)))
 }
 
 // allow applies the rules of an API operation to the signed-in user.
