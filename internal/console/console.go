@@ -181,6 +181,13 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /vulnerabilities/remediate", c.page(c.remediateCVE))
 	h.Handle("GET /vulnerabilities/{id}", c.page(c.vulnerabilityDetail))
 	h.Handle("POST /vulnerabilities/{id}/{action}", c.page(c.findingAct))
+	// system tools
+	h.Handle("GET /devices/{id}/services", c.page(c.services))
+	h.Handle("POST /devices/{id}/services/{name}/{action}", c.page(c.serviceAction))
+	h.Handle("GET /devices/{id}/logs", c.page(c.logs))
+	h.Handle("GET /devices/{id}/files", c.page(c.files))
+	h.Handle("GET /devices/{id}/files/download", c.page(c.downloadFile))
+	h.Handle("POST /devices/{id}/files/upload", c.uploadForm(c.page(c.uploadFile)))
 }
 
 // allow applies the rules of an API operation to the signed-in user.

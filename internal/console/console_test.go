@@ -72,6 +72,9 @@ func (v *visitor) do(method, path string, form url.Values, header map[string]str
 	return p
 }
 
+// missingID is an ID nothing has.
+const missingID = "00000000-0000-4000-8000-000000000000"
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 
 func (v *visitor) get(path string) page { return v.do(http.MethodGet, path, nil, nil) }
@@ -733,7 +736,7 @@ func TestForeignIDsAreNotFound(t *testing.T) {
 	}
 	e.Must(http.StatusAccepted, other.Org, "POST", "/api/v1/scripts/"+theirScript.ID+"/execute", map[string]any{"deviceIds": []string{foreign}}).JSON(t, &run)
 	e.Must(http.StatusCreated, other.Org, "POST", "/api/v1/api-keys", map[string]any{"name": "theirs", "permissions": []string{"devices:read"}}).JSON(t, &key)
-	const missing = "00000000-0000-4000-8000-000000000000"
+	const missing = missingID
 
 	v := newVisitor(t, e)
 	v.signIn("acme-org@gale.test", apptest.UserPassword)

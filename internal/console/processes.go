@@ -19,6 +19,7 @@ type processesPage struct {
 	CanKill          bool
 	// Search keeps the processes whose name or command line holds it.
 	Search string
+	Tabs   toolTabs
 }
 
 func (c *Console) processes(w http.ResponseWriter, r *http.Request) error {
@@ -37,7 +38,7 @@ func (c *Console) processes(w http.ResponseWriter, r *http.Request) error {
 		return cmp.Or(cmp.Compare(b.CPUPercent, a.CPUPercent), cmp.Compare(b.MemoryBytes, a.MemoryBytes))
 	})
 	pg := processesPage{DeviceID: d.ID, Device: d.Name(), CanKill: c.HTTP.Permits(r.Context(), "kill-device-process"),
-		Search: strings.TrimSpace(r.URL.Query().Get("q"))}
+		Search: strings.TrimSpace(r.URL.Query().Get("q")), Tabs: c.toolTabs(r.Context(), d.ID, "processes")}
 	for _, p := range list {
 		needle := strings.ToLower(pg.Search)
 		if strings.Contains(strings.ToLower(p.Name), needle) || strings.Contains(strings.ToLower(p.CommandLine), needle) {

@@ -18,23 +18,22 @@ import (
 	"gale/internal/wire/agentproto"
 )
 
-const missingID = "00000000-0000-4000-8000-000000000000"
 
-// agent answers a device's commands as its agent would.
-type agent struct {
+// queuedAgent answers a device's commands as its agent would.
+type queuedAgent struct {
 	t   *testing.T
 	e   *apptest.Env
 	dev *devices.Service
 	ag  devices.Agent
 }
 
-func agentFor(t *testing.T, e *apptest.Env, ten apptest.Tenant, deviceID string) agent {
-	return agent{t: t, e: e, dev: app.Service[*devices.Service](e.App),
+func agentFor(t *testing.T, e *apptest.Env, ten apptest.Tenant, deviceID string) queuedAgent {
+	return queuedAgent{t: t, e: e, dev: app.Service[*devices.Service](e.App),
 		ag: devices.Agent{DeviceID: deviceID, PartnerID: ten.PartnerID, OrgID: ten.OrgID, Role: "agent"}}
 }
 
 // answer completes the device's queued commands of a kind with result; it reports how many.
-func (a agent) answer(kind string, result any) int {
+func (a queuedAgent) answer(kind string, result any) int {
 	a.t.Helper()
 	cmds, _, _, err := a.dev.ListCommands(system(), a.ag.DeviceID, devices.CommandQueued, store.Page{Limit: 100})
 	if err != nil {

@@ -157,8 +157,7 @@ func (s *Service) Register(api *httpapi.Server) {
 
 	httpapi.Register(api, read("list-device-services", "/services", "List services", "systemd units on Linux."),
 		func(ctx context.Context, in *devicePath) (*listOut[agentproto.Service], error) {
-			var rows []agentproto.Service
-			err := s.call(ctx, in.DeviceID, agentproto.MethodServiceList, struct{}{}, &rows, defaultTimeout)
+			rows, err := s.Services(ctx, in.DeviceID)
 			return list(rows), err
 		})
 	httpapi.Register(api, read("get-device-service", "/services/{name}", "Get a service", ""),
@@ -171,16 +170,14 @@ func (s *Service) Register(api *httpapi.Server) {
 		httpapi.Register(api, exec(verb+"-device-service", http.MethodPost, "/services/{name}/"+verb, strings.ToUpper(verb[:1])+verb[1:]+" a service",
 			"Answers the service's state afterwards."),
 			func(ctx context.Context, in *namePath) (*out[agentproto.Service], error) {
-				var sv agentproto.Service
-				err := s.act(ctx, in.DeviceID, "services."+verb, agentproto.NameArgs{Name: in.Name}, &sv, defaultTimeout)
+				sv, err := s.ServiceAction(ctx, in.DeviceID, in.Name, verb)
 				return &out[agentproto.Service]{Body: sv}, err
 			})
 	}
 
 	httpapi.Register(api, read("list-device-event-logs", "/eventlogs", "List event logs", "journald on Linux: the system log, the kernel log and one per service."),
 		func(ctx context.Context, in *devicePath) (*listOut[agentproto.EventLog], error) {
-			var rows []agentproto.EventLog
-			err := s.call(ctx, in.DeviceID, agentproto.MethodEventLogList, struct{}{}, &rows, defaultTimeout)
+			rows, err := s.EventLogs(ctx, in.DeviceID)
 			return list(rows), err
 		})
 	httpapi.Register(api, read("get-device-event-log", "/eventlogs/{name}", "Get an event log", ""),
@@ -191,12 +188,8 @@ func (s *Service) Register(api *httpapi.Server) {
 		})
 	httpapi.Register(api, read("list-device-events", "/eventlogs/{name}/events", "List a log's entries", "Newest first; page with nextCursor."),
 		func(ctx context.Context, in *eventsInput) (*out[agentproto.EventPage], error) {
-			q := agentproto.EventQuery{Name: in.Name, Limit: min(in.Limit, 1000), Since: in.Since, Until: in.Until, Level: in.Level, Cursor: in.Cursor, Contains: in.Contains}
-			if q.Limit == 0 {
-				q.Limit = 100
-			}
-			var p agentproto.EventPage
-			err := s.call(ctx, in.DeviceID, agentproto.MethodEventLogEvents, q, &p, defaultTimeout)
+			q := agentproto.EventQuery{Name: in.Name, Limit: in.Limit, Since: in.Since, Until: in.Until, Level: in.Level, Cursor: in.Cursor, Contains: in.Contains}
+			p, err := s.Events(ctx, in.DeviceID, q)
 			if p.Events == nil {
 				p.Events = []agentproto.Event{}
 			}
@@ -246,8 +239,7 @@ func (s *Service) Register(api *httpapi.Server) {
 		"A directory answers its entries; a file answers up to 1 MiB of content from offset (text as utf-8, else base64)."),
 		func(ctx context.Context, in *filesInput) (*fileListOrRead, error) {
 			o := &fileListOrRead{}
-			var entries []agentproto.FileEntry
-			err := s.call(ctx, in.DeviceID, agentproto.MethodFileList, agentproto.PathArgs{Path: in.Path}, &entries, defaultTimeout)
+			entries, err := s.ListDir(ctx, in.DeviceID, in.Path)
 			if err == nil {
 				o.Body.Type, o.Body.Entries = "directory", entries
 				if o.Body.Entries == nil {
