@@ -17,10 +17,14 @@ import (
 	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
+	"gale/internal/domains/automations"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/discovery"
 	"gale/internal/domains/enrollment"
 	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
+	"gale/internal/domains/maintenance"
+	"gale/internal/domains/monitors"
 	"gale/internal/domains/patches"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
@@ -58,6 +62,10 @@ type Deps struct {
 	// Security and Vulnerabilities serve the security pages.
 	Security        *security.Service
 	Vulnerabilities *vulnerabilities.Service
+	Automations     *automations.Service
+	Maintenance     *maintenance.Service
+	Monitors        *monitors.Service
+	Discovery       *discovery.Service
 }
 
 // Options configure the console.
@@ -188,6 +196,37 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("GET /devices/{id}/files", c.page(c.files))
 	h.Handle("GET /devices/{id}/files/download", c.page(c.downloadFile))
 	h.Handle("POST /devices/{id}/files/upload", c.uploadForm(c.page(c.uploadFile)))
+	// operations: automations, maintenance windows, monitors, discovery
+	h.Handle("GET /automations", c.page(c.automationList))
+	h.Handle("GET /automations/runs/{runId}", c.page(c.automationRunDetail))
+	h.Handle("GET /automations/{id}", c.page(c.automationDetail))
+	h.Handle("POST /automations/{id}/run", c.page(c.automationRun))
+	h.Handle("POST /automations/{id}/enable", c.page(c.automationEnable))
+	h.Handle("POST /automations/{id}/disable", c.page(c.automationDisable))
+	h.Handle("GET /maintenance", c.page(c.maintenanceList))
+	h.Handle("GET /maintenance/new", c.page(c.maintenanceNew))
+	h.Handle("POST /maintenance", c.page(c.maintenanceCreate))
+	h.Handle("GET /maintenance/{id}", c.page(c.maintenanceDetail))
+	h.Handle("POST /maintenance/{id}/cancel", c.page(c.maintenanceCancel))
+	h.Handle("POST /maintenance/{id}/delete", c.page(c.maintenanceDelete))
+	h.Handle("POST /maintenance/occurrences/{id}/start", c.page(c.occurrenceStart))
+	h.Handle("POST /maintenance/occurrences/{id}/end", c.page(c.occurrenceEnd))
+	h.Handle("GET /monitors", c.page(c.monitorList))
+	h.Handle("GET /monitors/{id}", c.page(c.monitorDetail))
+	h.Handle("POST /monitors/{id}/check", c.page(c.monitorCheck))
+	h.Handle("POST /monitors/{id}/enable", c.page(c.monitorEnable))
+	h.Handle("POST /monitors/{id}/disable", c.page(c.monitorDisable))
+	h.Handle("POST /monitors/{id}/delete", c.page(c.monitorDelete))
+	h.Handle("GET /discovery", c.page(c.discoveryOverview))
+	h.Handle("GET /discovery/profiles/{id}", c.page(c.discoveryProfile))
+	h.Handle("POST /discovery/profiles/{id}/scan", c.page(c.discoveryScan))
+	h.Handle("GET /discovery/jobs/{id}", c.page(c.discoveryJob))
+	h.Handle("POST /discovery/jobs/{id}/cancel", c.page(c.discoveryCancel))
+	h.Handle("GET /discovery/assets", c.page(c.discoveryAssets))
+	h.Handle("GET /discovery/assets/{id}", c.page(c.discoveryAsset))
+	h.Handle("POST /discovery/assets/{id}/link", c.page(c.discoveryLink))
+	h.Handle("POST /discovery/assets/{id}/ignore", c.page(c.discoveryIgnore))
+	h.Handle("POST /discovery/assets/{id}/delete", c.page(c.discoveryDelete))
 }
 
 // allow applies the rules of an API operation to the signed-in user.

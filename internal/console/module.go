@@ -7,10 +7,14 @@ import (
 	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
+	"gale/internal/domains/automations"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/discovery"
 	"gale/internal/domains/enrollment"
 	"gale/internal/domains/groups"
 	"gale/internal/domains/identity"
+	"gale/internal/domains/maintenance"
+	"gale/internal/domains/monitors"
 	"gale/internal/domains/patches"
 	"gale/internal/domains/remote"
 	"gale/internal/domains/scripts"
@@ -31,7 +35,9 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Audit: module.Get[*audit.Log](k), APIKeys: module.Get[*apikeys.Service](k),
 		SystemTools: module.Get[*systemtools.Service](k),
 		Patches:     module.Get[*patches.Service](k), PatchPolicies: module.Get[*patches.Policies](k),
-		Security: module.Get[*security.Service](k), Vulnerabilities: module.Get[*vulnerabilities.Service](k)},
+		Security: module.Get[*security.Service](k), Vulnerabilities: module.Get[*vulnerabilities.Service](k),
+		Automations: module.Get[*automations.Service](k), Maintenance: module.Get[*maintenance.Service](k),
+		Monitors: module.Get[*monitors.Service](k), Discovery: module.Get[*discovery.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

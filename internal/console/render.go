@@ -159,7 +159,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 var sections = map[string]string{"devices": "list-devices", "alerts": "list-alerts", "scripts": "list-scripts",
 	"start": "create-enrollment-key", "audit": "search-audit", "settings": "list-enrollment-keys", "users": "list-users",
 	"patches":  "list-patches",
-	"security": "get-security-dashboard", "vulnerabilities": "list-vulnerabilities"}
+	"security": "get-security-dashboard", "vulnerabilities": "list-vulnerabilities",
+	"automations": "list-automations", "monitors": "list-monitors", "maintenance": "list-maintenance-windows", "discovery": "list-discovery-profiles"}
 
 func (c *Console) nav(r *http.Request) map[string]bool {
 	out := make(map[string]bool, len(sections))

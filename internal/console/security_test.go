@@ -18,7 +18,6 @@ import (
 	"gale/internal/wire/agentproto"
 )
 
-
 // queuedAgent answers a device's commands as its agent would.
 type queuedAgent struct {
 	t   *testing.T

@@ -97,7 +97,6 @@ type toolsEnv struct {
 	hx                    map[string]string
 }
 
-
 func newToolsEnv(t *testing.T, answers map[string]any) *toolsEnv {
 	e := apptest.New(t)
 	admin := e.Admin()

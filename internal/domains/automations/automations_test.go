@@ -18,6 +18,7 @@ import (
 	"gale/internal/domains/devices"
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/webhooks"
+	"gale/internal/platform/access"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"
@@ -672,5 +673,29 @@ func TestWebhookTriggerIsSignedAndReplayProtected(t *testing.T) {
 	}
 	if n, err := f.service().PurgeSignatures(context.Background()); err != nil || n != 0 {
 		t.Fatalf("purge of fresh signatures = %d %v", n, err)
+	}
+}
+
+// LastRuns gives each automation of the caller's scope that ran its latest run; one that
+// never ran, and another tenant's, are left out.
+func TestLastRuns(t *testing.T) {
+	f := newFixture(t)
+	dev := f.device(f.a, "web-1", "linux")
+	theirDev := f.device(f.b, "web-9", "linux")
+	x := f.create(f.a.Org, manual("Twice", map[string]any{"type": "devices", "ids": []string{dev}}, alertAction("One")))
+	idle := f.create(f.a.Org, manual("Idle", map[string]any{"type": "devices", "ids": []string{dev}}, alertAction("Two")))
+	theirs := f.create(f.b.Org, manual("Theirs", map[string]any{"type": "devices", "ids": []string{theirDev}}, alertAction("Three")))
+	var first, second, their automations.AutomationRun
+	f.e.Must(202, f.a.Org, "POST", api+"/automations/"+x.ID+"/run", nil).JSON(t, &first)
+	f.e.Must(202, f.a.Org, "POST", api+"/automations/"+x.ID+"/run", nil).JSON(t, &second)
+	f.e.Must(202, f.b.Org, "POST", api+"/automations/"+theirs.ID+"/run", nil).JSON(t, &their)
+	ctx := access.WithPrincipal(context.Background(), &access.Principal{Kind: access.ActorUser,
+		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: f.a.PartnerID, OrgID: f.a.OrgID}})
+	got, err := f.service().LastRuns(ctx, []string{x.ID, idle.ID, theirs.ID, "not-an-id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[x.ID].ID != second.ID || got[x.ID].AutomationID != x.ID || len(got[x.ID].Steps) != 0 {
+		t.Fatalf("last runs %+v, want the second run of %s only", got, x.ID)
 	}
 }

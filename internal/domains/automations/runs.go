@@ -814,3 +814,30 @@ func (s *Service) finish(ctx context.Context, r runRow, errMsg string) error {
 	}
 	return nil
 }
+
+// LastRuns returns the latest run of each automation of automationIDs that is in scope and
+// has run, by automation ID, without its steps: what a list of automations shows beside each.
+func (s *Service) LastRuns(ctx context.Context, automationIDs []string) (map[string]AutomationRun, error) {
+	out := map[string]AutomationRun{}
+	ids := make([]string, 0, len(automationIDs))
+	for _, id := range automationIDs {
+		if store.ValidID(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var a store.Args
+	latest := `r.id IN (SELECT (SELECT r2.id FROM automation_runs r2 WHERE r2.automation_id = x.id ORDER BY r2.id DESC LIMIT 1)
+		FROM automations x WHERE x.id IN ` + a.In(ids) + `)`
+	runs, err := store.QueryAll(ctx, s.db, `SELECT `+runColumns+` FROM automation_runs r WHERE `+
+		store.Where([]string{latest, runFilter(access.ScopeFrom(ctx), &a)}), a.Values(), scanRun)
+	if err != nil {
+		return nil, fmt.Errorf("read latest automation runs: %w", err)
+	}
+	for _, r := range runs {
+		out[r.AutomationID] = r.AutomationRun
+	}
+	return out, nil
+}

@@ -664,3 +664,45 @@ func readerRole(t *testing.T, f fixture) string {
 		"orgId": f.a.OrgID, "permissions": []string{"maintenance:read"}}).JSON(t, &role)
 	return role.ID
 }
+
+// NextOccurrences gives each window of the caller's scope its occurrence under way, else its
+// next one; a window with neither, and another tenant's, are left out.
+func TestNextOccurrences(t *testing.T) {
+	f := newFixture(t)
+	w := f.create(f.a.Org, nightly("Nightly", all))
+	once := f.create(f.a.Org, map[string]any{"name": "Once", "startTime": "2026-11-26T02:00:00", "endTime": "2026-11-26T04:00:00",
+		"timezone": "UTC", "recurrence": "once", "targets": all})
+	theirs := f.create(f.b.Org, nightly("Theirs", all))
+	occ := f.occurrences(f.a.Org, "windowId="+w.ID)
+	ctx := access.WithPrincipal(context.Background(), &access.Principal{Kind: access.ActorUser,
+		Scope: access.Scope{Level: access.LevelOrganization, PartnerID: f.a.PartnerID, OrgID: f.a.OrgID}})
+	next := func() map[string]maintenance.MaintenanceOccurrence {
+		t.Helper()
+		got, err := f.service().NextOccurrences(ctx, []string{w.ID, once.ID, theirs.ID, "not-an-id"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := got[theirs.ID]; ok {
+			t.Fatal("another tenant's window has a next occurrence")
+		}
+		return got
+	}
+	if got := next(); got[w.ID].ID != occ[0].ID || got[w.ID].Status != maintenance.Scheduled || got[once.ID].WindowID != once.ID {
+		t.Fatalf("next occurrences %+v", got)
+	}
+	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[1].ID+"/start", nil)
+	if got := next(); got[w.ID].ID != occ[0].ID {
+		t.Fatalf("with a later one active, the first scheduled comes first: %+v", got[w.ID])
+	}
+	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[0].ID+"/start", nil)
+	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+occ[0].ID+"/end", nil)
+	if got := next(); got[w.ID].ID != occ[1].ID || got[w.ID].Status != maintenance.Active {
+		t.Fatalf("the occurrence under way: %+v", got[w.ID])
+	}
+	onceOcc := f.occurrences(f.a.Org, "windowId="+once.ID)[0]
+	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+onceOcc.ID+"/start", nil)
+	f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+onceOcc.ID+"/end", nil)
+	if _, ok := next()[once.ID]; ok {
+		t.Fatal("a window that is over has a next occurrence")
+	}
+}

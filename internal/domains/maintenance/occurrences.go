@@ -429,3 +429,31 @@ func (p prefixScanner) Scan(dest ...any) error {
 	o.StartedBy, o.EndedBy = store.StringPtr(startedBy), store.StringPtr(endedBy)
 	return err
 }
+
+// NextOccurrences returns, for each window of windowIDs in scope, its occurrence under way
+// (active) or, without one, its next scheduled one, by window ID; a window with neither is
+// left out (it is over, or cancelled). What a list of windows shows beside each.
+func (s *Service) NextOccurrences(ctx context.Context, windowIDs []string) (map[string]MaintenanceOccurrence, error) {
+	out := map[string]MaintenanceOccurrence{}
+	ids := make([]string, 0, len(windowIDs))
+	for _, id := range windowIDs {
+		if store.ValidID(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var a store.Args
+	next := `o.id IN (SELECT (SELECT o2.id FROM maintenance_occurrences o2 WHERE o2.window_id = w.id AND o2.status IN (` +
+		a.Add(Active) + `, ` + a.Add(Scheduled) + `) ORDER BY o2.starts_at LIMIT 1) FROM maintenance_windows w WHERE w.id IN ` + a.In(ids) + `)`
+	list, err := store.QueryAll(ctx, s.db, `SELECT `+occurrenceColumns+` FROM maintenance_occurrences o WHERE `+
+		store.Where(append([]string{next}, occurrenceFilter(access.ScopeFrom(ctx), &a)...)), a.Values(), scanOccurrence)
+	if err != nil {
+		return nil, fmt.Errorf("read next maintenance occurrences: %w", err)
+	}
+	for _, o := range list {
+		out[o.WindowID] = o
+	}
+	return out, nil
+}
