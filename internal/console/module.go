@@ -3,6 +3,7 @@ package console
 import (
 	"strings"
 
+	"gale/internal/domains/alertchannels"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
@@ -15,6 +16,7 @@ import (
 	"gale/internal/domains/scripts"
 	"gale/internal/domains/systemtools"
 	"gale/internal/domains/tenancy"
+	"gale/internal/domains/webhooks"
 	"gale/internal/platform/module"
 )
 
@@ -26,7 +28,8 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Scripts: module.Get[*scripts.Service](k), Remote: module.Get[*remote.Service](k),
 		Groups: module.Get[*groups.Service](k), Enrollment: module.Get[*enrollment.Service](k),
 		Audit: module.Get[*audit.Log](k), APIKeys: module.Get[*apikeys.Service](k),
-		SystemTools: module.Get[*systemtools.Service](k)},
+		SystemTools: module.Get[*systemtools.Service](k),
+		Channels:    module.Get[*alertchannels.Service](k), Webhooks: module.Get[*webhooks.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

@@ -165,7 +165,8 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 
 // sections are the side bar's entries and the API operation each one's page stands for.
 var sections = map[string]string{"devices": "list-devices", "alerts": "list-alerts", "scripts": "list-scripts",
-	"start": "create-enrollment-key", "audit": "search-audit", "settings": "list-enrollment-keys", "users": "list-users"}
+	"start": "create-enrollment-key", "audit": "search-audit", "settings": "list-enrollment-keys", "users": "list-users",
+	"apikeys": "list-api-keys", "roles": "list-roles", "channels": "list-alert-channels", "webhooks": "list-webhooks"}
 
 func (c *Console) nav(r *http.Request) map[string]bool {
 	out := make(map[string]bool, len(sections))
