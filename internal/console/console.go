@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"gale/internal/domains/alertchannels"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
@@ -32,6 +33,7 @@ import (
 	"gale/internal/domains/systemtools"
 	"gale/internal/domains/tenancy"
 	"gale/internal/domains/vulnerabilities"
+	"gale/internal/domains/webhooks"
 	"gale/internal/platform/bus"
 	"gale/internal/platform/clock"
 	"gale/internal/platform/httpapi"
@@ -66,6 +68,8 @@ type Deps struct {
 	Maintenance     *maintenance.Service
 	Monitors        *monitors.Service
 	Discovery       *discovery.Service
+	Channels        *alertchannels.Service
+	Webhooks        *webhooks.Service
 }
 
 // Options configure the console.
@@ -227,6 +231,41 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /discovery/assets/{id}/link", c.page(c.discoveryLink))
 	h.Handle("POST /discovery/assets/{id}/ignore", c.page(c.discoveryIgnore))
 	h.Handle("POST /discovery/assets/{id}/delete", c.page(c.discoveryDelete))
+	// settings: users, roles, API keys, notification channels, webhooks
+	h.Handle("GET /users/invite", c.page(c.inviteForm))
+	h.Handle("POST /users/invite", c.page(c.inviteUser))
+	h.Handle("GET /users/{id}", c.page(c.userDetail))
+	h.Handle("POST /users/{id}/role", c.page(c.assignRole))
+	h.Handle("POST /users/{id}/status", c.page(c.setUserStatus))
+	h.Handle("POST /users/{id}/resend-invite", c.page(c.resendInvite))
+	h.Handle("POST /users/{id}/delete", c.page(c.deleteUser))
+	h.Handle("GET /roles", c.page(c.roleList))
+	h.Handle("GET /roles/new", c.page(c.roleNew))
+	h.Handle("POST /roles", c.page(c.roleCreate))
+	h.Handle("GET /roles/{id}", c.page(c.roleDetail))
+	h.Handle("POST /roles/{id}", c.page(c.roleUpdate))
+	h.Handle("GET /roles/{id}/edit", c.page(c.roleEdit))
+	h.Handle("POST /roles/{id}/delete", c.page(c.roleDelete))
+	h.Handle("GET /settings/api-keys/new", c.page(c.apiKeyNew))
+	h.Handle("POST /settings/api-keys", c.page(c.apiKeyCreate))
+	h.Handle("GET /settings/channels", c.page(c.channelList))
+	h.Handle("GET /settings/channels/new", c.page(c.channelNew))
+	h.Handle("POST /settings/channels", c.page(c.channelCreate))
+	h.Handle("GET /settings/channels/{id}", c.page(c.channelDetail))
+	h.Handle("POST /settings/channels/{id}", c.page(c.channelUpdate))
+	h.Handle("GET /settings/channels/{id}/edit", c.page(c.channelEdit))
+	h.Handle("POST /settings/channels/{id}/test", c.page(c.channelTest))
+	h.Handle("POST /settings/channels/{id}/delete", c.page(c.channelDelete))
+	h.Handle("GET /settings/webhooks", c.page(c.webhookList))
+	h.Handle("GET /settings/webhooks/new", c.page(c.webhookNew))
+	h.Handle("POST /settings/webhooks", c.page(c.webhookCreate))
+	h.Handle("GET /settings/webhooks/{id}", c.page(c.webhookDetail))
+	h.Handle("POST /settings/webhooks/{id}", c.page(c.webhookUpdate))
+	h.Handle("GET /settings/webhooks/{id}/edit", c.page(c.webhookEdit))
+	h.Handle("POST /settings/webhooks/{id}/test", c.page(c.webhookTest))
+	h.Handle("POST /settings/webhooks/{id}/rotate-secret", c.page(c.webhookRotate))
+	h.Handle("POST /settings/webhooks/{id}/retry/{delivery}", c.page(c.webhookRetry))
+	h.Handle("POST /settings/webhooks/{id}/delete", c.page(c.webhookDelete))
 }
 
 // allow applies the rules of an API operation to the signed-in user.

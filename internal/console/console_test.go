@@ -107,6 +107,14 @@ func must(t *testing.T, p page, status int, contains ...string) {
 	}
 }
 
+// sameAsMissing fails unless another tenant's resource answers exactly as a missing one: 404.
+func sameAsMissing(t *testing.T, what string, foreign, missing page) {
+	t.Helper()
+	if foreign.status != http.StatusNotFound || missing.status != http.StatusNotFound || strip(foreign.body) != strip(missing.body) {
+		t.Fatalf("%s: another tenant's answers %d, a missing one %d\n%s", what, foreign.status, missing.status, foreign.body)
+	}
+}
+
 func system() context.Context {
 	return access.WithPrincipal(context.Background(), &access.Principal{Kind: access.ActorSystem, Scope: access.SystemScope()})
 }

@@ -3,6 +3,7 @@ package console
 import (
 	"strings"
 
+	"gale/internal/domains/alertchannels"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/apikeys"
 	"gale/internal/domains/audit"
@@ -22,6 +23,7 @@ import (
 	"gale/internal/domains/systemtools"
 	"gale/internal/domains/tenancy"
 	"gale/internal/domains/vulnerabilities"
+	"gale/internal/domains/webhooks"
 	"gale/internal/platform/module"
 )
 
@@ -37,7 +39,8 @@ var Module = module.Module{Name: "console", Build: func(k *module.Kernel) error 
 		Patches:     module.Get[*patches.Service](k), PatchPolicies: module.Get[*patches.Policies](k),
 		Security: module.Get[*security.Service](k), Vulnerabilities: module.Get[*vulnerabilities.Service](k),
 		Automations: module.Get[*automations.Service](k), Maintenance: module.Get[*maintenance.Service](k),
-		Monitors: module.Get[*monitors.Service](k), Discovery: module.Get[*discovery.Service](k)},
+		Monitors: module.Get[*monitors.Service](k), Discovery: module.Get[*discovery.Service](k),
+		Channels: module.Get[*alertchannels.Service](k), Webhooks: module.Get[*webhooks.Service](k)},
 		Options{Secret: k.Config.JWTSecret, Idle: k.Config.ConsoleIdleTimeout, SecureCookies: strings.HasPrefix(k.Config.PublicURL, "https://"),
 			Version: k.Version, PublicURL: k.Config.PublicURL, KeyTTL: k.Config.EnrollmentKeyDefaultTTL})
 	if err != nil {

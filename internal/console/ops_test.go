@@ -54,15 +54,6 @@ func (o opsEnv) hx(path string, form url.Values) page {
 	return o.v.do(http.MethodPost, path, form, map[string]string{"X-CSRF-Token": o.v.csrf, "HX-Request": "true"})
 }
 
-// sameAsMissing checks that another organization's resource answers exactly as a missing one,
-// with a 404.
-func sameAsMissing(t *testing.T, what string, foreign, missing page) {
-	t.Helper()
-	if foreign.status != http.StatusNotFound || foreign.status != missing.status || strip(foreign.body) != strip(missing.body) {
-		t.Fatalf("%s: another organization's answers %d, a missing one %d\n%s", what, foreign.status, missing.status, foreign.body)
-	}
-}
-
 func lacks(t *testing.T, p page, s string) {
 	t.Helper()
 	if strings.Contains(p.body, s) {

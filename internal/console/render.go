@@ -160,7 +160,8 @@ var sections = map[string]string{"devices": "list-devices", "alerts": "list-aler
 	"start": "create-enrollment-key", "audit": "search-audit", "settings": "list-enrollment-keys", "users": "list-users",
 	"patches":  "list-patches",
 	"security": "get-security-dashboard", "vulnerabilities": "list-vulnerabilities",
-	"automations": "list-automations", "monitors": "list-monitors", "maintenance": "list-maintenance-windows", "discovery": "list-discovery-profiles"}
+	"automations": "list-automations", "monitors": "list-monitors", "maintenance": "list-maintenance-windows", "discovery": "list-discovery-profiles",
+	"apikeys": "list-api-keys", "roles": "list-roles", "channels": "list-alert-channels", "webhooks": "list-webhooks"}
 
 func (c *Console) nav(r *http.Request) map[string]bool {
 	out := make(map[string]bool, len(sections))

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
@@ -201,6 +202,14 @@ func checkGrants(p *access.Principal, grants []string) ([]string, error) {
 	return out, nil
 }
 
+// checkName applies the API's rule for a key's name (1 to 200 characters) to every caller.
+func checkName(name string) error {
+	if name == "" || utf8.RuneCountInString(name) > 200 {
+		return apperr.Invalid("name", "a name has 1 to 200 characters")
+	}
+	return nil
+}
+
 func (s *Service) checkExpiry(t *time.Time) (any, error) {
 	if t == nil {
 		return nil, nil
@@ -233,6 +242,9 @@ func (s *Service) Create(ctx context.Context, in Input) (Created, error) {
 	}
 	if in.Name == nil {
 		return Created{}, apperr.Invalid("name", "name is required")
+	}
+	if err := checkName(*in.Name); err != nil {
+		return Created{}, err
 	}
 	grants, err := checkGrants(p, in.Permissions)
 	if err != nil {
@@ -292,6 +304,11 @@ func (s *Service) Update(ctx context.Context, id string, in Input) (APIKey, erro
 	p := access.PrincipalFrom(ctx)
 	if p == nil {
 		return APIKey{}, apperr.Unauthorized("sign in first")
+	}
+	if in.Name != nil {
+		if err := checkName(*in.Name); err != nil {
+			return APIKey{}, err
+		}
 	}
 	var grants []string
 	if in.Permissions != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"gale/internal/domains/audit"
 	"gale/internal/platform/access"
@@ -96,12 +97,15 @@ func (s *Service) InviteUser(ctx context.Context, in InviteInput) (InviteResult,
 		return InviteResult{}, err
 	}
 	email := strings.ToLower(strings.TrimSpace(in.Email))
-	if !strings.Contains(email, "@") {
+	if !strings.Contains(email, "@") || utf8.RuneCountInString(email) > 320 {
 		return InviteResult{}, apperr.Invalid("email", "not an email address")
 	}
 	name := strings.TrimSpace(in.Name)
 	if name == "" {
 		return InviteResult{}, apperr.Invalid("name", "name is required")
+	}
+	if utf8.RuneCountInString(name) > 200 {
+		return InviteResult{}, apperr.Invalid("name", "a name has at most 200 characters")
 	}
 	var u User
 	var token string

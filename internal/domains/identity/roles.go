@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/tenancy"
@@ -53,6 +54,10 @@ func (r Role) grants() access.Permissions {
 	}
 	return out
 }
+
+// Effective lists the catalog permissions holding the role amounts to (as
+// GET /roles/{id}/effective-permissions answers).
+func (r Role) Effective() []string { return r.grants().Expand() }
 
 const roleColumns = `r.id, r.tenant_key, r.partner_id, r.org_id, r.scope, r.name, r.description, r.built_in,
 	r.permissions, r.created_at, r.updated_at`
@@ -243,6 +248,18 @@ func partnerExists(ctx context.Context, q store.Querier, partnerID string) error
 	return err
 }
 
+// checkRoleText applies the API's limits to a role's name (100 characters) and description
+// (1000) for every caller; nil fields are not checked.
+func checkRoleText(name, description *string) error {
+	if name != nil && utf8.RuneCountInString(*name) > 100 {
+		return apperr.Invalid("name", "a role's name has at most 100 characters")
+	}
+	if description != nil && utf8.RuneCountInString(*description) > 1000 {
+		return apperr.Invalid("description", "a role's description has at most 1000 characters")
+	}
+	return nil
+}
+
 func nameConflict(err error, name string) error {
 	if store.IsUniqueViolation(err) {
 		return apperr.Conflict("a role named " + name + " already exists")
@@ -259,6 +276,9 @@ func (s *Service) CreateRole(ctx context.Context, in NewRole) (Role, error) {
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" {
 		return Role{}, apperr.Invalid("name", "name is required")
+	}
+	if err := checkRoleText(&in.Name, &in.Description); err != nil {
+		return Role{}, err
 	}
 	if in.Scope != access.LevelPartner && in.Scope != access.LevelOrganization {
 		return Role{}, apperr.Invalid("scope", "use partner or organization")
@@ -323,6 +343,9 @@ func (s *Service) UpdateRole(ctx context.Context, id string, in RoleInput) (Role
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		before, err := ownedRole(ctx, tx, p, id)
 		if err != nil {
+			return err
+		}
+		if err := checkRoleText(in.Name, in.Description); err != nil {
 			return err
 		}
 		ch := store.NewChanges(s.clock.Now())
