@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"gale/internal/platform/access"
 	"gale/internal/testkit/apptest"
 	"gale/internal/wire/agentproto"
@@ -51,38 +49,19 @@ func (a *callAgent) got(method string) []agentproto.Call {
 func liveAgent(t *testing.T, e *apptest.Env, token string, answers map[string]any) *callAgent {
 	t.Helper()
 	a := &callAgent{answers: answers}
-	ws, ctx := e.DialAgent(token)
-	ws.SetReadLimit(64 << 20) // uploads come in one call
-	go func() {
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			var m agentproto.Message
-			var call agentproto.Call
-			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall || json.Unmarshal(m.Payload, &call) != nil {
-				continue
-			}
-			a.mu.Lock()
-			a.calls = append(a.calls, call)
-			res := agentproto.CallResult{CallID: m.ID}
-			switch v := a.answers[call.Method].(type) {
-			case string:
-				res.Result = json.RawMessage(v)
-			case *agentproto.CallError:
-				res.Error = v
-			default:
-				res.Error = &agentproto.CallError{Code: agentproto.ErrUnknownMethod, Message: "no answer for " + call.Method}
-			}
-			a.mu.Unlock()
-			payload, _ := json.Marshal(res)
-			answer, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
-			if ws.Write(ctx, websocket.MessageText, answer) != nil {
-				return
-			}
+	ws := e.AnswerCalls(token, func(call agentproto.Call) (json.RawMessage, *agentproto.CallError) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.calls = append(a.calls, call)
+		switch v := a.answers[call.Method].(type) {
+		case string:
+			return json.RawMessage(v), nil
+		case *agentproto.CallError:
+			return nil, v
 		}
-	}()
+		return nil, &agentproto.CallError{Code: agentproto.ErrUnknownMethod, Message: "no answer for " + call.Method}
+	})
+	ws.SetReadLimit(64 << 20) // uploads come in one call
 	return a
 }
 

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/monitors"
@@ -542,34 +540,17 @@ func TestTwoNodesDispatchEachDueMonitorOnce(t *testing.T) {
 // the target contains "down", online in 12.5 ms otherwise.
 func liveAgent(t *testing.T, e *apptest.Env, token string) {
 	t.Helper()
-	ws, ctx := e.DialAgent(token)
-	go func() {
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			var m agentproto.Message
-			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall {
-				continue
-			}
-			var call agentproto.Call
-			_ = json.Unmarshal(m.Payload, &call)
-			var c agentproto.MonitorCheck
-			_ = json.Unmarshal(call.Args, &c)
-			ms := 12.5
-			r := agentproto.MonitorCheckResult{MonitorID: c.MonitorID, Status: "online", ResponseMs: &ms, Details: map[string]any{"target": c.Target}}
-			if strings.Contains(c.Target, "down") {
-				r = agentproto.MonitorCheckResult{MonitorID: c.MonitorID, Status: "offline", Error: "no answer"}
-			}
-			result, _ := json.Marshal(r)
-			payload, _ := json.Marshal(agentproto.CallResult{CallID: m.ID, Result: result})
-			answer, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
-			if ws.Write(ctx, websocket.MessageText, answer) != nil {
-				return
-			}
+	e.AnswerCalls(token, func(call agentproto.Call) (json.RawMessage, *agentproto.CallError) {
+		var c agentproto.MonitorCheck
+		_ = json.Unmarshal(call.Args, &c)
+		ms := 12.5
+		r := agentproto.MonitorCheckResult{MonitorID: c.MonitorID, Status: "online", ResponseMs: &ms, Details: map[string]any{"target": c.Target}}
+		if strings.Contains(c.Target, "down") {
+			r = agentproto.MonitorCheckResult{MonitorID: c.MonitorID, Status: "offline", Error: "no answer"}
 		}
-	}()
+		result, _ := json.Marshal(r)
+		return result, nil
+	})
 }
 
 func TestCheckStoresAndTestDoesNot(t *testing.T) {

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"gale/internal/app"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/remote"
@@ -34,24 +32,9 @@ const api = "/api/v1"
 func onlineDevice(e *apptest.Env, ten apptest.Tenant, result string) string {
 	e.T.Helper()
 	r := e.EnrollAgent(ten, "web-01")
-	ws, ctx := e.DialAgent(r.AuthToken)
-	go func() {
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			var m agentproto.Message
-			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall {
-				continue
-			}
-			payload, _ := json.Marshal(agentproto.CallResult{CallID: m.ID, Result: json.RawMessage(result)})
-			answer, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
-			if ws.Write(ctx, websocket.MessageText, answer) != nil {
-				return
-			}
-		}
-	}()
+	e.AnswerCalls(r.AuthToken, func(agentproto.Call) (json.RawMessage, *agentproto.CallError) {
+		return json.RawMessage(result), nil
+	})
 	return r.DeviceID
 }
 

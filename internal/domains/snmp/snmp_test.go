@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/snmp"
@@ -642,46 +640,27 @@ func (a *fakeAgent) answer(t agentproto.SNMPTarget) agentproto.SNMPGetResult {
 func startFakeAgent(t *testing.T, f fixture) (*fakeAgent, string) {
 	dev := f.e.EnrollAgent(f.a, "probe-01")
 	f.e.Must(200, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
-	ws, ctx := f.e.DialAgent(dev.AuthToken)
 	a := &fakeAgent{answers: map[string]agentproto.SNMPGetResult{}}
-	go func() {
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
+	f.e.AnswerCalls(dev.AuthToken, func(c agentproto.Call) (json.RawMessage, *agentproto.CallError) {
+		var out any
+		switch c.Method {
+		case agentproto.CallSNMPPoll:
+			var p agentproto.SNMPPoll
+			_ = json.Unmarshal(c.Args, &p)
+			res := agentproto.SNMPPollResult{}
+			for _, tg := range p.Targets {
+				r := a.answer(tg.Target)
+				res.Results = append(res.Results, agentproto.SNMPTargetResult{ID: tg.ID, Values: r.Values, Error: r.Error})
 			}
-			var m agentproto.Message
-			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall {
-				continue
-			}
-			var c agentproto.Call
-			if json.Unmarshal(m.Payload, &c) != nil {
-				continue
-			}
-			var out any
-			switch c.Method {
-			case agentproto.CallSNMPPoll:
-				var p agentproto.SNMPPoll
-				_ = json.Unmarshal(c.Args, &p)
-				res := agentproto.SNMPPollResult{}
-				for _, tg := range p.Targets {
-					r := a.answer(tg.Target)
-					res.Results = append(res.Results, agentproto.SNMPTargetResult{ID: tg.ID, Values: r.Values, Error: r.Error})
-				}
-				out = res
-			case agentproto.CallSNMPGet, agentproto.CallSNMPTest:
-				var g agentproto.SNMPGet
-				_ = json.Unmarshal(c.Args, &g)
-				out = a.answer(g.Target)
-			}
-			result, _ := json.Marshal(out)
-			payload, _ := json.Marshal(agentproto.CallResult{CallID: c.ID, Result: result})
-			answer, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
-			if ws.Write(ctx, websocket.MessageText, answer) != nil {
-				return
-			}
+			out = res
+		case agentproto.CallSNMPGet, agentproto.CallSNMPTest:
+			var g agentproto.SNMPGet
+			_ = json.Unmarshal(c.Args, &g)
+			out = a.answer(g.Target)
 		}
-	}()
+		result, _ := json.Marshal(out)
+		return result, nil
+	})
 	return a, dev.DeviceID
 }
 

@@ -20,25 +20,7 @@ const api = "/api/v1"
 // liveAgent opens the agent's live channel and answers every call with result.
 func liveAgent(t *testing.T, e *apptest.Env, token string, result json.RawMessage) *websocket.Conn {
 	t.Helper()
-	ws, ctx := e.DialAgent(token)
-	go func() {
-		for {
-			_, data, err := ws.Read(ctx)
-			if err != nil {
-				return
-			}
-			var m agentproto.Message
-			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall {
-				continue
-			}
-			payload, _ := json.Marshal(agentproto.CallResult{CallID: m.ID, Result: result})
-			answer, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
-			if ws.Write(ctx, websocket.MessageText, answer) != nil {
-				return
-			}
-		}
-	}()
-	return ws
+	return e.AnswerCalls(token, func(agentproto.Call) (json.RawMessage, *agentproto.CallError) { return result, nil })
 }
 
 // offlineAtOnce asks for the device's processes and wants 503 AGENT_OFFLINE well before the

@@ -39,9 +39,8 @@ func (f ListFilter) conds(scope access.Scope, a *store.Args) []string {
 		conds = append(conds, "f.severity = "+a.Add(f.Severity))
 	}
 	if f.Search != "" {
-		p := a.Add("%" + strings.ToLower(f.Search) + "%")
-		conds = append(conds, "(LOWER(f.cve_id) LIKE "+p+" OR LOWER(f.package) LIKE "+p+
-			" OR EXISTS (SELECT 1 FROM vuln_cves s WHERE s.cve_id = f.cve_id AND LOWER(s.summary) LIKE "+p+"))")
+		conds = append(conds, "("+store.Contains(a, f.Search, "f.cve_id", "f.package")+
+			" OR EXISTS (SELECT 1 FROM vuln_cves s WHERE s.cve_id = f.cve_id AND "+store.Contains(a, f.Search, "s.summary")+"))")
 	}
 	return conds
 }

@@ -419,3 +419,31 @@ func (e *Env) DialAgent(token string) (*websocket.Conn, context.Context) {
 	}
 	return ws, ctx
 }
+
+// AnswerCalls opens the agent's live channel (token) and answers each call it gets with what
+// answer returns for it, until the test ends or the channel closes; it returns the channel.
+func (e *Env) AnswerCalls(token string, answer func(agentproto.Call) (json.RawMessage, *agentproto.CallError)) *websocket.Conn {
+	e.T.Helper()
+	ws, ctx := e.DialAgent(token)
+	go func() {
+		for {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				return
+			}
+			var m agentproto.Message
+			var call agentproto.Call
+			if json.Unmarshal(data, &m) != nil || m.Type != agentproto.TypeCall || json.Unmarshal(m.Payload, &call) != nil {
+				continue
+			}
+			res := agentproto.CallResult{CallID: m.ID}
+			res.Result, res.Error = answer(call)
+			payload, _ := json.Marshal(res)
+			reply, _ := json.Marshal(agentproto.Message{ID: m.ID, Type: agentproto.TypeCallResult, Payload: payload})
+			if ws.Write(ctx, websocket.MessageText, reply) != nil {
+				return
+			}
+		}
+	}()
+	return ws
+}
