@@ -135,7 +135,8 @@ func TestSignInPagesAndSignOut(t *testing.T) {
 
 	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
 	home := v.get("/")
-	must(t, home, http.StatusOK, "Recently offline")
+	must(t, home, http.StatusOK, "Recently offline", `href="/patches"><span class="tile-label">Patch compliance</span><span class="tile-value">100%</span>`,
+		"no device scanned yet", `<span class="tile-label">Security score</span><span class="tile-value">100</span>`, "no device reported yet")
 	if csp := home.header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
 		t.Fatalf("the page's CSP is %q", csp)
 	}

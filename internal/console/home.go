@@ -6,6 +6,8 @@ import (
 
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/patches"
+	"gale/internal/domains/security"
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
@@ -22,7 +24,11 @@ type homePage struct {
 	// Urgent are the newest open (active or acknowledged) critical and high alerts.
 	Urgent []alerts.Alert
 	// FirstRun is set when there is nothing to show yet: the page says how to begin.
-	FirstRun bool
+	FirstRun    bool
+	CanPatches  bool
+	Patches     patches.PatchCompliance
+	CanSecurity bool
+	Security    security.SecurityDashboard
 }
 
 // homeListSize bounds the dashboard's lists.
@@ -30,20 +36,20 @@ const homeListSize = 8
 
 func (c *Console) home(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	canDevices, canAlerts := c.HTTP.Permits(ctx, "list-devices"), c.HTTP.Permits(ctx, "list-alerts")
+	may := homePage{CanDevices: c.HTTP.Permits(ctx, "list-devices"), CanAlerts: c.HTTP.Permits(ctx, "list-alerts"),
+		CanPatches: c.HTTP.Permits(ctx, "get-patch-compliance"), CanSecurity: c.HTTP.Permits(ctx, "get-security-dashboard")}
 	org := c.currentOrg(r)
-	pg, err := cached(c.counts, access.PrincipalFrom(ctx).Scope, fmt.Sprintf("home|%s|%s|%t|%t", org, c.currentSite(r), canDevices, canAlerts),
-		func() (homePage, error) { return c.homeData(r, org, canDevices, canAlerts) })
+	key := fmt.Sprintf("home|%s|%s|%t|%t|%t|%t", org, c.currentSite(r), may.CanDevices, may.CanAlerts, may.CanPatches, may.CanSecurity)
+	pg, err := cached(c.counts, access.PrincipalFrom(ctx).Scope, key, func() (homePage, error) { return c.homeData(r, org, may) })
 	if err != nil {
 		return err
 	}
 	return c.render(w, r, http.StatusOK, "home", targeted(r, "home-live"), view{Title: "Home", Section: "home", Data: pg})
 }
 
-// homeData reads the dashboard's parts the user may see.
-func (c *Console) homeData(r *http.Request, org string, canDevices, canAlerts bool) (homePage, error) {
+// homeData reads the dashboard's parts the user may see (pg says which).
+func (c *Console) homeData(r *http.Request, org string, pg homePage) (homePage, error) {
 	ctx := r.Context()
-	pg := homePage{CanDevices: canDevices, CanAlerts: canAlerts}
 	if pg.CanDevices {
 		f := c.deviceFilter(r)
 		var err error
@@ -67,6 +73,18 @@ func (c *Console) homeData(r *http.Request, org string, canDevices, canAlerts bo
 		pg.Urgent, _, _, err = c.Alerts.List(ctx, alerts.ListFilter{OrgID: org, Statuses: openAlertStatuses,
 			Severities: []string{"critical", "high"}}, store.Page{Limit: homeListSize})
 		if err != nil {
+			return pg, err
+		}
+	}
+	if pg.CanPatches {
+		var err error
+		if pg.Patches, err = c.Patches.Compliance(ctx, org, c.currentSite(r)); err != nil {
+			return pg, err
+		}
+	}
+	if pg.CanSecurity {
+		var err error
+		if pg.Security, err = c.Security.Dashboard(ctx, org); err != nil {
 			return pg, err
 		}
 	}

@@ -107,7 +107,8 @@ func TestPatchPages(t *testing.T) {
 	v := newVisitor(t, w.e)
 	v.signIn("acme-org@gale.test", apptest.UserPassword)
 
-	must(t, v.get("/"), http.StatusOK, `href="/patches"`)
+	must(t, v.get("/"), http.StatusOK, `href="/patches"`, `<span class="tile-label">Patch compliance</span><span class="tile-value">0%</span>`,
+		"1 device needs patches")
 	must(t, v.get("/devices/"+w.dev), http.StatusOK, `href="/devices/`+w.dev+`/patches"`, "5 pending (2 critical or security)")
 	list := v.get("/patches")
 	must(t, list, http.StatusOK, "<h1>Patches</h1>", "Compliance", "0%", "openssl 3.0.2", `name="ids" value="`+w.ids["curl"]+`"`,
