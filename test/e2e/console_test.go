@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,12 @@ func TestConsole(t *testing.T) {
 
 	s.must(201, "POST", "/scripts", map[string]any{"orgId": acme.OrgID, "name": "Say hello", "osTypes": []string{"linux"},
 		"language": "bash", "content": "echo first-line\nsleep 3\necho second-line >&2\nexit 3"}, nil)
+	// Something on the operations pages.
+	start := time.Now().UTC().Add(24 * time.Hour).Truncate(time.Hour)
+	s.must(201, "POST", "/maintenance/windows", map[string]any{"orgId": acme.OrgID, "name": "Patch night", "timezone": "UTC",
+		"startTime": start.Format("2006-01-02T15:04:05"), "endTime": start.Add(2 * time.Hour).Format("2006-01-02T15:04:05"),
+		"recurrence": "weekly", "targets": map[string]any{"type": "all"}}, nil)
+	s.must(201, "POST", "/monitors", map[string]any{"orgId": acme.OrgID, "name": "Gateway", "type": "icmp_ping", "target": "127.0.0.1"}, nil)
 
 	// A technician of the other organization only.
 	create := exec.Command(galeBinary(t), "user", "create", "--email", "tech@other.example", "--level", "organization",
@@ -118,11 +125,22 @@ func TestConsole(t *testing.T) {
 	b.waitText(5*time.Second, "the script's stderr", "#run-output .out-stderr", "second-line")
 	b.shoot("device")
 	for name, path := range map[string]string{"scripts": "/scripts", "script": "/scripts/" + scriptID, "script-edit": "/scripts/" + scriptID + "/edit",
-		"start": "/start", "account": "/account", "audit": "/audit", "settings": "/settings", "users": "/users"} {
+		"start": "/start", "account": "/account", "audit": "/audit", "settings": "/settings", "users": "/users",
+		"home": "/", "patches": "/patches", "patch-jobs": "/patches/jobs", "patch-policies": "/patches/policies", "security": "/security",
+		"vulnerabilities": "/vulnerabilities", "automations": "/automations", "monitors": "/monitors", "maintenance": "/maintenance",
+		"maintenance-new": "/maintenance/new", "discovery": "/discovery", "discovery-assets": "/discovery/assets", "roles": "/roles",
+		"channels": "/settings/channels", "webhooks": "/settings/webhooks", "api-key-new": "/settings/api-keys/new",
+		"user-invite": "/users/invite", "device-patches": deviceURL + "/patches", "device-security": deviceURL + "/security",
+		"device-vulnerabilities": deviceURL + "/vulnerabilities", "services": deviceURL + "/services", "logs": deviceURL + "/logs"} {
 		b.navigate(s.base + path)
 		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
 		b.shoot(name)
 	}
+	// The agent's metrics draw the device's chart.
+	waitFor(t, 60*time.Second, "the metrics chart", func() bool {
+		b.navigate(s.base + deviceURL)
+		return get(b, 5*time.Second, "find the chart", chromedp.Evaluate[bool](`!!document.querySelector('.chart .uplot canvas')`))
+	})
 	// A process of the device, ended from its processes page.
 	victim := exec.Command("sleep", "31337")
 	if err := victim.Start(); err != nil {
@@ -147,6 +165,26 @@ func TestConsole(t *testing.T) {
 	b.navigate(s.base + deviceURL + "/software")
 	b.waitText(10*time.Second, "the software list", "main", "Installed software")
 	b.shoot("software")
+
+	// A file goes up to the device from its files page and comes back down.
+	folder, local := t.TempDir(), filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(local, []byte("gale file transfer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.navigate(s.base + deviceURL + "/files?path=" + url.QueryEscape(folder))
+	b.waitText(30*time.Second, "the empty folder", "#file-list", "..")
+	b.run(10*time.Second, "upload a file", chromedp.SetUploadFiles(chromedp.CSS(`#upload-file`), []string{local}),
+		chromedp.Click(chromedp.CSS(`form[action$="/files/upload"] button[type=submit]`)))
+	b.waitText(30*time.Second, "the uploaded file listed", "#file-list", "notes.txt")
+	if got, err := os.ReadFile(filepath.Join(folder, "notes.txt")); err != nil || string(got) != "gale file transfer\n" {
+		t.Fatalf("the uploaded file on the device: %q %v", got, err)
+	}
+	b.shoot("files")
+	download := get(b, 30*time.Second, "download the file", chromedp.Evaluate[string](
+		`fetch(document.querySelector('#file-list a[aria-label="Download notes.txt"]').href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if download != "gale file transfer\n" {
+		t.Fatalf("the downloaded file: %q", download)
+	}
 	b.navigate(s.base + deviceURL)
 
 	// The terminal: a command echoes, and the shell follows the window's size.
