@@ -1,11 +1,10 @@
 package console
 
 import (
+	"context"
 	"net/http"
-	"slices"
 
 	"gale/internal/domains/alerts"
-	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
 )
@@ -54,7 +53,7 @@ func (c *Console) alertList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	names := c.deviceNames(r, list)
+	names := c.alertDevices(r.Context(), list)
 	for _, a := range list {
 		pg.Rows = append(pg.Rows, alertRow{Alert: a, CanAct: pg.CanAct, Device: names[deref(a.DeviceID)]})
 	}
@@ -107,7 +106,7 @@ func (c *Console) alertAct(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.Header.Get("HX-Request") != "" {
-		row := alertRow{Alert: a, CanAct: true, Device: c.deviceNames(r, []alerts.Alert{a})[deref(a.DeviceID)]}
+		row := alertRow{Alert: a, CanAct: true, Device: c.alertDevices(r.Context(), []alerts.Alert{a})[deref(a.DeviceID)]}
 		return c.render(w, r, http.StatusOK, "alerts", "alert-row", view{Data: row})
 	}
 	http.Redirect(w, r, "/alerts/"+a.ID, http.StatusSeeOther)
@@ -122,28 +121,15 @@ type alertRow struct {
 	Device string
 }
 
-// deviceNames names the devices of alerts by ID, as far as the user may list devices; a
-// name that cannot be read is left out rather than failing the inbox.
-func (c *Console) deviceNames(r *http.Request, list []alerts.Alert) map[string]string {
+// alertDevices names the devices of alerts by ID (see deviceNames).
+func (c *Console) alertDevices(ctx context.Context, list []alerts.Alert) map[string]string {
 	var ids []string
 	for _, a := range list {
-		if a.DeviceID != nil && !slices.Contains(ids, *a.DeviceID) {
+		if a.DeviceID != nil {
 			ids = append(ids, *a.DeviceID)
 		}
 	}
-	if len(ids) == 0 || !c.HTTP.Permits(r.Context(), "list-devices") {
-		return nil
-	}
-	found, _, _, err := c.Devices.List(r.Context(), devices.ListFilter{IDs: ids}, store.Page{Limit: len(ids)})
-	if err != nil {
-		c.Logger.WarnContext(r.Context(), "alert inbox: naming devices", "error", err)
-		return nil
-	}
-	names := make(map[string]string, len(found))
-	for _, d := range found {
-		names[d.ID] = d.Name()
-	}
-	return names
+	return c.deviceNames(ctx, ids)
 }
 
 // maxBulkAlerts is how many alerts one bulk action takes, as the API's bulk operation.

@@ -713,7 +713,8 @@ func TestProcessesPage(t *testing.T) {
 	v.signIn("acme-org@gale.test", apptest.UserPassword)
 	must(t, v.get("/devices/"+foreign+"/processes"), http.StatusNotFound)
 	offline := v.get("/devices/" + mine + "/processes")
-	if offline.status != http.StatusServiceUnavailable {
+	if offline.status != http.StatusServiceUnavailable || !strings.Contains(offline.body, "agent is not connected") ||
+		!strings.Contains(offline.body, `href="/devices/`+mine+`/services"`) {
 		t.Fatalf("processes of a device without a connected agent: %d\n%s", offline.status, offline.body)
 	}
 	hx := map[string]string{"X-CSRF-Token": v.csrf, "HX-Request": "true"}

@@ -1,9 +1,11 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -136,6 +138,8 @@ type deviceDetailPage struct {
 	Chart string
 	// Patches is the device's patch summary, when the user may read patches.
 	Patches *devicePatchFact
+	// Tools are the links to its system tools the user may open.
+	Tools toolTabs
 }
 
 // chartSeries is the metrics chart's data: Unix seconds, then each series' percentages.
@@ -179,6 +183,7 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	pg.CanTerminal = c.HTTP.Permits(r.Context(), "create-remote-session") && d.Status == "online"
+	pg.Tools = c.toolTabs(r.Context(), d.ID, "")
 	if pg.Chart, err = chartOf(d.RecentMetrics); err != nil {
 		return err
 	}
@@ -189,6 +194,29 @@ func (c *Console) deviceDetail(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return c.render(w, r, http.StatusOK, "device", targeted(r, "device-status"), view{Title: d.Name(), Section: "devices", Data: pg})
+}
+
+// deviceNames names the devices of ids by ID, in one read, as far as the user may list
+// devices: a device they cannot see (moved to another organization, say) has no name, and
+// a failed read leaves every name out rather than failing the page that shows them.
+func (c *Console) deviceNames(ctx context.Context, ids []string) map[string]string {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	if len(ids) == 0 || !c.HTTP.Permits(ctx, "list-devices") {
+		return nil
+	}
+	names := make(map[string]string, len(ids))
+	for chunk := range slices.Chunk(ids, devices.MaxCursorPageSize) {
+		found, _, _, err := c.Devices.List(ctx, devices.ListFilter{IDs: chunk}, store.Page{Limit: len(chunk)})
+		if err != nil {
+			c.Logger.WarnContext(ctx, "naming devices", "error", err)
+			return nil
+		}
+		for _, d := range found {
+			names[d.ID] = d.Name()
+		}
+	}
+	return names
 }
 
 // deviceRow is a row of the device list, its text made ready: a page shows 50 of them, and

@@ -243,14 +243,6 @@ type discoveryAssetPage struct {
 	Error   *apperr.Error
 }
 
-// DeviceLabel names a device of the link choices.
-func (p discoveryAssetPage) DeviceLabel(d devices.Device) string {
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		return *d.DisplayName
-	}
-	return d.Hostname
-}
-
 // discoveryAsset shows an asset. There is no API operation that reads one asset: the page
 // follows the rules of the list it is found in.
 func (c *Console) discoveryAsset(w http.ResponseWriter, r *http.Request) error {
@@ -276,7 +268,7 @@ func (c *Console) assetPage(w http.ResponseWriter, r *http.Request, status int, 
 		for _, d := range list {
 			pg.Devices = append(pg.Devices, *d)
 			if pg.LinkedID != nil && d.ID == *pg.LinkedID {
-				pg.Device = pg.DeviceLabel(*d)
+				pg.Device = d.Name()
 			}
 		}
 	}

@@ -255,11 +255,7 @@ func (c *Console) targetChoices(r *http.Request, orgID string) (targetChoices, e
 			return out, err
 		}
 		for _, d := range list {
-			name := d.Hostname
-			if d.DisplayName != nil && *d.DisplayName != "" {
-				name = *d.DisplayName
-			}
-			out.Devices = append(out.Devices, targetChoice{ID: d.ID, Name: name})
+			out.Devices = append(out.Devices, targetChoice{ID: d.ID, Name: d.Name()})
 		}
 	}
 	return out, nil

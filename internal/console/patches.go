@@ -299,12 +299,9 @@ func (c *Console) devicePatches(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	pg := devicePatchesPage{DeviceID: d.ID, Device: d.Hostname, OrgID: d.OrgID, Linux: d.OSType == "linux", Show: in.Get("show"),
+	pg := devicePatchesPage{DeviceID: d.ID, Device: d.Name(), OrgID: d.OrgID, Linux: d.OSType == "linux", Show: in.Get("show"),
 		CanScan: c.HTTP.Permits(ctx, "scan-patches"), CanInstall: c.HTTP.Permits(ctx, installOperation),
 		CanDecide: c.HTTP.Permits(ctx, "approve-patch") && c.HTTP.Permits(ctx, "decline-patch"), JobURL: r.URL.RequestURI()}
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		pg.Device = *d.DisplayName
-	}
 	if job := in.Get("job"); job != "" {
 		if err := c.allow(ctx, "get-patch-job"); err != nil {
 			return err
@@ -490,6 +487,8 @@ type patchJobPage struct {
 	Job     patches.PatchJobDetail
 	Done    int
 	Running bool
+	// Names are the job's devices' names by ID.
+	Names map[string]string
 }
 
 func (c *Console) patchJob(w http.ResponseWriter, r *http.Request) error {
@@ -501,5 +500,12 @@ func (c *Console) patchJob(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	pg := patchJobPage{Job: j, Done: j.Totals.Completed + j.Totals.Failed, Running: j.Status == patches.JobRunning}
+	if targeted(r, "job-progress") == "" {
+		ids := make([]string, len(j.Devices))
+		for i, d := range j.Devices {
+			ids[i] = d.DeviceID
+		}
+		pg.Names = c.deviceNames(r.Context(), ids)
+	}
 	return c.render(w, r, http.StatusOK, "patch-job", targeted(r, "job-progress"), view{Title: "Patch job", Section: "patches", Data: pg})
 }

@@ -231,7 +231,7 @@ func TestPatchPages(t *testing.T) {
 	must(t, jobs, http.StatusOK, "<h1>Patch jobs</h1>", `href="/patches/jobs/`+jobID+`"`, `href="/patches/jobs/`+w.scanJob+`"`, "<progress")
 	must(t, v.get("/patches/jobs?kind=install"), http.StatusOK, `href="/patches/jobs/`+jobID+`"`)
 	must(t, v.get("/patches/jobs?kind=reboot"), http.StatusBadRequest)
-	must(t, v.get("/patches/jobs/"+jobID), http.StatusOK, "Install job", "<code>openssl 3.0.2</code>")
+	must(t, v.get("/patches/jobs/"+jobID), http.StatusOK, "Install job", "<code>openssl 3.0.2</code>", `<a href="/devices/`+w.dev+`/patches">ws-a</a>`)
 	must(t, v.get("/patches/jobs/"+w.scanJob), http.StatusOK, "Scan job", "1 of 1 devices done")
 }
 

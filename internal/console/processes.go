@@ -14,12 +14,11 @@ import (
 // processesPage is a device's running processes, as its agent reports them now, busiest
 // first.
 type processesPage struct {
-	DeviceID, Device string
-	Processes        []agentproto.Process
-	CanKill          bool
+	toolPage
+	Processes []agentproto.Process
+	CanKill   bool
 	// Search keeps the processes whose name or command line holds it.
 	Search string
-	Tabs   toolTabs
 }
 
 func (c *Console) processes(w http.ResponseWriter, r *http.Request) error {
@@ -30,22 +29,22 @@ func (c *Console) processes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	list, err := c.SystemTools.Processes(r.Context(), d.ID)
-	if err != nil {
+	pg := processesPage{toolPage: c.toolPage(r.Context(), d, "processes"), CanKill: c.HTTP.Permits(r.Context(), "kill-device-process"),
+		Search: strings.TrimSpace(r.URL.Query().Get("q"))}
+	if err := maxRunes("q", pg.Search, 200); err != nil {
 		return err
 	}
+	list, err := c.SystemTools.Processes(r.Context(), d.ID)
 	slices.SortStableFunc(list, func(a, b agentproto.Process) int {
 		return cmp.Or(cmp.Compare(b.CPUPercent, a.CPUPercent), cmp.Compare(b.MemoryBytes, a.MemoryBytes))
 	})
-	pg := processesPage{DeviceID: d.ID, Device: d.Name(), CanKill: c.HTTP.Permits(r.Context(), "kill-device-process"),
-		Search: strings.TrimSpace(r.URL.Query().Get("q")), Tabs: c.toolTabs(r.Context(), d.ID, "processes")}
+	needle := strings.ToLower(pg.Search)
 	for _, p := range list {
-		needle := strings.ToLower(pg.Search)
 		if strings.Contains(strings.ToLower(p.Name), needle) || strings.Contains(strings.ToLower(p.CommandLine), needle) {
 			pg.Processes = append(pg.Processes, p)
 		}
 	}
-	return c.render(w, r, http.StatusOK, "processes", "", view{Title: "Processes · " + pg.Device, Section: "devices", Data: pg})
+	return c.renderTool(w, r, "processes", "", "Processes", &pg.toolPage, &pg, err)
 }
 
 // killProcess ends a process (TERM, or KILL when asked) and answers its row, marked ended.

@@ -126,10 +126,7 @@ func (c *Console) threatRows(ctx context.Context, list []security.SecurityThreat
 		for i, t := range list {
 			ids[i] = t.DeviceID
 		}
-		var err error
-		if names, err = c.deviceLabels(ctx, ids); err != nil {
-			return nil, err
-		}
+		names = c.deviceNames(ctx, ids)
 	}
 	now := c.clock.Now()
 	rows := make([]threatRow, len(list))
@@ -148,34 +145,6 @@ func (c *Console) threatRows(ctx context.Context, list []security.SecurityThreat
 		rows[i] = row
 	}
 	return rows, nil
-}
-
-// deviceLabels names the devices of ids (display name, else hostname); a device the user can
-// no longer reach (moved to another organization, say) is named "".
-func (c *Console) deviceLabels(ctx context.Context, ids []string) (map[string]string, error) {
-	out := make(map[string]string, len(ids))
-	for _, id := range ids {
-		if _, done := out[id]; done {
-			continue
-		}
-		d, err := c.Devices.Get(ctx, id)
-		if apperr.IsCode(err, apperr.CodeNotFound) {
-			out[id] = ""
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[id] = deviceLabel(d)
-	}
-	return out, nil
-}
-
-func deviceLabel(d devices.Device) string {
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		return *d.DisplayName
-	}
-	return d.Hostname
 }
 
 // securityFleet is the security dashboard of the organizations in scope (the switcher's one
@@ -239,7 +208,7 @@ func (c *Console) deviceSecurityPage(w http.ResponseWriter, r *http.Request) err
 // renderDeviceSecurity reads a device's security page and writes it, or its fragment.
 func (c *Console) renderDeviceSecurity(w http.ResponseWriter, r *http.Request, d devices.Device, fragment string) error {
 	ctx := r.Context()
-	pg := &deviceSecurity{DeviceID: d.ID, Device: deviceLabel(d), Online: d.Status == devices.StatusOnline,
+	pg := &deviceSecurity{DeviceID: d.ID, Device: d.Name(), Online: d.Status == devices.StatusOnline,
 		CanVulns: c.HTTP.Permits(ctx, "list-vulnerabilities"), CanScan: c.HTTP.Permits(ctx, "start-security-scan"),
 		Self: "/devices/" + d.ID + "/security"}
 	st, err := c.Security.GetStatus(ctx, d.ID)

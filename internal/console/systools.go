@@ -51,11 +51,7 @@ type toolError struct {
 }
 
 func (c *Console) toolPage(ctx context.Context, d devices.Device, tab string) toolPage {
-	name := d.Hostname
-	if d.DisplayName != nil && *d.DisplayName != "" {
-		name = *d.DisplayName
-	}
-	return toolPage{DeviceID: d.ID, Device: name, Tabs: c.toolTabs(ctx, d.ID, tab)}
+	return toolPage{DeviceID: d.ID, Device: d.Name(), Tabs: c.toolTabs(ctx, d.ID, tab)}
 }
 
 // toolFailure is err as a page shows it in place of its tool, with the status to answer; ok
@@ -480,6 +476,13 @@ func (c *Console) files(w http.ResponseWriter, r *http.Request) error {
 
 // downloadFile streams a file of the device to the browser as an attachment.
 func (c *Console) downloadFile(w http.ResponseWriter, r *http.Request) error {
+	// A download reads the device's file and is audited: a HEAD (which the router hands to GET
+	// routes) must not set one off.
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "download with GET", http.StatusMethodNotAllowed)
+		return nil
+	}
 	if err := c.allow(r.Context(), "download-device-file"); err != nil {
 		return err
 	}

@@ -299,6 +299,11 @@ func TestFilesPage(t *testing.T) {
 		t.Fatalf("download: %d %q %v", d.status, d.body, d.header)
 	}
 	must(t, v.get(files+"/download"), http.StatusBadRequest)
+	downloads := len(te.agent.got(agentproto.MethodFileDownload))
+	if p := v.do(http.MethodHead, files+"/download?path=/srv/www/b.txt", nil, nil); p.status != http.StatusMethodNotAllowed ||
+		len(te.agent.got(agentproto.MethodFileDownload)) != downloads {
+		t.Fatalf("a HEAD of a download answered %d and reached the agent", p.status)
+	}
 
 	// Upload without htmx: the file reaches the agent, then back to the folder, which says so.
 	form := [][2]string{{"csrf", v.csrf}, {"dir", "/srv/www"}}

@@ -181,10 +181,7 @@ func (c *Console) findingRows(ctx context.Context, list []vulnerabilities.VulnFi
 		for i, f := range list {
 			ids[i] = f.DeviceID
 		}
-		var err error
-		if names, err = c.deviceLabels(ctx, ids); err != nil {
-			return nil, err
-		}
+		names = c.deviceNames(ctx, ids)
 	}
 	today := c.clock.Now().UTC().Format(time.DateOnly)
 	token := c.csrfToken(access.PrincipalFrom(ctx))
@@ -265,7 +262,7 @@ func (c *Console) deviceVulnerabilities(w http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return err
 	}
-	pg := &deviceFindingsPage{DeviceID: d.ID, Device: deviceLabel(d), Status: status, Statuses: findingStatuses}
+	pg := &deviceFindingsPage{DeviceID: d.ID, Device: d.Name(), Status: status, Statuses: findingStatuses}
 	list, next, _, err := c.Vulnerabilities.DeviceFindings(ctx, d.ID, status, store.Page{Limit: vulnPageSize, Cursor: r.URL.Query().Get("cursor")})
 	if err != nil {
 		return err
