@@ -150,6 +150,9 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	if err := db.Migrate(ctx, logger); err != nil {
 		return nil, fmt.Errorf("migrate the database: %w", err)
 	}
+	if err := db.Optimize(ctx); err != nil {
+		return nil, err
+	}
 	box, err := secrets.NewBox(cfg.EncryptionKey)
 	if err != nil {
 		return nil, fmt.Errorf("secrets at rest: %w", err)
@@ -271,7 +274,7 @@ func (a *App) StartJobs(ctx context.Context, opts jobs.Options) error {
 }
 
 // Cleanup runs every module's purge and deletes expired rate-limit windows, logging how many
-// rows each deleted.
+// rows each deleted, then refreshes the database's planner statistics.
 func (a *App) Cleanup(ctx context.Context) error {
 	windows, err := a.kernel.Limiter.Purge(ctx)
 	if err != nil {
@@ -290,7 +293,7 @@ func (a *App) Cleanup(ctx context.Context) error {
 		attrs = append(attrs, p.Name, n)
 	}
 	a.Logger.InfoContext(ctx, "cleanup done", slog.Group("purged", attrs...))
-	return nil
+	return a.DB.Optimize(ctx)
 }
 
 // Run listens on the configured address until ctx ends, then shuts down gracefully:
