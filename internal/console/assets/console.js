@@ -1,6 +1,6 @@
 // Gale console: the little a browser needs beyond htmx. Live changes from the server (an
 // EventSource on /live) make the page's live regions fetch themselves again; the theme
-// toggle; keyboard shortcuts; forms that submit on change.
+// toggle; keyboard shortcuts; forms that submit on change; upload progress.
 (function () {
   "use strict";
 
@@ -73,6 +73,16 @@
   }
 
   document.addEventListener("htmx:afterSwap", function () { follow(document); });
+
+  // An upload sent by htmx shows how much of the file has gone.
+  document.addEventListener("htmx:xhr:progress", function (e) {
+    var bar = e.target.querySelector && e.target.querySelector("[data-upload-progress]");
+    if (!bar || !e.detail.lengthComputable || !e.detail.total) return;
+    var pct = Math.floor(100 * e.detail.loaded / e.detail.total);
+    bar.value = pct;
+    var label = e.target.querySelector("[data-upload-percent]");
+    if (label) label.textContent = pct + "%";
+  });
 
   // Metrics charts: the data is in the element's data-chart, as percentages per Unix second.
   function charts() {
