@@ -26,6 +26,8 @@ type automationListPage struct {
 	// Trigger and Enabled are the filters as sent.
 	Trigger, Enabled string
 	Next             string
+	// CanCreate offers the form of a new automation.
+	CanCreate bool
 }
 
 // automationRow is an automation of the list with its latest run, nil before the first.
@@ -45,7 +47,7 @@ func (c *Console) automationList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	in := r.URL.Query()
-	pg := automationListPage{Trigger: in.Get("trigger"), Enabled: in.Get("enabled")}
+	pg := automationListPage{Trigger: in.Get("trigger"), Enabled: in.Get("enabled"), CanCreate: c.HTTP.Permits(ctx, "create-automation")}
 	f := automations.ListFilter{OrgID: c.currentOrg(r), TriggerType: pg.Trigger}
 	if pg.Trigger != "" && !slices.Contains(automationTriggers, pg.Trigger) {
 		return apperr.Invalid("trigger", "schedule, event, webhook or manual")
@@ -89,6 +91,8 @@ type automationPage struct {
 	automations.Automation
 	Runs              []automations.AutomationRun
 	CanRun, CanToggle bool
+	// CanDelete offers the automation's deletion; CanToggle its editor too.
+	CanDelete bool
 }
 
 func (c *Console) automationDetail(w http.ResponseWriter, r *http.Request) error {
@@ -100,7 +104,8 @@ func (c *Console) automationDetail(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	pg := automationPage{Automation: x, CanRun: c.HTTP.Permits(ctx, "run-automation"), CanToggle: c.HTTP.Permits(ctx, "update-automation")}
+	pg := automationPage{Automation: x, CanRun: c.HTTP.Permits(ctx, "run-automation"), CanToggle: c.HTTP.Permits(ctx, "update-automation"),
+		CanDelete: c.HTTP.Permits(ctx, "delete-automation")}
 	if c.HTTP.Permits(ctx, "list-automation-runs") {
 		if pg.Runs, _, _, err = c.Automations.ListRuns(ctx, x.ID, "", store.Page{Limit: automationRunsShown}); err != nil {
 			return err

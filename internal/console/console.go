@@ -266,6 +266,21 @@ func (c *Console) Register(h *httpapi.Server) {
 	h.Handle("POST /settings/webhooks/{id}/rotate-secret", c.page(c.webhookRotate))
 	h.Handle("POST /settings/webhooks/{id}/retry/{delivery}", c.page(c.webhookRetry))
 	h.Handle("POST /settings/webhooks/{id}/delete", c.page(c.webhookDelete))
+	// operations forms: monitors, discovery profiles, automations
+	h.Handle("GET /monitors/new", c.page(c.monitorNew))
+	h.Handle("POST /monitors", c.page(c.monitorCreate))
+	h.Handle("GET /monitors/{id}/edit", c.page(c.monitorEdit))
+	h.Handle("POST /monitors/{id}", c.page(c.monitorUpdate))
+	h.Handle("GET /discovery/profiles/new", c.page(c.discoveryProfileNew))
+	h.Handle("POST /discovery/profiles", c.page(c.discoveryProfileCreate))
+	h.Handle("GET /discovery/profiles/{id}/edit", c.page(c.discoveryProfileEdit))
+	h.Handle("POST /discovery/profiles/{id}", c.page(c.discoveryProfileUpdate))
+	h.Handle("POST /discovery/profiles/{id}/delete", c.page(c.discoveryProfileDelete))
+	h.Handle("GET /automations/new", c.page(c.automationNew))
+	h.Handle("POST /automations", c.page(c.automationCreate))
+	h.Handle("GET /automations/{id}/edit", c.page(c.automationEdit))
+	h.Handle("POST /automations/{id}", c.page(c.automationUpdate))
+	h.Handle("POST /automations/{id}/delete", c.page(c.automationDelete))
 }
 
 // allow applies the rules of an API operation to the signed-in user.

@@ -47,6 +47,8 @@ type discoveryOverviewPage struct {
 	// Names are the profiles' names by ID, for the jobs.
 	Names   map[string]string
 	CanScan bool
+	// CanCreate offers the form of a new profile.
+	CanCreate bool
 }
 
 // activeJobs returns the scans scheduled or running in the filter, by profile.
@@ -76,7 +78,8 @@ func (c *Console) discoveryOverview(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	pg := discoveryOverviewPage{CanScan: c.HTTP.Permits(ctx, "start-discovery-scan"), Names: map[string]string{}}
+	pg := discoveryOverviewPage{CanScan: c.HTTP.Permits(ctx, "start-discovery-scan"), Names: map[string]string{},
+		CanCreate: c.HTTP.Permits(ctx, "create-discovery-profile")}
 	active := map[string]discovery.DiscoveryJob{}
 	if c.HTTP.Permits(ctx, "list-discovery-jobs") {
 		f := discovery.JobFilter{OrgID: org, SiteID: site}
@@ -103,6 +106,8 @@ type discoveryProfilePage struct {
 	discoveryProfileRow
 	Jobs    []discovery.DiscoveryJob
 	CanScan bool
+	// CanEdit and CanDelete offer the profile's editor and its deletion.
+	CanEdit, CanDelete bool
 }
 
 func (c *Console) discoveryProfile(w http.ResponseWriter, r *http.Request) error {
@@ -114,7 +119,8 @@ func (c *Console) discoveryProfile(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	pg := discoveryProfilePage{discoveryProfileRow: discoveryProfileRow{DiscoveryProfile: p}, CanScan: c.HTTP.Permits(ctx, "start-discovery-scan")}
+	pg := discoveryProfilePage{discoveryProfileRow: discoveryProfileRow{DiscoveryProfile: p}, CanScan: c.HTTP.Permits(ctx, "start-discovery-scan"),
+		CanEdit: c.HTTP.Permits(ctx, "update-discovery-profile"), CanDelete: c.HTTP.Permits(ctx, "delete-discovery-profile")}
 	if c.HTTP.Permits(ctx, "list-discovery-jobs") {
 		if pg.Jobs, _, _, err = c.Discovery.ListJobs(ctx, discovery.JobFilter{ProfileID: p.ID}, store.Page{Limit: 25}); err != nil {
 			return err

@@ -87,6 +87,8 @@ type monitorListPage struct {
 	Next     string
 	Counts   map[string]int
 	All      int
+	// CanCreate offers the form of a new monitor.
+	CanCreate bool
 }
 
 func (c *Console) monitorList(w http.ResponseWriter, r *http.Request) error {
@@ -95,7 +97,7 @@ func (c *Console) monitorList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	in := r.URL.Query()
-	pg := monitorListPage{Status: in.Get("status"), Search: strings.TrimSpace(in.Get("q"))}
+	pg := monitorListPage{Status: in.Get("status"), Search: strings.TrimSpace(in.Get("q")), CanCreate: c.HTTP.Permits(ctx, "create-monitor")}
 	if pg.Status != "" && !slices.Contains(monitorStatuses, pg.Status) {
 		return apperr.Invalid("status", "online, offline, degraded or unknown")
 	}
