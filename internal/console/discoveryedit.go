@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"gale/internal/domains/discovery"
 	"gale/internal/domains/tenancy"
@@ -155,9 +154,6 @@ type discoveryDefinition struct {
 
 func (f discoveryForm) definition() (discoveryDefinition, error) {
 	var d discoveryDefinition
-	if f.Name == "" || utf8.RuneCountInString(f.Name) > 255 {
-		return d, apperr.Invalid("name", "name is 1 to 255 characters")
-	}
 	d.subnets, d.excludes = append([]string{}, lines(f.Subnets)...), append([]string{}, lines(f.ExcludeIPs)...)
 	d.methods = append([]string{}, f.Methods...)
 	if len(d.methods) == 0 {

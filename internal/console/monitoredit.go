@@ -217,6 +217,26 @@ func optionalInt(field, value, want string) (*int, error) {
 
 // config is the monitor's configuration: base (the monitor's as it stands) with the
 // settings the form shows replaced; the service keeps those of the monitor's type.
+// monitorSettings are the form's settings as the service takes them.
+type monitorSettings struct {
+	config            agentproto.MonitorConfig
+	rules             []monitors.MonitorAlertRule
+	interval, timeout *int
+}
+
+// settings reads the form's settings, over base: what the form does not show of the
+// monitor's configuration.
+func (f monitorForm) settings(base agentproto.MonitorConfig) (s monitorSettings, err error) {
+	if s.config, err = f.config(base); err != nil {
+		return s, err
+	}
+	if s.rules, err = f.rules(); err != nil {
+		return s, err
+	}
+	s.interval, s.timeout, err = f.timing()
+	return s, err
+}
+
 func (f monitorForm) config(base agentproto.MonitorConfig) (agentproto.MonitorConfig, error) {
 	cfg := base
 	slow, err := optionalInt("config.degradedResponseMs", f.DegradedResponseMs, "a whole number of milliseconds, or empty for none")
@@ -293,20 +313,12 @@ func (c *Console) monitorCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	f := readMonitorForm(r.PostForm, "", "")
 	m, err := func() (monitors.Monitor, error) {
-		cfg, err := f.config(agentproto.MonitorConfig{})
-		if err != nil {
-			return monitors.Monitor{}, err
-		}
-		rules, err := f.rules()
-		if err != nil {
-			return monitors.Monitor{}, err
-		}
-		interval, timeout, err := f.timing()
+		s, err := f.settings(agentproto.MonitorConfig{})
 		if err != nil {
 			return monitors.Monitor{}, err
 		}
 		return c.Monitors.Create(ctx, monitors.MonitorInput{OrgID: r.PostForm.Get("orgId"), SiteID: f.SiteID, Name: f.Name, Type: f.Type,
-			Target: f.Target, Config: &cfg, IntervalSeconds: interval, TimeoutSeconds: timeout, Enabled: &f.Enabled, AlertRules: rules})
+			Target: f.Target, Config: &s.config, IntervalSeconds: s.interval, TimeoutSeconds: s.timeout, Enabled: &f.Enabled, AlertRules: s.rules})
 	}()
 	if err != nil {
 		return c.monitorRefused(w, r, f, err)
@@ -329,20 +341,12 @@ func (c *Console) monitorUpdate(w http.ResponseWriter, r *http.Request) error {
 	f := readMonitorForm(r.PostForm, before.ID, before.OrgID)
 	f.Saved = before.Name
 	_, err = func() (monitors.Monitor, error) {
-		cfg, err := f.config(before.Config)
-		if err != nil {
-			return monitors.Monitor{}, err
-		}
-		rules, err := f.rules()
-		if err != nil {
-			return monitors.Monitor{}, err
-		}
-		interval, timeout, err := f.timing()
+		s, err := f.settings(before.Config)
 		if err != nil {
 			return monitors.Monitor{}, err
 		}
 		return c.Monitors.Update(ctx, before.ID, monitors.MonitorUpdate{SiteID: &f.SiteID, Name: &f.Name, Type: &f.Type, Target: &f.Target,
-			Config: &cfg, IntervalSeconds: interval, TimeoutSeconds: timeout, Enabled: &f.Enabled, AlertRules: &rules})
+			Config: &s.config, IntervalSeconds: s.interval, TimeoutSeconds: s.timeout, Enabled: &f.Enabled, AlertRules: &s.rules})
 	}()
 	if err != nil {
 		return c.monitorRefused(w, r, f, err)

@@ -286,7 +286,7 @@ func TestOpsFormsDiscovery(t *testing.T) {
 		t.Helper()
 		must(t, o.post("/discovery/profiles", withFields(form, change)), http.StatusBadRequest, says, `action="/discovery/profiles"`, "Not saved")
 	}
-	bad(map[string]string{"name": "  "}, "name is 1 to 255 characters")
+	bad(map[string]string{"name": "  "}, "a name has 1 to 255 characters")
 	bad(map[string]string{"subnets": "10.0.0.0/24\nnot-a-network"}, "is not an IPv4 address or CIDR")
 	bad(map[string]string{"subnets": "10.0.0.0/16"}, "SUBNET_TOO_LARGE")
 	bad(map[string]string{"ports": "ssh"}, "port numbers separated by commas")

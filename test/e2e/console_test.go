@@ -128,7 +128,9 @@ func TestConsole(t *testing.T) {
 		"start": "/start", "account": "/account", "audit": "/audit", "settings": "/settings", "users": "/users",
 		"home": "/", "patches": "/patches", "patch-jobs": "/patches/jobs", "patch-policies": "/patches/policies", "security": "/security",
 		"vulnerabilities": "/vulnerabilities", "automations": "/automations", "monitors": "/monitors", "maintenance": "/maintenance",
-		"maintenance-new": "/maintenance/new", "discovery": "/discovery", "discovery-assets": "/discovery/assets", "roles": "/roles",
+		"maintenance-new": "/maintenance/new", "monitor-new": "/monitors/new?orgId=" + acme.OrgID,
+		"automation-new": "/automations/new?orgId=" + acme.OrgID, "discovery-profile-new": "/discovery/profiles/new?orgId=" + acme.OrgID,
+		"discovery": "/discovery", "discovery-assets": "/discovery/assets", "roles": "/roles",
 		"channels": "/settings/channels", "webhooks": "/settings/webhooks", "api-key-new": "/settings/api-keys/new",
 		"user-invite": "/users/invite", "device-patches": deviceURL + "/patches", "device-security": deviceURL + "/security",
 		"device-vulnerabilities": deviceURL + "/vulnerabilities", "services": deviceURL + "/services", "logs": deviceURL + "/logs"} {

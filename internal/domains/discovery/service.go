@@ -227,6 +227,9 @@ func isUniqueName(err error) error {
 
 // CreateProfile adds a profile to a site in scope.
 func (s *Service) CreateProfile(ctx context.Context, in DiscoveryProfileInput) (DiscoveryProfile, error) {
+	if err := checkName(in.Name); err != nil {
+		return DiscoveryProfile{}, err
+	}
 	d := definition{Subnets: in.Subnets, Excludes: in.ExcludeIPs, Methods: in.Methods, Ports: in.Ports, SNMP: in.SNMP, DeepScan: in.DeepScan,
 		Schedule: DiscoverySchedule{Type: ScheduleManual}, TimeoutMs: DefaultTimeoutMs, Concurrency: DefaultConcurrency}
 	if in.Schedule != nil {
@@ -295,6 +298,11 @@ func auditView(p DiscoveryProfile) map[string]any {
 func (s *Service) UpdateProfile(ctx context.Context, id string, in DiscoveryProfileUpdate) (DiscoveryProfile, error) {
 	if in.ClearSNMP && in.SNMP != nil {
 		return DiscoveryProfile{}, apperr.Invalid("clearSnmp", "either snmp or clearSnmp")
+	}
+	if in.Name != nil {
+		if err := checkName(*in.Name); err != nil {
+			return DiscoveryProfile{}, err
+		}
 	}
 	scope := access.ScopeFrom(ctx)
 	// The site (for its time zone) is read first; a profile's site never changes.

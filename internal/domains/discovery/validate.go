@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
@@ -73,6 +74,14 @@ func addressCount(subnets []string) int {
 		}
 	}
 	return n
+}
+
+// checkName applies the rule of a profile's name (1 to 255 characters) to every caller.
+func checkName(name string) error {
+	if name == "" || utf8.RuneCountInString(name) > 255 {
+		return apperr.Invalid("name", "a name has 1 to 255 characters")
+	}
+	return nil
 }
 
 var methodNames = []string{agentproto.ScanPing, agentproto.ScanARP, agentproto.ScanPortScan, agentproto.ScanSNMP, agentproto.ScanDNS}
