@@ -764,3 +764,46 @@ func TestForeignIDsAreNotFound(t *testing.T) {
 	must(t, v.get("/scripts/executions/"+run.Executions[0].ID), http.StatusNotFound)
 	must(t, v.post("/settings/api-keys/"+key.ID+"/revoke", url.Values{"csrf": {v.csrf}}), http.StatusNotFound)
 }
+
+// The device list narrows to an operating system, a tag and a group, keeping each filter as
+// another changes; a filter value that cannot exist is refused.
+func TestDeviceFilters(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Acme")
+	row := func(host, os string) string {
+		return e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: host, OSType: os})
+	}
+	web, db := row("web-01", "linux"), row("db-01", "linux")
+	row("desk-01", "windows")
+	e.Must(http.StatusOK, ten.Org, "PATCH", "/api/v1/devices/"+web, map[string]any{"tags": []string{"prod", "web"}})
+	e.Must(http.StatusOK, ten.Org, "PATCH", "/api/v1/devices/"+db, map[string]any{"tags": []string{"prod"}})
+	var group struct {
+		ID string `json:"id"`
+	}
+	e.Must(http.StatusCreated, ten.Org, "POST", "/api/v1/groups", map[string]any{"name": "Databases", "type": "static"}).JSON(t, &group)
+	e.Must(http.StatusOK, ten.Org, "POST", "/api/v1/groups/"+group.ID+"/devices", map[string]any{"deviceIds": []string{db}})
+
+	v := newVisitor(t, e)
+	v.signIn("acme-org@gale.test", apptest.UserPassword)
+	listed := func(query string) string {
+		t.Helper()
+		p := v.get("/devices?" + query)
+		must(t, p, http.StatusOK)
+		var names []string
+		for _, m := range regexp.MustCompile(`<a href="/devices/[0-9a-f-]+">([^<]+)</a>`).FindAllStringSubmatch(p.body, -1) {
+			names = append(names, m[1])
+		}
+		return strings.Join(names, ",")
+	}
+	for query, want := range map[string]string{"os=windows": "desk-01", "os=linux": "db-01,web-01", "tag=prod": "db-01,web-01",
+		"tag=web&os=linux": "web-01", "group=" + group.ID: "db-01", "group=" + group.ID + "&tag=web": ""} {
+		if got := listed(query); got != want {
+			t.Errorf("devices?%s lists %q, want %q", query, got, want)
+		}
+	}
+	must(t, v.get("/devices?os=windows"), http.StatusOK, `<option value="windows" selected>`, `href="/devices?os=windows&amp;status=online"`,
+		`<option value="`+group.ID+`">Databases</option>`)
+	must(t, v.get("/devices?os=beos"), http.StatusBadRequest, "linux, windows or macos")
+	must(t, v.get("/devices?tag=%25%25"), http.StatusBadRequest, "a tag is 1 to 64")
+	must(t, v.get("/devices?group=not-an-id"), http.StatusBadRequest)
+}

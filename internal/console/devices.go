@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/devices"
+	"gale/internal/domains/groups"
 	"gale/internal/domains/scripts"
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
@@ -35,15 +36,26 @@ type deviceListPage struct {
 	Self string
 	// Bulk are the actions on selected devices the user may take.
 	Bulk bulkTools
+	// Groups are those the list can be narrowed to (when the user may list groups).
+	Groups []groups.Group
 }
 
+// deviceQuery is the list's filter, sort and page as the address gives them.
 type deviceQuery struct {
 	Search, Status, Sort, Dir, Cursor string
+	// OS, Tag and Group narrow the list to an operating system, a tag, a group.
+	OS, Tag, Group string
+}
+
+// Filtered tells whether the list is narrowed by more than its status.
+func (q deviceQuery) Filtered() bool {
+	return q.Search != "" || q.OS != "" || q.Tag != "" || q.Group != ""
 }
 
 func (q deviceQuery) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"q": q.Search, "status": q.Status, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor} {
+	for k, s := range map[string]string{"q": q.Search, "status": q.Status, "sort": q.Sort, "dir": q.Dir, "cursor": q.Cursor,
+		"os": q.OS, "tag": q.Tag, "group": q.Group} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -90,15 +102,18 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	}
 	in := r.URL.Query()
 	q := deviceQuery{Search: strings.TrimSpace(in.Get("q")), Status: in.Get("status"), Sort: in.Get("sort"),
-		Dir: in.Get("dir"), Cursor: in.Get("cursor")}
+		Dir: in.Get("dir"), Cursor: in.Get("cursor"), OS: in.Get("os"), Tag: strings.TrimSpace(in.Get("tag")), Group: in.Get("group")}
 	f := c.deviceFilter(r)
-	f.Search, f.Status, f.Sort, f.Desc = q.Search, q.Status, q.Sort, q.Dir == "desc"
+	f.Search, f.Status, f.Sort, f.Desc, f.OSType, f.Tag = q.Search, q.Status, q.Sort, q.Dir == "desc", q.OS, q.Tag
+	if q.Group != "" {
+		f.GroupIDs = []string{q.Group}
+	}
 	list, next, _, err := c.Devices.List(r.Context(), f, store.Page{Limit: devicePageSize, Cursor: q.Cursor})
 	if err != nil {
 		return err
 	}
 	counts, err := cached(c.counts, access.PrincipalFrom(r.Context()).Scope, "device-counts|"+strings.Join(f.OrgIDs, ",")+"|"+
-		strings.Join(f.SiteIDs, ",")+"|"+f.Search,
+		strings.Join(f.SiteIDs, ",")+"|"+f.Search+"|"+f.OSType+"|"+f.Tag+"|"+q.Group,
 		func() (map[string]int, error) { return c.Devices.StatusCounts(r.Context(), f) })
 	if err != nil {
 		return err
@@ -106,6 +121,12 @@ func (c *Console) deviceList(w http.ResponseWriter, r *http.Request) error {
 	pg := deviceListPage{Devices: c.deviceRows(r, list), Query: q, Counts: counts, Self: r.URL.RequestURI()}
 	if pg.Bulk, err = c.bulkTools(r); err != nil {
 		return err
+	}
+	if targeted(r, "device-table") == "" && c.HTTP.Permits(r.Context(), "list-groups") {
+		if pg.Groups, _, _, err = c.Groups.List(r.Context(), groups.ListFilter{OrgID: c.currentOrg(r)},
+			store.Page{Limit: maxRunnableScripts}); err != nil {
+			return err
+		}
 	}
 	for _, n := range counts {
 		pg.All += n

@@ -1223,3 +1223,30 @@ func TestSearchByPartOfTheName(t *testing.T) {
 		t.Errorf("a decommissioned device still matches: %q", got)
 	}
 }
+
+// The list's osType and tag filters, and their refusals.
+func TestListByOSAndTag(t *testing.T) {
+	e := apptest.New(t)
+	ten := e.NewTenant(e.Admin(), "Acme")
+	linux := e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "lin"})
+	e.InsertDevice(apptest.DeviceRow{PartnerID: ten.PartnerID, OrgID: ten.OrgID, SiteID: ten.SiteID, Hostname: "win", OSType: "windows"})
+	e.Must(200, ten.Org, "PATCH", api+"/devices/"+linux, map[string]any{"tags": []string{"east 2"}})
+	names := func(query string) string {
+		var out []string
+		for _, d := range listDevices(e, ten.Org, query).Devices {
+			out = append(out, d.Hostname)
+		}
+		return strings.Join(out, ",")
+	}
+	for query, want := range map[string]string{"osType=windows": "win", "osType=linux": "lin", "tag=east%202": "lin", "tag=east": "",
+		"osType=windows&tag=east%202": ""} {
+		if got := names(query); got != want {
+			t.Errorf("devices?%s = %q, want %q", query, got, want)
+		}
+	}
+	for _, query := range []string{"osType=beos", "tag=%25"} {
+		if r := e.Do(ten.Org, "GET", api+"/devices?"+query, nil); r.Status != 400 || r.ErrorCode() != "VALIDATION_ERROR" {
+			t.Errorf("devices?%s = %d %s", query, r.Status, r.Body)
+		}
+	}
+}

@@ -28,7 +28,9 @@ type listInput struct {
 	SiteIDs               string `query:"siteIds" doc:"Comma-separated site IDs."`
 	GroupIDs              string `query:"groupIds" doc:"Comma-separated group IDs: devices in any of them."`
 	Status                string `query:"status" enum:"pending,online,offline,decommissioned"`
-	Search                string `query:"search" maxLength:"200" doc:"Matches hostname or display name."`
+	Search                string `query:"search" maxLength:"200" doc:"Matches any part of the hostname or display name, ignoring case."`
+	OSType                string `query:"osType" enum:"linux,windows,macos" doc:"Gale extension: the devices of one operating system."`
+	Tag                   string `query:"tag" maxLength:"64" doc:"Gale extension: the devices that carry this tag."`
 	IncludeDecommissioned bool   `query:"includeDecommissioned"`
 	IncludeTotal          bool   `query:"includeTotal" doc:"Cursor mode: also count every matching device."`
 }
@@ -138,7 +140,7 @@ func (s *Service) Register(api *httpapi.Server) {
 			}
 			limit = min(limit, max)
 			f := ListFilter{OrgIDs: splitIDs(in.OrgIDs), SiteIDs: splitIDs(in.SiteIDs), GroupIDs: splitIDs(in.GroupIDs),
-				Status: in.Status, Search: in.Search, Sort: in.Sort, Desc: in.SortDir == "desc",
+				Status: in.Status, Search: in.Search, OSType: in.OSType, Tag: in.Tag, Sort: in.Sort, Desc: in.SortDir == "desc",
 				IncludeDecommissioned: in.IncludeDecommissioned, IncludeTotal: in.IncludeTotal}
 			if in.OrgID != "" {
 				f.OrgIDs = append(f.OrgIDs, in.OrgID)

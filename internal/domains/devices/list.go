@@ -3,11 +3,13 @@ package devices
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/store"
+	"gale/internal/wire/agentproto"
 )
 
 // Page sizes of the device list. Cursor mode defaults to 50 and clamps at 500; legacy page
@@ -28,12 +30,16 @@ const (
 // ListFilter narrows and orders the device list.
 type ListFilter struct {
 	// IDs keeps only these devices (at most 500).
-	IDs                   []string
-	OrgIDs                []string
-	SiteIDs               []string
-	GroupIDs              []string
-	Status                string
-	Search                string
+	IDs      []string
+	OrgIDs   []string
+	SiteIDs  []string
+	GroupIDs []string
+	Status   string
+	Search   string
+	// OSType keeps the devices of one operating system (linux, windows, macos).
+	OSType string
+	// Tag keeps the devices that carry it.
+	Tag                   string
 	Sort                  string
 	Desc                  bool
 	IncludeDecommissioned bool
@@ -143,6 +149,18 @@ func (s *Service) listConds(ctx context.Context, f ListFilter, a *store.Args) ([
 	}
 	if f.Status != "" {
 		conds = append(conds, "d.status = "+a.Add(f.Status))
+	}
+	if f.OSType != "" {
+		if !slices.Contains(agentproto.OSTypes, f.OSType) {
+			return nil, apperr.Invalid("osType", "linux, windows or macos")
+		}
+		conds = append(conds, "d.os_type = "+a.Add(f.OSType))
+	}
+	if f.Tag != "" {
+		if !tagPattern.MatchString(f.Tag) {
+			return nil, apperr.Invalid("tag", "a tag is 1 to 64 letters, digits, spaces or ._:/-, starting with a letter or digit")
+		}
+		conds = append(conds, HasTag(a, "d.id", f.Tag))
 	}
 	if f.Search != "" {
 		conds = append(conds, s.db.ContainsIndexed(a, f.Search, "devices_name_search", "d.rowid", "d.hostname", "d.display_name"))

@@ -55,6 +55,9 @@ const (
 	OSMacOS   = "macos"
 )
 
+// OSTypes are every OS type.
+var OSTypes = []string{OSLinux, OSWindows, OSMacOS}
+
 // EnrollRequest is the body of POST /agents/enroll.
 type EnrollRequest struct {
 	EnrollmentKey    string `json:"enrollmentKey"`
