@@ -654,13 +654,14 @@ func TestSwitcher(t *testing.T) {
 	e.InsertDevice(apptest.DeviceRow{PartnerID: acme.PartnerID, OrgID: acme.OrgID, SiteID: acme.SiteID, Hostname: "hq-01"})
 	e.InsertDevice(apptest.DeviceRow{PartnerID: acme.PartnerID, OrgID: acme.OrgID, SiteID: branch.ID, Hostname: "branch-01"})
 	e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "other-01"})
+	e.Must(http.StatusCreated, admin, "POST", "/api/v1/orgs/organizations", map[string]any{"partnerId": acme.PartnerID, "name": `R&D <Lab>`})
 
 	v := newVisitor(t, e)
 	v.signIn(apptest.AdminEmail, apptest.AdminPassword)
-	must(t, v.get("/devices"), http.StatusOK, "hq-01", "branch-01", "other-01", `id="scope-org"`)
+	must(t, v.get("/devices"), http.StatusOK, "hq-01", "branch-01", "other-01", `id="scope-org"`, ">R&amp;D &lt;Lab&gt;</option>", `<optgroup label="`)
 	must(t, v.post("/scope", url.Values{"csrf": {v.csrf}, "org": {acme.OrgID}, "next": {"/devices"}}), http.StatusSeeOther)
 	list := v.get("/devices")
-	must(t, list, http.StatusOK, "hq-01", "branch-01", `id="scope-site"`)
+	must(t, list, http.StatusOK, "hq-01", "branch-01", `id="scope-site"`, `<option value="`+acme.OrgID+`" selected>`)
 	if strings.Contains(list.body, "other-01") {
 		t.Fatal("narrowed to Acme, the list shows another organization's device")
 	}
@@ -804,6 +805,11 @@ func TestDeviceFilters(t *testing.T) {
 	must(t, v.get("/devices?os=windows"), http.StatusOK, `<option value="windows" selected>`, `href="/devices?os=windows&amp;status=online"`,
 		`<option value="`+group.ID+`">Databases</option>`)
 	must(t, v.get("/devices?os=beos"), http.StatusBadRequest, "linux, windows or macos")
+	// The rows, written outside html/template, escape what a device is called.
+	e.Must(http.StatusOK, ten.Org, "PATCH", "/api/v1/devices/"+db, map[string]any{"displayName": `<b onmouseover="x">db</b>`})
+	if p := v.get("/devices?q=onmouse"); !strings.Contains(p.body, `&lt;b onmouseover=&#34;x&#34;&gt;db&lt;/b&gt;`) || strings.Contains(p.body, "<b onmouseover") {
+		t.Fatalf("a device's name is not escaped in the list:\n%s", p.body)
+	}
 	must(t, v.get("/devices?tag=%25%25"), http.StatusBadRequest, "a tag is 1 to 64")
 	must(t, v.get("/devices?group=not-an-id"), http.StatusBadRequest)
 }

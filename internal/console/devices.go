@@ -3,6 +3,8 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"html"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -247,6 +249,63 @@ type deviceRow struct {
 	Tags                                 []string
 	// Seen, SeenAt and SeenISO say when the device was last heard from ("" for never).
 	Seen, SeenAt, SeenISO string
+}
+
+// deviceRowsHTML writes the rows of the device list: selectable when bulk, with the
+// organization's name when the scope shows several. The list is the console's busiest page,
+// and html/template makes a reflective call for every value it writes (some fifteen a row, a
+// third of the page's processor time): the rows are written here instead, each value escaped.
+func deviceRowsHTML(rows []deviceRow, bulk bool, scope scopeView) template.HTML {
+	var b strings.Builder
+	b.Grow(len(rows) * 700)
+	text := func(parts ...string) {
+		for i, p := range parts {
+			if i%2 == 0 {
+				b.WriteString(p)
+			} else {
+				b.WriteString(html.EscapeString(p))
+			}
+		}
+	}
+	or := func(v, none string) {
+		if v == "" {
+			b.WriteString(`<span class="muted">` + none + `</span>`)
+		} else {
+			b.WriteString(html.EscapeString(v))
+		}
+	}
+	for _, d := range rows {
+		text(`<tr data-device="`, d.ID, `">`)
+		if bulk {
+			text(`<td class="check"><input type="checkbox" name="ids" value="`, d.ID, `" aria-label="Select `, d.Name, `"></td>`)
+		}
+		text(`<td><a href="/devices/`, d.ID, `">`, d.Name, `</a>`)
+		for _, t := range d.Tags {
+			text(` <span class="tag">`, t, `</span>`)
+		}
+		text(`</td><td><span class="badge status-`, d.Status, `">`, d.Status, `</span></td>`)
+		if scope.Shown {
+			text(`<td>`, scope.OrgNames[d.Org], `</td>`)
+		}
+		b.WriteString(`<td>`)
+		or(d.OS, "unknown")
+		b.WriteString(`</td><td>`)
+		if d.IP == "" {
+			or("", "—")
+		} else {
+			text(`<code>`, d.IP, `</code>`)
+		}
+		b.WriteString(`</td><td>`)
+		if d.Seen == "" {
+			or("", "never")
+		} else {
+			text(`<time datetime="`, d.SeenISO, `" title="`, d.SeenAt, `">`, d.Seen, `</time>`)
+		}
+		b.WriteString(`</td><td>`)
+		or(d.Agent, "—")
+		b.WriteString("</td></tr>\n")
+	}
+	return template.HTML(b.String())
 }
 
 func (c *Console) deviceRows(r *http.Request, list []*devices.Device) []deviceRow {

@@ -1,7 +1,10 @@
 package console
 
 import (
+	"html"
+	"html/template"
 	"net/http"
+	"strings"
 
 	"gale/internal/domains/tenancy"
 	"gale/internal/platform/access"
@@ -36,6 +39,30 @@ type scopeView struct {
 type orgGroup struct {
 	Partner string
 	Orgs    []*tenancy.Organization
+}
+
+// orgOptionsHTML writes the switcher's organizations, grouped by partner where the scope
+// names partners, the current one selected. Every page has them, for up to maxSwitcherOrgs
+// organizations: written here rather than by html/template, which would spend three
+// reflective calls on each (see deviceRowsHTML).
+func orgOptionsHTML(v scopeView) template.HTML {
+	var b strings.Builder
+	for _, g := range v.Groups {
+		if g.Partner != "" {
+			b.WriteString(`<optgroup label="` + html.EscapeString(g.Partner) + `">`)
+		}
+		for _, o := range g.Orgs {
+			b.WriteString(`<option value="` + html.EscapeString(o.ID) + `"`)
+			if o.ID == v.Current {
+				b.WriteString(" selected")
+			}
+			b.WriteString(">" + html.EscapeString(o.Name) + "</option>")
+		}
+		if g.Partner != "" {
+			b.WriteString("</optgroup>")
+		}
+	}
+	return template.HTML(b.String())
 }
 
 func (c *Console) scopeView(r *http.Request) (scopeView, error) {
