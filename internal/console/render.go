@@ -73,6 +73,7 @@ func funcs(a *assets, clk clock.Clock) template.FuncMap {
 		},
 		"deviceRows": deviceRowsHTML,
 		"orgOptions": orgOptionsHTML,
+		"orgStep":    newOrgStep,
 		// fragment hands a block that is also rendered alone (an htmx answer) its data.
 		"fragment": func(data any) view { return view{Data: data} },
 		"title": func(s string) string {

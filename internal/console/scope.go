@@ -1,9 +1,11 @@
 package console
 
 import (
+	"cmp"
 	"html"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 
 	"gale/internal/domains/tenancy"
@@ -63,6 +65,23 @@ func orgOptionsHTML(v scopeView) template.HTML {
 		}
 	}
 	return template.HTML(b.String())
+}
+
+// orgStep is the first step of a form that acts in one organization, for a user who sees
+// several and has not chosen one in the switcher: the organizations by name, and where the
+// choice goes.
+type orgStep struct {
+	Action, Back, Hint string
+	Orgs               []targetChoice
+}
+
+func newOrgStep(action, back, hint string, names map[string]string) orgStep {
+	s := orgStep{Action: action, Back: back, Hint: hint}
+	for id, name := range names {
+		s.Orgs = append(s.Orgs, targetChoice{ID: id, Name: name})
+	}
+	slices.SortFunc(s.Orgs, func(a, b targetChoice) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+	return s
 }
 
 func (c *Console) scopeView(r *http.Request) (scopeView, error) {
