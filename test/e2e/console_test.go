@@ -138,6 +138,20 @@ func TestConsole(t *testing.T) {
 		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
 		b.shoot(name)
 	}
+	// The automation form shows the fields of the trigger and of the action chosen, and the next
+	// step once one has an action.
+	b.navigate(s.base + "/automations/new?orgId=" + acme.OrgID)
+	shown := func(sel string) bool {
+		return get(b, 5*time.Second, "see "+sel, chromedp.Evaluate[bool](`document.querySelector('`+sel+`').offsetParent !== null`))
+	}
+	if shown("#trigger-cron") || shown("#action-0-script") || shown("#action-1-type") {
+		t.Fatal("the automation form shows fields of choices not made")
+	}
+	b.run(5*time.Second, "choose a schedule and a script", chromedp.SetValue(chromedp.CSS(`#trigger-type`), "schedule"),
+		chromedp.SetValue(chromedp.CSS(`#action-0-type`), "run_script"))
+	if !shown("#trigger-cron") || !shown("#action-0-script") || !shown("#action-1-type") || shown("#action-0-title") {
+		t.Fatal("the automation form does not follow its choices")
+	}
 	// The agent's metrics draw the device's chart.
 	waitFor(t, 60*time.Second, "the metrics chart", func() bool {
 		b.navigate(s.base + deviceURL)
