@@ -34,10 +34,15 @@ func TestConsole(t *testing.T) {
 		"language": "bash", "content": "echo first-line\nsleep 3\necho second-line >&2\nexit 3"}, nil)
 	// Something on the operations pages.
 	start := time.Now().UTC().Add(24 * time.Hour).Truncate(time.Hour)
+	var window, monitor, webhook struct {
+		ID string `json:"id"`
+	}
 	s.must(201, "POST", "/maintenance/windows", map[string]any{"orgId": acme.OrgID, "name": "Patch night", "timezone": "UTC",
 		"startTime": start.Format("2006-01-02T15:04:05"), "endTime": start.Add(2 * time.Hour).Format("2006-01-02T15:04:05"),
-		"recurrence": "weekly", "targets": map[string]any{"type": "all"}}, nil)
-	s.must(201, "POST", "/monitors", map[string]any{"orgId": acme.OrgID, "name": "Gateway", "type": "icmp_ping", "target": "127.0.0.1"}, nil)
+		"recurrence": "weekly", "targets": map[string]any{"type": "all"}}, &window)
+	s.must(201, "POST", "/monitors", map[string]any{"orgId": acme.OrgID, "name": "Gateway", "type": "icmp_ping", "target": "127.0.0.1"}, &monitor)
+	s.must(201, "POST", "/webhooks", map[string]any{"partnerId": acme.PartnerID, "name": "Ticketing", "url": "https://tickets.example.test/hook",
+		"events": []string{"alert.triggered"}}, &webhook)
 
 	// A technician of the other organization only.
 	create := exec.Command(galeBinary(t), "user", "create", "--email", "tech@other.example", "--level", "organization",
@@ -133,7 +138,9 @@ func TestConsole(t *testing.T) {
 		"discovery": "/discovery", "discovery-assets": "/discovery/assets", "roles": "/roles",
 		"channels": "/settings/channels", "webhooks": "/settings/webhooks", "api-key-new": "/settings/api-keys/new",
 		"user-invite": "/users/invite", "device-patches": deviceURL + "/patches", "device-security": deviceURL + "/security",
-		"device-vulnerabilities": deviceURL + "/vulnerabilities", "services": deviceURL + "/services", "logs": deviceURL + "/logs"} {
+		"device-vulnerabilities": deviceURL + "/vulnerabilities", "services": deviceURL + "/services", "logs": deviceURL + "/logs",
+		"maintenance-window": "/maintenance/" + window.ID, "monitor": "/monitors/" + monitor.ID, "monitor-edit": "/monitors/" + monitor.ID + "/edit",
+		"webhook": "/settings/webhooks/" + webhook.ID, "webhook-edit": "/settings/webhooks/" + webhook.ID + "/edit", "role-new": "/roles/new"} {
 		b.navigate(s.base + path)
 		b.waitText(10*time.Second, "the "+name+" page", "h1", "")
 		b.shoot(name)
