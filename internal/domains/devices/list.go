@@ -224,7 +224,7 @@ func (s *Service) read(ctx context.Context, q store.Querier, scope access.Scope,
 		return store.ByID(ctx, q, "device", selectDevices, "d.id", id, &a, conds, s.sc.scan)
 	}
 	return store.ByID(ctx, q, "device", `SELECT `+deviceColumns+`, `+more(&a)+` FROM devices d`, "d.id", id, &a, conds,
-		func(row store.Scanner) (Device, error) { return s.sc.scan(store.ScanAlso{Row: row, Dest: dest}) })
+		func(row store.Scanner) (Device, error) { return s.sc.scan(store.ScanAlso{Row: row, Dest: []any{dest}}) })
 }
 
 // getActive is get for changes: a decommissioned device is gone for every write.
@@ -268,7 +268,7 @@ func (s *Service) activeToCommand(ctx context.Context, q store.Querier, scope ac
 		func(row store.Scanner) (toCommand, error) {
 			var c toCommand
 			var err error
-			c.Device, err = s.sc.scan(store.ScanAlso{Row: row, Dest: &c.queued})
+			c.Device, err = s.sc.scan(store.ScanAlso{Row: row, Dest: []any{&c.queued}})
 			return c, err
 		})
 	if err != nil {

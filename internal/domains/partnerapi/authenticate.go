@@ -31,24 +31,16 @@ type credential struct {
 	KeyLastUsed *time.Time
 }
 
-// withExtra scans further columns after the ones its caller asks for.
-type withExtra struct {
-	row   store.Scanner
-	extra []any
-}
-
-func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra...)...) }
-
 // loadCredential reads the key matching cond ("k.key_hash = $1" or "k.id = $1") with its
 // principal; nil when there is none, or its partner was deleted.
 func (s *Service) loadCredential(ctx context.Context, q store.Querier, cond string, arg string) (*credential, error) {
 	var c credential
 	var expires, revoked, lastUsed sql.NullTime
 	var rate sql.NullInt64
-	p, err := s.scanPrincipal(withExtra{q.QueryRowContext(ctx, `SELECT `+principalColumns+`, k.id, k.expires_at, k.revoked_at,
+	p, err := s.scanPrincipal(store.ScanAlso{Row: q.QueryRowContext(ctx, `SELECT `+principalColumns+`, k.id, k.expires_at, k.revoked_at,
 		k.rate_limit, k.last_used_at FROM service_principal_keys k JOIN service_principals p ON p.id = k.principal_id
 		WHERE `+tenancy.LivePartner("p.partner_id")+` AND `+cond, arg),
-		[]any{&c.KeyID, &expires, &revoked, &rate, &lastUsed}})
+		Dest: []any{&c.KeyID, &expires, &revoked, &rate, &lastUsed}})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

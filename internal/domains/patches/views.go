@@ -35,15 +35,6 @@ type DevicePatchFilter struct {
 	States []string
 }
 
-// scanAlso scans a row whose first columns the wrapped scan reads and whose last ones go to
-// more.
-type scanAlso struct {
-	row  store.Scanner
-	more []any
-}
-
-func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more...)...) }
-
 func checkStates(states []string) error {
 	for _, st := range states {
 		if !slices.Contains(deviceStates, st) {
@@ -74,7 +65,7 @@ func (s *Service) DevicePatches(ctx context.Context, deviceID string, f DevicePa
 		var d DevicePatch
 		var errMsg sql.NullString
 		var installed sql.NullTime
-		p, err := scanPatch(scanAlso{row, []any{&d.OrgID, &d.State, &d.InstalledVersion, &d.AvailableVersion, &errMsg, &installed,
+		p, err := scanPatch(store.ScanAlso{Row: row, Dest: []any{&d.OrgID, &d.State, &d.InstalledVersion, &d.AvailableVersion, &errMsg, &installed,
 			&d.StateChangedAt}})
 		d.Patch, d.Error, d.InstalledAt = p, store.StringPtr(errMsg), store.TimePtr(installed)
 		return d, err

@@ -100,7 +100,7 @@ func CachedList[T any](ctx context.Context, db Querier, q ListQuery, page Page, 
 		found := 0
 		var version int64
 		err := eachRow(ctx, db, `SELECT `+q.Columns+`, `+q.Version+q.From+` WHERE `+Where(conds), a.Values(), func(s Scanner) error {
-			v, err := scan(ScanAlso{s, &version})
+			v, err := scan(ScanAlso{s, []any{&version}})
 			if err != nil {
 				return err
 			}
@@ -148,15 +148,15 @@ func pageRefs(ctx context.Context, db Querier, q ListQuery, p *listPlan, page Pa
 	return refs, err
 }
 
-// ScanAlso scans a row with one more column, past those its own scan function reads, into
-// Dest: a row's version, say.
+// ScanAlso scans a row with more columns, past those its own scan function reads, into Dest:
+// a row's version, say.
 type ScanAlso struct {
 	Row  Scanner
-	Dest any
+	Dest []any
 }
 
 // Scan implements Scanner.
-func (s ScanAlso) Scan(dest ...any) error { return s.Row.Scan(append(dest, s.Dest)...) }
+func (s ScanAlso) Scan(dest ...any) error { return s.Row.Scan(append(dest, s.Dest...)...) }
 
 // listPlan is a list query made ready for one page.
 type listPlan struct {
