@@ -17,6 +17,7 @@ test-postgres:
 
 build:
 	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/gale ./cmd/gale
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o bin/gale-agent ./cmd/gale-agent
 
 # The backend follows TEST_DATABASE_URL, as for the tests; scripts/loadtest.sh measures a real
 # gale process with wrk instead.

@@ -21,9 +21,9 @@ type PlaceOptions struct {
 	// PartnerWideRefused answers a caller that does not reach every organization of its
 	// partner and asks for a partner-wide row; nil gives a generic refusal (403).
 	PartnerWideRefused error
-	// OnlySystemNamesPartner makes partnerId the system caller's alone, and required of it with
-	// or without orgId (custom fields, alert rules). Without it a system caller names partnerId
-	// or orgId, and other callers may name their own partner.
+	// OnlySystemNamesPartner makes partnerId the system caller's alone (custom fields, alert
+	// rules): other callers may not name it. A system caller names partnerId or orgId either way;
+	// without the option other callers may name their own partner.
 	OnlySystemNamesPartner bool
 }
 
@@ -77,11 +77,10 @@ func (o PlaceOptions) partner(ctx context.Context, q store.Querier, scope access
 	switch {
 	case scope.IsSystem():
 		if o.PartnerID == "" {
-			what := "the partner"
-			if !o.OnlySystemNamesPartner {
-				what = "the partner (or orgId)"
+			if orgID != "" {
+				return "", nil
 			}
-			return "", apperr.Invalid("partnerId", "system callers name "+what+" of a new "+o.Noun)
+			return "", apperr.Invalid("partnerId", "system callers name the partner (or orgId) of a new "+o.Noun)
 		}
 		live, err := IsLivePartner(ctx, q, o.PartnerID)
 		if err != nil {
