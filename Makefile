@@ -1,6 +1,11 @@
 # The whole suite runs on the embedded SQLite backend (with the race detector), then again on
-# PostgreSQL when TEST_DATABASE_URL names a database the tests may create databases from.
+# PostgreSQL when TEST_DATABASE_URL names a database the tests may create databases from. The
+# PostgreSQL pass runs only the packages whose tests reach a database (through storetest): the
+# others (the agent's, the wire formats) would repeat the first pass unchanged.
 .PHONY: test test-sqlite test-postgres build bench agents
+
+DB_PACKAGES = $(shell go list -test -f '{{.ImportPath}}|{{join .Deps " "}}' ./... | \
+	awk -F'|' '$$1 ~ / \[/ && $$2 ~ /gale\/internal\/platform\/store\/storetest/ { split($$1, a, " "); sub(/_test$$/, "", a[1]); print a[1] }' | sort -u)
 
 test: test-sqlite test-postgres
 
@@ -10,7 +15,7 @@ test-sqlite:
 test-postgres:
 	@if [ -n "$$TEST_DATABASE_URL" ]; then \
 		echo "== PostgreSQL: $$TEST_DATABASE_URL"; \
-		go test -count=1 ./...; \
+		go test -count=1 $(DB_PACKAGES); \
 	else \
 		echo "TEST_DATABASE_URL is not set: skipping the PostgreSQL pass"; \
 	fi
