@@ -59,20 +59,22 @@ type Service struct {
 	factStmts map[string]*sql.Stmt
 	// channels checks the notification channels a rule names (see ChannelCheck).
 	channels ChannelCheck
-	// hold reports the devices a maintenance window in effect keeps alerts from; nil: none.
-	hold func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)
+	// hold reports whether a maintenance window in effect keeps alerts from a subject; nil:
+	// none does.
+	hold func(ctx context.Context, tx *sql.Tx, sub maintenance.Subject) (bool, error)
 }
 
-// held reports whether a maintenance window in effect keeps alerts from the device.
-func (s *Service) held(ctx context.Context, tx *sql.Tx, deviceID string) (bool, error) {
+// held reports whether a maintenance window in effect keeps alerts from the subject: its
+// organization, its site or one of its devices.
+func (s *Service) held(ctx context.Context, tx *sql.Tx, sub maintenance.Subject) (bool, error) {
 	if s.hold == nil {
 		return false, nil
 	}
-	h, err := s.hold(ctx, tx, []string{deviceID})
+	h, err := s.hold(ctx, tx, sub)
 	if err != nil {
-		return false, fmt.Errorf("check the maintenance windows of device %s: %w", deviceID, err)
+		return false, fmt.Errorf("check the maintenance windows: %w", err)
 	}
-	return h[deviceID], nil
+	return h, nil
 }
 
 // Deps is what the alerts service is built from.
@@ -82,8 +84,9 @@ type Deps struct {
 	// Wake, when set, is called after a transaction that recorded alert events commits (the
 	// event dispatcher's Wake), so consumers hear of them at once rather than at their next poll.
 	Wake func()
-	// Maintenance keeps alerts from devices in a window that suppresses them: no alert of a
-	// rule, or of a script's result, opens on a held device. Nil holds none.
+	// Maintenance keeps alerts back while a window that suppresses them covers what they
+	// concern: the device of a rule's, a script's or a policy's alert; the organization, site
+	// and devices of a monitor's or an SNMP device's. Nil holds none.
 	Maintenance *maintenance.Service
 	// Devices checks what a rule's targets name.
 	Devices *devices.Service
@@ -109,8 +112,8 @@ func New(d Deps, opts Options) *Service {
 	s := &Service{db: d.DB, logger: d.Logger, devices: d.Devices, opts: opts, wakeEvents: d.Wake, clock: clock.Or(d.Clock),
 		rules: memo[ruleSet]{bound: 10000}, windows: memo[windows]{bound: 100000}}
 	if m := d.Maintenance; m != nil {
-		s.hold = func(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
-			return m.Held(ctx, tx, maintenance.Alerts, ids)
+		s.hold = func(ctx context.Context, tx *sql.Tx, sub maintenance.Subject) (bool, error) {
+			return m.HeldSubject(ctx, tx, maintenance.Alerts, sub)
 		}
 	}
 	s.prepareFacts()

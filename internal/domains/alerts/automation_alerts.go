@@ -14,14 +14,24 @@ import (
 )
 
 // Raised is an alert raised on a device outside any rule (an automation's create_alert
-// action, a script's mapped exit code); Context is kept as the alert's context.
+// action, a policy's non-compliance, a script's mapped exit code); Context is kept as the
+// alert's context.
 type Raised struct {
 	DeviceID string
 	Severity string
 	Title    string
 	Message  string
 	Context  map[string]any
+	// Requested marks an alert asked for in so many words (an automation's create_alert
+	// action): a maintenance window that suppresses alerts does not hold it back, as
+	// automations have a hold of their own (suppressAutomations). Any other alert waits out
+	// the window (ErrHeld).
+	Requested bool
 }
+
+// ErrHeld is the answer to a raise on a device whose alerts a maintenance window holds back:
+// no alert opened. Its source raises it again when it next sees the condition.
+var ErrHeld = errors.New("a maintenance window holds back the alerts of the device")
 
 // Raise opens an alert on a device in the caller's scope, placed in the device's
 // organization and site, and records alert.triggered as a rule's alert does.
@@ -39,6 +49,7 @@ func (s *Service) Raise(ctx context.Context, in Raised) (Alert, error) {
 
 // raise opens an alert in tx on a device in scope, recorded as by actor (nil: the caller).
 // With a sourceKey, it opens none while the source has an open alert already (false).
+// Unless requested, it opens none while a maintenance window holds the device (ErrHeld).
 func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in Raised, sourceKey string, actor *audit.Actor) (Alert, bool, error) {
 	if !store.ValidID(in.DeviceID) {
 		return Alert{}, false, apperr.NotFound("device")
@@ -52,10 +63,11 @@ func (s *Service) raise(ctx context.Context, tx *sql.Tx, scope access.Scope, in 
 	if err != nil {
 		return Alert{}, false, fmt.Errorf("load device %s: %w", in.DeviceID, err)
 	}
-	if sourceKey != "" {
-		// Alerts of a source (a script's result) wait out a maintenance window; an alert an
-		// automation asks for explicitly is raised (automations have their own hold).
-		if held, err := s.held(ctx, tx, d.ID); err != nil || held {
+	if !in.Requested {
+		if held, err := s.held(ctx, tx, d.subject()); err != nil || held {
+			if err == nil {
+				err = ErrHeld
+			}
 			return Alert{}, false, err
 		}
 	}

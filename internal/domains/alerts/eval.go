@@ -15,6 +15,7 @@ import (
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/groups"
+	"gale/internal/domains/maintenance"
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
@@ -25,6 +26,11 @@ type device struct {
 	LastSeen, SilentSince                          *time.Time
 	// groups are the groups the device is a member of (read with the facts of an evaluation).
 	groups []string
+}
+
+// subject is the device as a maintenance window covers it.
+func (d *device) subject() maintenance.Subject {
+	return maintenance.Subject{OrgID: d.OrgID, SiteID: d.SiteID, DeviceIDs: []string{d.ID}}
 }
 
 const evalDeviceColumns = `d.id, d.partner_id, d.org_id, d.site_id, d.hostname, d.status, d.last_seen_at, d.main_agent_silent_since`
@@ -618,7 +624,7 @@ func (s *Service) open(ctx context.Context, tx *sql.Tx, r *Rule, d *device, res 
 	if cooling > 0 {
 		return nil
 	}
-	if held, err := s.held(ctx, tx, d.ID); err != nil || held {
+	if held, err := s.held(ctx, tx, d.subject()); err != nil || held {
 		return err
 	}
 	result, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, source_id, rule_id, severity,

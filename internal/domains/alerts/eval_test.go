@@ -15,6 +15,7 @@ import (
 
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
+	"gale/internal/domains/maintenance"
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"
 	"gale/internal/wire/agentproto"
@@ -487,13 +488,7 @@ func TestHeldDevicesOpenNoAlert(t *testing.T) {
 	x.rule(x.ten.Partner, cpuRule("High CPU", 90, nil))
 	svc := app.Service[*alerts.Service](x.App)
 	held := true
-	svc.SetHold(func(_ context.Context, _ *sql.Tx, ids []string) (map[string]bool, error) {
-		out := map[string]bool{}
-		for _, id := range ids {
-			out[id] = held
-		}
-		return out, nil
-	})
+	svc.SetHold(func(_ context.Context, _ *sql.Tx, _ maintenance.Subject) (bool, error) { return held, nil })
 	x.beat(x.dev, 95, 10)
 	if got := x.alerts(x.ten.Org, ""); len(got) != 0 {
 		t.Fatalf("a held device opened %+v", got)

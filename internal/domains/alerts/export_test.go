@@ -3,9 +3,11 @@ package alerts
 import (
 	"context"
 	"database/sql"
+
+	"gale/internal/domains/maintenance"
 )
 
-// SetHold replaces what tells which devices a maintenance window keeps alerts from.
-func (s *Service) SetHold(h func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)) {
+// SetHold replaces what tells whether a maintenance window keeps alerts from a subject.
+func (s *Service) SetHold(h func(ctx context.Context, tx *sql.Tx, sub maintenance.Subject) (bool, error)) {
 	s.hold = h
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -66,8 +67,8 @@ func (s *Service) scriptResult(ctx context.Context, tx *sql.Tx, e events.Event) 
 		Title: "Script " + r.ScriptName + " failed", Message: msg,
 		Context: map[string]any{"source": "script", "scriptId": r.ScriptID, "executionId": r.ExecutionID, "exitCode": r.ExitCode}},
 		key, systemActor)
-	if apperr.IsCode(err, apperr.CodeNotFound) {
-		return nil // the device left since
+	if apperr.IsCode(err, apperr.CodeNotFound) || errors.Is(err, ErrHeld) {
+		return nil // the device left since, or is in a maintenance window (its next failure raises again)
 	}
 	return err
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
+	"gale/internal/domains/maintenance"
 	"gale/internal/platform/access"
 	"gale/internal/platform/store"
 )
@@ -28,6 +30,21 @@ type Source struct {
 	// SiteID and DeviceID are optional: the site the source watches, the device it runs on.
 	SiteID   string
 	DeviceID string
+	// ProbeID is optional: the device whose agent made the observation (a monitor's check, an
+	// SNMP poll). A maintenance window over it holds the alert back too; the alert is not
+	// placed on it.
+	ProbeID string
+}
+
+// subject is what of the source a maintenance window may cover.
+func (src Source) subject() maintenance.Subject {
+	sub := maintenance.Subject{OrgID: src.OrgID, SiteID: src.SiteID}
+	for _, id := range []string{src.DeviceID, src.ProbeID} {
+		if id != "" && !slices.Contains(sub.DeviceIDs, id) {
+			sub.DeviceIDs = append(sub.DeviceIDs, id)
+		}
+	}
+	return sub
 }
 
 // SourceAlert is an alert a source raises for one of its conditions (Key: a monitor's alert
@@ -48,7 +65,10 @@ func (src Source) key(condition string) string {
 }
 
 // RaiseFrom opens an alert of a source's condition in tx, unless the condition has an open
-// alert already or is cooling down (false). The source's caller has checked its tenancy.
+// alert already, is cooling down, or a maintenance window that suppresses alerts covers the
+// source's organization, its site, its device or its probe (false). A held condition opens no
+// alert; the source raises it again at its next observation, so one that still holds once the
+// window ends opens then. The source's caller has checked its tenancy.
 func (s *Service) RaiseFrom(ctx context.Context, tx *sql.Tx, src Source, in SourceAlert) (Alert, bool, error) {
 	key, now := src.key(in.Key), s.clock.Now()
 	if in.Cooldown > 0 {
@@ -60,6 +80,9 @@ func (s *Service) RaiseFrom(ctx context.Context, tx *sql.Tx, src Source, in Sour
 		if cooling > 0 {
 			return Alert{}, false, nil
 		}
+	}
+	if held, err := s.held(ctx, tx, src.subject()); err != nil || held {
+		return Alert{}, false, err
 	}
 	id := store.NewID()
 	res, err := tx.ExecContext(ctx, `INSERT INTO alerts (id, partner_id, org_id, site_id, device_id, source_type, source_id, severity,

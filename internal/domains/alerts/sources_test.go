@@ -8,6 +8,7 @@ import (
 
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
+	"gale/internal/platform/events"
 	"gale/internal/platform/store"
 )
 
@@ -87,5 +88,52 @@ func TestSourceAlertsOpenOncePerConditionAndCoolDown(t *testing.T) {
 	x.Must(404, other.Partner, "GET", api+"/alerts/"+list[0].ID, nil)
 	if n := len(x.alerts(other.Partner, "?sourceType=monitor")); n != 0 {
 		t.Fatalf("another tenant sees %d monitor alerts", n)
+	}
+}
+
+// A script's mapped failure on a device that a maintenance window suppressing alerts covers
+// opens no alert and records no alert.triggered; the first failure after the window opens it.
+// The same failure on a device outside the window alerts at once.
+func TestAWindowHoldsScriptAlertsBack(t *testing.T) {
+	x := newEnv(t)
+	other := x.enroll(x.ten, "web-02")
+	scriptID := store.NewID()
+	fail := func(dev string) {
+		x.T.Helper()
+		if err := x.App.DB.Write(context.Background(), func(tx *sql.Tx) error {
+			_, err := events.Record(context.Background(), tx, events.Event{Type: "script.failed", PartnerID: x.ten.PartnerID, OrgID: x.ten.OrgID,
+				ResourceType: "script_execution", ResourceID: store.NewID()}, map[string]any{"executionId": store.NewID(), "scriptId": scriptID,
+				"scriptName": "Backup check", "deviceId": dev, "exitCode": 3, "severity": "high", "error": "the backup is old"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := x.App.Events.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	triggered := func() int {
+		var n int
+		if err := x.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM events WHERE type = 'alert.triggered' AND org_id = $1`, x.ten.OrgID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	occ := x.StartMaintenance(x.ten.Org, x.ten.OrgID, map[string]any{"type": "devices", "ids": []string{x.dev.DeviceID}})
+	fail(x.dev.DeviceID)
+	fail(other.DeviceID)
+	if got := x.alerts(x.ten.Partner, "?deviceId="+x.dev.DeviceID); len(got) != 0 {
+		t.Fatalf("a held device opened %+v", got)
+	}
+	if got := x.alerts(x.ten.Partner, "?deviceId="+other.DeviceID); len(got) != 1 || got[0].Title != "Script Backup check failed" {
+		t.Fatalf("a device outside the window: %+v", got)
+	}
+	if n := triggered(); n != 1 {
+		t.Fatalf("%d alert.triggered events, want the free device's one", n)
+	}
+	x.EndMaintenance(x.ten.Org, occ)
+	fail(x.dev.DeviceID)
+	if got := x.alerts(x.ten.Partner, "?deviceId="+x.dev.DeviceID); len(got) != 1 || got[0].Status != "active" {
+		t.Fatalf("after the window: %+v", got)
 	}
 }

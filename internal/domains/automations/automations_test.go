@@ -430,6 +430,30 @@ func TestPartnerWideRunsAndMaintenanceWindows(t *testing.T) {
 	}
 }
 
+// An alert an automation's create_alert action asks for is raised on a device that a
+// maintenance window suppressing alerts (and not automations) covers: the window's
+// suppressAutomations is what holds automations back.
+func TestAWindowSuppressingAlertsLetsAnAutomationsAlertThrough(t *testing.T) {
+	f := newFixture(t)
+	dev := f.device(f.a, "held", "linux")
+	f.e.StartMaintenance(f.a.Org, f.a.OrgID, map[string]any{"type": "devices", "ids": []string{dev}})
+	x := f.create(f.a.Org, manual("Say so", map[string]any{"type": "devices", "ids": []string{dev}}, alertAction("asked for")))
+	var r automations.AutomationRun
+	f.e.Must(202, f.a.Org, "POST", api+"/automations/"+x.ID+"/run", nil).JSON(t, &r)
+	done := f.settle(f.a.Org, r.ID)
+	if done.Status != automations.RunCompleted || len(done.Steps) != 1 || done.Steps[0].AlertID == nil {
+		t.Fatalf("run %+v steps %+v", done, done.Steps)
+	}
+	var alert struct {
+		Status   string `json:"status"`
+		DeviceID string `json:"deviceId"`
+	}
+	f.e.Must(200, f.a.Org, "GET", api+"/alerts/"+*done.Steps[0].AlertID, nil).JSON(t, &alert)
+	if alert.Status != "active" || alert.DeviceID != dev {
+		t.Fatalf("alert %+v", alert)
+	}
+}
+
 // scheduleAutomation makes a schedule automation raising an alert on a device at 03:00 Paris time.
 func scheduleAutomation(f fixture) automations.Automation {
 	dev := f.device(f.a, "sched-1", "linux")

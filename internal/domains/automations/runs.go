@@ -497,8 +497,9 @@ func (s *Service) perform(ctx context.Context, r runRow, idx int, devs []string)
 		steps = append(steps, newStep{status: StepCompleted})
 	case ActionCreateAlert:
 		for _, dev := range devs {
+			// Asked for in so many words: suppressAutomations, not suppressAlerts, holds it back.
 			x, xerr := s.alerts.Raise(ctx, alerts.Raised{DeviceID: dev, Severity: a.Severity, Title: a.Title, Message: a.Message,
-				Context: map[string]any{"automationId": r.AutomationID, "automationRunId": r.ID}})
+				Context: map[string]any{"automationId": r.AutomationID, "automationRunId": r.ID}, Requested: true})
 			if xerr != nil {
 				if _, ok := apperr.As(xerr); !ok {
 					s.logger.WarnContext(ctx, "automation alert failed", "run", r.ID, "device", dev, "error", xerr)

@@ -296,6 +296,10 @@ func (s *Service) onEvaluateResult(ctx context.Context, tx *sql.Tx, deviceID str
 	now := s.clock.Now()
 	var follow any
 	switch {
+	case state == prev && state == StateNonCompliant && p.Enforcement != EnforceMonitor && !alertID.Valid:
+		// Still non-compliant and never alerted (a maintenance window held the alert back):
+		// the alert is due now, after any work due already (COALESCE below keeps it).
+		follow = followAlert
 	case state == prev:
 	case state == StateNonCompliant && p.Enforcement == EnforceEnforce && p.RemediationScriptID != nil:
 		follow = followRemediate
@@ -306,7 +310,7 @@ func (s *Service) onEvaluateResult(ctx context.Context, tx *sql.Tx, deviceID str
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE policy_compliance SET state = $1, results = $2, error = $3, evaluated_at = $4,
 		changed_at = CASE WHEN state = $1 THEN changed_at ELSE $5 END, command_id = NULL, queued_at = NULL,
-		follow_up = CASE WHEN state = $1 THEN follow_up ELSE $6 END WHERE policy_id = $7 AND device_id = $8`, state, store.EncodeJSON(results),
+		follow_up = CASE WHEN state = $1 THEN COALESCE(follow_up, $6) ELSE $6 END WHERE policy_id = $7 AND device_id = $8`, state, store.EncodeJSON(results),
 		store.NullIfEmpty(errMsg), now, now, follow, policyID, deviceID); err != nil {
 		return fmt.Errorf("record the evaluation of policy %s: %w", policyID, err)
 	}

@@ -195,6 +195,9 @@ func (s *Service) raise(ctx context.Context, p Policy, r dueRow) error {
 	if apperr.IsCode(err, apperr.CodeNotFound) {
 		return nil // the device left since
 	}
+	if errors.Is(err, alerts.ErrHeld) {
+		return nil // a maintenance window holds the device's alerts: the next evaluation still non-compliant raises again
+	}
 	if err != nil {
 		if rerr := s.release(context.WithoutCancel(ctx), dueRow{policyID: r.policyID, deviceID: r.deviceID}, followAlert); rerr != nil {
 			s.logger.WarnContext(ctx, "put back a policy alert", "policy", r.policyID, "device", r.deviceID, "error", rerr)

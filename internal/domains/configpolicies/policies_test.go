@@ -575,6 +575,52 @@ func TestWarnRaisesAnAlertAndMonitorNone(t *testing.T) {
 	}
 }
 
+// A maintenance window that suppresses alerts holds a policy's alert back from a device it
+// covers: the device is non-compliant without an alert, also at later evaluations during the
+// window, while a device outside it alerts at once. The first evaluation after the window
+// that finds it still non-compliant raises the alert.
+func TestAWindowHoldsPolicyAlertsBack(t *testing.T) {
+	f := newFixture(t)
+	held, free := f.device(f.a, "web-1"), f.device(f.a, "web-2")
+	c := f.a.Partner
+	warn := f.create(c, curlPolicy("Warn", f.a, "warn", held, free))
+	occ := f.e.StartMaintenance(f.a.Org, f.a.OrgID, map[string]any{"type": "devices", "ids": []string{held}})
+	alertsOf := func(dev string) int {
+		var l struct{ Data []map[string]any }
+		f.e.Must(200, c, "GET", api+"/alerts?deviceId="+dev, nil).JSON(t, &l)
+		return len(l.Data)
+	}
+	f.evaluatedFor(f.a, held, warn.ID, false)
+	f.evaluatedFor(f.a, free, warn.ID, false)
+	f.followUps()
+	f.followUps()
+	if r := f.row(c, warn.ID, held); r.State != configpolicies.StateNonCompliant || r.AlertID != nil || alertsOf(held) != 0 {
+		t.Fatalf("held %+v, %d alerts", r, alertsOf(held))
+	}
+	if r := f.row(c, warn.ID, free); r.AlertID == nil || alertsOf(free) != 1 {
+		t.Fatalf("free %+v, %d alerts", r, alertsOf(free))
+	}
+	f.e.Must(202, c, "POST", api+"/policies/"+warn.ID+"/evaluate", nil)
+	f.evaluatedFor(f.a, held, warn.ID, false)
+	f.followUps()
+	if r := f.row(c, warn.ID, held); r.AlertID != nil || alertsOf(held) != 0 {
+		t.Fatalf("held at a second evaluation %+v", r)
+	}
+	f.e.EndMaintenance(f.a.Org, occ)
+	f.e.Must(202, c, "POST", api+"/policies/"+warn.ID+"/evaluate", nil)
+	f.evaluatedFor(f.a, held, warn.ID, false)
+	f.followUps()
+	r := f.row(c, warn.ID, held)
+	if r.AlertID == nil || alertsOf(held) != 1 {
+		t.Fatalf("after the window %+v, %d alerts", r, alertsOf(held))
+	}
+	var alert map[string]any
+	f.e.Must(200, c, "GET", api+"/alerts/"+*r.AlertID, nil).JSON(t, &alert)
+	if alert["status"] != "active" || alert["deviceId"] != held {
+		t.Fatalf("alert %v", alert)
+	}
+}
+
 func TestFailedEvaluationsAreErrors(t *testing.T) {
 	f := newFixture(t)
 	dev := f.device(f.a, "web-1")

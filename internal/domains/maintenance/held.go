@@ -28,16 +28,58 @@ type inEffect struct {
 // devices' organizations, their sites, their groups), whatever the number of devices. q is the
 // caller's transaction or the database.
 func (s *Service) Held(ctx context.Context, q store.Querier, what Suppression, deviceIDs []string) (map[string]bool, error) {
+	if len(deviceIDs) == 0 {
+		return map[string]bool{}, nil
+	}
+	windows, err := inEffectNow(ctx, q, what)
+	if err != nil {
+		return nil, err
+	}
+	return heldDevices(ctx, q, windows, deviceIDs)
+}
+
+// Subject is what a piece of work concerns when it is not only devices: something of an
+// organization (a monitor, an SNMP device), at one of its sites or at none, and the devices it
+// runs on or is observed from.
+type Subject struct {
+	OrgID     string
+	SiteID    string
+	DeviceIDs []string
+}
+
+// HeldSubject reports whether an active occurrence of a window that suppresses what covers the
+// subject now: a window of its organization that targets all of it, or its site, or one of
+// its devices (as Held). With no active occurrence suppressing what it is one query.
+func (s *Service) HeldSubject(ctx context.Context, q store.Querier, what Suppression, sub Subject) (bool, error) {
+	windows, err := inEffectNow(ctx, q, what)
+	if err != nil || len(windows) == 0 {
+		return false, err
+	}
+	for _, w := range windows {
+		if w.orgID != sub.OrgID {
+			continue
+		}
+		if w.targets.Type == TargetAll || (sub.SiteID != "" && w.targets.Type == TargetSites && slices.Contains(w.targets.IDs, sub.SiteID)) {
+			return true, nil
+		}
+	}
+	held, err := heldDevices(ctx, q, windows, sub.DeviceIDs)
+	if err != nil {
+		return false, err
+	}
+	for _, h := range held {
+		if h {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// inEffectNow reads the windows with an active occurrence that suppress what.
+func inEffectNow(ctx context.Context, q store.Querier, what Suppression) ([]inEffect, error) {
 	col, ok := what.column()
 	if !ok {
 		return nil, fmt.Errorf("maintenance: unknown suppression %q", what)
-	}
-	out := make(map[string]bool, len(deviceIDs))
-	for _, id := range deviceIDs {
-		out[id] = false
-	}
-	if len(deviceIDs) == 0 {
-		return out, nil
 	}
 	windows, err := store.QueryAll(ctx, q, `SELECT DISTINCT w.id, w.org_id, w.target_type, w.target_ids FROM maintenance_occurrences o
 		JOIN maintenance_windows w ON w.id = o.window_id WHERE o.status = $1 AND `+col+` AND `+tenancy.LiveOrg("w.org_id"),
@@ -45,7 +87,16 @@ func (s *Service) Held(ctx context.Context, q store.Querier, what Suppression, d
 	if err != nil {
 		return nil, fmt.Errorf("read windows in effect: %w", err)
 	}
-	if len(windows) == 0 {
+	return windows, nil
+}
+
+// heldDevices reports, for each device ID given, whether one of the windows covers it.
+func heldDevices(ctx context.Context, q store.Querier, windows []inEffect, deviceIDs []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(deviceIDs))
+	for _, id := range deviceIDs {
+		out[id] = false
+	}
+	if len(windows) == 0 || len(deviceIDs) == 0 {
 		return out, nil
 	}
 	bySite, byGroup := false, false

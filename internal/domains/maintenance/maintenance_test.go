@@ -412,6 +412,9 @@ func TestHeldForEachTargetType(t *testing.T) {
 	// Scheduled occurrences hold nothing.
 	check(maintenance.Alerts)
 	check(maintenance.Patches)
+	if held, err := svc.HeldSubject(ctx, f.e.App.DB, maintenance.Alerts, maintenance.Subject{OrgID: f.a.OrgID, SiteID: site.ID}); err != nil || held {
+		t.Fatalf("a scheduled window holds a subject: %v %v", held, err)
+	}
 	for _, id := range first {
 		f.e.Must(200, f.a.Org, "POST", api+"/maintenance/occurrences/"+id+"/start", nil)
 	}
@@ -422,6 +425,24 @@ func TestHeldForEachTargetType(t *testing.T) {
 	if held, err := svc.HeldFromAutomations(ctx, []string{named, plain}); err != nil || !held[named] || held[plain] {
 		t.Fatalf("held from automations %v %v", held, err)
 	}
+	// A subject (a monitor, an SNMP device) is held by a window over its whole organization or
+	// its site, or over one of its devices.
+	subject := func(what maintenance.Suppression, sub maintenance.Subject, want bool) {
+		t.Helper()
+		if held, err := svc.HeldSubject(ctx, f.e.App.DB, what, sub); err != nil || held != want {
+			t.Fatalf("%s: %+v held %v (%v), want %v", what, sub, held, err, want)
+		}
+	}
+	subject(maintenance.Alerts, maintenance.Subject{OrgID: f.a.OrgID}, true)
+	subject(maintenance.Alerts, maintenance.Subject{OrgID: f.b.OrgID, SiteID: f.b.SiteID, DeviceIDs: []string{foreign}}, false)
+	subject(maintenance.Patches, maintenance.Subject{OrgID: f.a.OrgID, SiteID: site.ID}, true)
+	subject(maintenance.Patches, maintenance.Subject{OrgID: f.a.OrgID, SiteID: f.a.SiteID}, false)
+	subject(maintenance.Patches, maintenance.Subject{OrgID: f.a.OrgID, DeviceIDs: []string{plain, branch}}, true)
+	subject(maintenance.Patches, maintenance.Subject{OrgID: f.b.OrgID, SiteID: site.ID}, false)
+	subject(maintenance.Scripts, maintenance.Subject{OrgID: f.a.OrgID, SiteID: f.a.SiteID}, false)
+	subject(maintenance.Scripts, maintenance.Subject{OrgID: f.a.OrgID, SiteID: f.a.SiteID, DeviceIDs: []string{grouped}}, true)
+	subject(maintenance.Automations, maintenance.Subject{OrgID: f.a.OrgID, SiteID: f.a.SiteID, DeviceIDs: []string{plain, "not-an-id"}}, false)
+	subject(maintenance.Automations, maintenance.Subject{OrgID: f.a.OrgID, DeviceIDs: []string{named}}, true)
 	if _, err := svc.Held(ctx, f.e.App.DB, "naps", ids); err == nil {
 		t.Fatal("an unknown suppression is an error")
 	}

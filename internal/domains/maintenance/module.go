@@ -12,7 +12,8 @@ const TickEvery = time.Minute
 
 // Module serves maintenance windows: their routes and the job that moves occurrences on. The
 // domains whose work a window holds back from its devices (scripts, alerts, automations,
-// rollouts, patches, software) are built after it and ask its service (Held).
+// rollouts, patches, software; monitors and SNMP through alerts) are built after it and ask
+// its service (Held, or HeldSubject for what belongs to a site or organization).
 var Module = module.Module{Name: "maintenance", Build: func(k *module.Kernel) error {
 	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake, Devices: module.Get[*devices.Service](k)})
 	s.Register(k.HTTP)

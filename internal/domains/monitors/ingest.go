@@ -46,11 +46,12 @@ func normalize(r agentproto.MonitorCheckResult) agentproto.MonitorCheckResult {
 	return r
 }
 
-// ingest stores a result of monitor m (read in tx) checked now, moves the monitor's state and
-// evaluates its alert rules, in tx. A result older than the monitor's last (a batch that
-// arrives after a check run by hand) is stored without moving the state.
-func (s *Service) ingest(ctx context.Context, tx *sql.Tx, m Monitor, r agentproto.MonitorCheckResult) (MonitorResult, error) {
-	out, err := s.apply(ctx, tx, m, r)
+// ingest stores a result of monitor m (read in tx) checked now by the agent of device probe,
+// moves the monitor's state and evaluates its alert rules, in tx. A result older than the
+// monitor's last (a batch that arrives after a check run by hand) is stored without moving
+// the state.
+func (s *Service) ingest(ctx context.Context, tx *sql.Tx, m Monitor, probe string, r agentproto.MonitorCheckResult) (MonitorResult, error) {
+	out, err := s.apply(ctx, tx, m, probe, r)
 	if err != nil {
 		return out, err
 	}
@@ -87,9 +88,9 @@ func insertResults(ctx context.Context, tx *sql.Tx, rs []storedResult) error {
 	return nil
 }
 
-// apply moves monitor m's state by a result checked now and evaluates its alert rules, in tx,
-// and returns the result to store (see ingest).
-func (s *Service) apply(ctx context.Context, tx *sql.Tx, m Monitor, r agentproto.MonitorCheckResult) (MonitorResult, error) {
+// apply moves monitor m's state by a result checked now by probe's agent and evaluates its
+// alert rules, in tx, and returns the result to store (see ingest).
+func (s *Service) apply(ctx context.Context, tx *sql.Tx, m Monitor, probe string, r agentproto.MonitorCheckResult) (MonitorResult, error) {
 	r = normalize(r)
 	now := s.now()
 	out := MonitorResult{ID: store.NewID(), MonitorID: m.ID, CheckedAt: now, Status: r.Status, ResponseMs: r.ResponseMs, Error: r.Error,
@@ -121,7 +122,7 @@ func (s *Service) apply(ctx context.Context, tx *sql.Tx, m Monitor, r agentproto
 	if err := json.Unmarshal([]byte(firing), &was); err != nil {
 		return out, fmt.Errorf("read the firing rules of monitor %s: %w", m.ID, err)
 	}
-	firingNow, err := s.evaluate(ctx, tx, m, r, failures, was)
+	firingNow, err := s.evaluate(ctx, tx, m, probe, r, failures, was)
 	if err != nil || slices.Equal(firingNow, was) {
 		return out, err
 	}
@@ -164,9 +165,13 @@ func describe(rule MonitorAlertRule) string {
 
 // evaluate raises the alerts of the rules whose condition holds and resolves those of the
 // rules among was (whose condition held at the last result) whose condition no longer holds.
-// It returns the rules whose condition holds now (or held and is not known now).
-func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, m Monitor, r agentproto.MonitorCheckResult, failures int, was []string) ([]string, error) {
+// It returns the rules whose condition holds now (or held and is not known now). A rule
+// whose alert a maintenance window holds back (over the monitor's site, its organization or
+// probe, the agent that checked) still holds: every result that sees it raises again, so the
+// first after the window opens the alert.
+func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, m Monitor, probe string, r agentproto.MonitorCheckResult, failures int, was []string) ([]string, error) {
 	src := source(m)
+	src.ProbeID = probe
 	firing := []string{}
 	for _, rule := range m.AlertRules {
 		hold, known := holds(rule, r, failures)
@@ -266,7 +271,7 @@ func (s *Service) ingestBatch(ctx context.Context, tx *sql.Tx, deviceID string, 
 			continue
 		}
 		delete(byID, r.MonitorID)
-		out, err := s.apply(ctx, tx, m, r)
+		out, err := s.apply(ctx, tx, m, deviceID, r)
 		if err != nil {
 			return err
 		}

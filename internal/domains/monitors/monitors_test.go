@@ -716,3 +716,72 @@ func TestCreateInAndSetEnabledInJoinTheCallersTransaction(t *testing.T) {
 		t.Fatalf("enabled again %+v", got)
 	}
 }
+
+// A maintenance window that suppresses alerts over the device whose agent checks a monitor
+// holds the monitor's alerts back: the check is stored and the status moves, but no alert
+// opens and nobody is told. The first check after the window that still fails opens the
+// alert. The same monitor of a tenant without a window alerts at once.
+func TestMaintenanceWindowsHoldMonitorAlertsBack(t *testing.T) {
+	f := newFixture(t)
+	dev, free := f.e.EnrollAgent(f.a, "probe-a"), f.e.EnrollAgent(f.b, "probe-b")
+	rules := []map[string]any{{"condition": "offline", "severity": "critical", "cooldownMinutes": 0}}
+	m := f.create(f.a.Org, map[string]any{"name": "web", "type": "icmp_ping", "target": "10.0.0.9", "alertRules": rules})
+	other := f.create(f.b.Org, map[string]any{"name": "web", "type": "icmp_ping", "target": "10.0.0.9", "alertRules": rules})
+	triggered := func(ten apptest.Tenant) (events, notifications int) {
+		t.Helper()
+		if err := f.e.App.Events.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return f.count(`SELECT COUNT(*) FROM events WHERE type = 'alert.triggered' AND org_id = $1`, ten.OrgID),
+			f.count(`SELECT COUNT(*) FROM notifications WHERE type = 'alert.triggered' AND org_id = $1`, ten.OrgID)
+	}
+
+	occ := f.e.StartMaintenance(f.a.Org, f.a.OrgID, map[string]any{"type": "devices", "ids": []string{dev.DeviceID}})
+	for range 2 {
+		f.round(dev, agentproto.MonitorOffline, 0)
+		f.round(free, agentproto.MonitorOffline, 0)
+		f.clk.Advance(time.Minute)
+	}
+	if got := f.get(f.a.Org, m.ID); got.Status != "offline" || got.ConsecutiveFailures != 2 {
+		t.Fatalf("held monitor %+v", got)
+	}
+	if list := f.alerts(f.a.Org, "monitorId="+m.ID); len(list) != 0 {
+		t.Fatalf("a window over the probing device let %d alerts open", len(list))
+	}
+	if ev, n := triggered(f.a); ev != 0 || n != 0 {
+		t.Fatalf("held: %d alert.triggered events, %d notifications", ev, n)
+	}
+	if list := f.alerts(f.b.Org, "monitorId="+other.ID); len(list) != 1 {
+		t.Fatalf("without a window: %d alerts, want 1", len(list))
+	}
+	if ev, n := triggered(f.b); ev != 1 || n == 0 {
+		t.Fatalf("without a window: %d alert.triggered events, %d notifications", ev, n)
+	}
+
+	// The window ends; the next check that still fails opens the alert.
+	f.e.EndMaintenance(f.a.Org, occ)
+	f.round(dev, agentproto.MonitorOffline, 0)
+	if list := f.alerts(f.a.Org, "monitorId="+m.ID+"&status=active"); len(list) != 1 || list[0].Severity != "critical" || list[0].DeviceID != nil {
+		t.Fatalf("after the window: %+v", list)
+	}
+	if ev, n := triggered(f.a); ev != 1 || n == 0 {
+		t.Fatalf("after the window: %d alert.triggered events, %d notifications", ev, n)
+	}
+
+	// A check run now is held back by a window over the agent that runs it, too.
+	c := f.e.NewTenant(f.e.Admin(), "Charlie")
+	live := f.e.EnrollAgent(c, "probe-c")
+	liveAgent(t, f.e, live.AuthToken)
+	down := f.create(c.Org, map[string]any{"name": "site", "type": "http_check", "target": "https://down.example.test/", "alertRules": rules})
+	occ = f.e.StartMaintenance(c.Org, c.OrgID, map[string]any{"type": "devices", "ids": []string{live.DeviceID}})
+	var res monitors.MonitorResult
+	f.e.Must(200, c.Org, "POST", api+"/monitors/"+down.ID+"/check", nil).JSON(t, &res)
+	if res.Status != "offline" || len(f.alerts(c.Org, "monitorId="+down.ID)) != 0 {
+		t.Fatalf("a check run now under a window: %+v, alerts %+v", res, f.alerts(c.Org, ""))
+	}
+	f.e.EndMaintenance(c.Org, occ)
+	f.e.Must(200, c.Org, "POST", api+"/monitors/"+down.ID+"/check", nil)
+	if list := f.alerts(c.Org, "monitorId="+down.ID+"&status=active"); len(list) != 1 {
+		t.Fatalf("a check run now after the window: %+v", list)
+	}
+}

@@ -21,30 +21,30 @@ import (
 const callGrace = 10 * time.Second
 
 // run has an online agent of the monitor's site (or organization; for a service check its
-// device) run c now, over its live channel.
-func (s *Service) run(ctx context.Context, m Monitor, c agentproto.MonitorCheck) (agentproto.MonitorCheckResult, error) {
+// device) run c now, over its live channel, and returns its result and the agent's device.
+func (s *Service) run(ctx context.Context, m Monitor, c agentproto.MonitorCheck) (agentproto.MonitorCheckResult, string, error) {
 	var out agentproto.MonitorCheckResult
 	agent, err := s.devices.PickProbe(ctx, s.db, probeTarget(m))
 	if err != nil {
-		return out, err
+		return out, "", err
 	}
 	live, err := s.agents.LiveChannel(ctx, agent)
 	if err != nil {
-		return out, fmt.Errorf("check the live channel of agent %s: %w", agent, err)
+		return out, "", fmt.Errorf("check the live channel of agent %s: %w", agent, err)
 	}
 	if !live {
-		return out, &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.CodeAgentOffline,
+		return out, "", &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.CodeAgentOffline,
 			Message: "the agent chosen to run the check reports over HTTP heartbeats only; a check run now needs its live connection: retry once it reconnects"}
 	}
 	raw, err := s.agents.Call(ctx, agent, agentproto.CallMonitorCheck, c, time.Duration(c.TimeoutSeconds)*time.Second+callGrace)
 	if err != nil {
-		return out, fmt.Errorf("call %s on agent %s: %w", agentproto.CallMonitorCheck, agent, err)
+		return out, "", fmt.Errorf("call %s on agent %s: %w", agentproto.CallMonitorCheck, agent, err)
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return out, &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
+		return out, "", &apperr.Error{Kind: apperr.KindUpstream, Code: agentproto.ErrFailed, Message: "the agent's answer was unreadable"}
 	}
 	out.MonitorID = m.ID
-	return normalize(out), nil
+	return normalize(out), agent, nil
 }
 
 // Check runs a monitor's check now on an agent and stores the result like a scheduled one.
@@ -53,7 +53,7 @@ func (s *Service) Check(ctx context.Context, id string) (MonitorResult, error) {
 	if err != nil {
 		return MonitorResult{}, err
 	}
-	r, err := s.run(ctx, m, checkOf(m))
+	r, agent, err := s.run(ctx, m, checkOf(m))
 	if err != nil {
 		return MonitorResult{}, err
 	}
@@ -63,7 +63,7 @@ func (s *Service) Check(ctx context.Context, id string) (MonitorResult, error) {
 		if err != nil {
 			return err
 		}
-		out, err = s.ingest(ctx, tx, m, r)
+		out, err = s.ingest(ctx, tx, m, agent, r)
 		return err
 	})
 	if err != nil {
@@ -109,7 +109,7 @@ func (s *Service) Test(ctx context.Context, id string, in MonitorTestInput) (Mon
 	if sp.SiteID != "" {
 		m.SiteID = &sp.SiteID
 	}
-	r, err := s.run(ctx, m, checkOf(m))
+	r, _, err := s.run(ctx, m, checkOf(m))
 	if err != nil {
 		return MonitorResult{}, err
 	}

@@ -75,7 +75,7 @@ func BenchmarkSNMPIngest(b *testing.B) {
 		round := 0
 		for b.Loop() {
 			round++
-			if err := svc.Ingest(context.Background(), start.Add(time.Duration(round)*300*time.Second), []agentproto.SNMPTargetResult{pollResult(id, round)}); err != nil {
+			if err := svc.Ingest(context.Background(), start.Add(time.Duration(round)*300*time.Second), "", []agentproto.SNMPTargetResult{pollResult(id, round)}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -97,7 +97,7 @@ func BenchmarkSNMPIngest(b *testing.B) {
 				for _, id := range ids[i : i+batch] {
 					results = append(results, pollResult(id, round))
 				}
-				if err := svc.Ingest(context.Background(), at, results); err != nil {
+				if err := svc.Ingest(context.Background(), at, "", results); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -133,7 +133,7 @@ func BenchmarkSNMPHistory(b *testing.B) {
 				r.Values = append(r.Values, value(oid, "gauge32", float64(j%100)))
 			}
 		}
-		if err := svc.Ingest(context.Background(), from.Add(time.Duration(j)*5*time.Minute), []agentproto.SNMPTargetResult{r}); err != nil {
+		if err := svc.Ingest(context.Background(), from.Add(time.Duration(j)*5*time.Minute), "", []agentproto.SNMPTargetResult{r}); err != nil {
 			b.Fatal(err)
 		}
 	}

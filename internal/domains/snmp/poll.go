@@ -190,7 +190,7 @@ func (s *Service) pollThrough(ctx context.Context, agent string, ds []device) er
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return fmt.Errorf("read snmp_poll result of agent %s: %w", agent, err)
 	}
-	return s.Ingest(ctx, s.now(), res.Results)
+	return s.Ingest(ctx, s.now(), agent, res.Results)
 }
 
 // previous is the last stored value of an OID, for rates.
@@ -206,21 +206,20 @@ type threshold struct {
 	breached bool
 }
 
-// Ingest stores the outcome of polls made at at, in one transaction: each answering device's
-// numeric values (counters with their rate per second) and their hourly aggregates, its
-// latest values, its schedule and
-// status, and the alerts of its thresholds; each failing device's failure, its backoff and,
-// at the third failure in a row, its offline status and alert. Results of devices that no
-// longer exist are dropped.
-func (s *Service) Ingest(ctx context.Context, at time.Time, results []agentproto.SNMPTargetResult) error {
+// Ingest stores the outcome of polls made at at by the agent of device probe, in one
+// transaction: each answering device's numeric values (counters with their rate per second)
+// and their hourly aggregates, its latest values, its schedule and status, and the alerts of
+// its thresholds; each failing device's failure, its backoff and, from the third failure in a
+// row, its offline status and alert. Results of devices that no longer exist are dropped.
+func (s *Service) Ingest(ctx context.Context, at time.Time, probe string, results []agentproto.SNMPTargetResult) error {
 	if len(results) == 0 {
 		return nil
 	}
 	at = at.UTC().Truncate(time.Microsecond)
-	return s.db.Write(ctx, func(tx *sql.Tx) error { return s.ingest(ctx, tx, at, results) })
+	return s.db.Write(ctx, func(tx *sql.Tx) error { return s.ingest(ctx, tx, at, probe, results) })
 }
 
-func (s *Service) ingest(ctx context.Context, tx *sql.Tx, at time.Time, results []agentproto.SNMPTargetResult) error {
+func (s *Service) ingest(ctx context.Context, tx *sql.Tx, at time.Time, probe string, results []agentproto.SNMPTargetResult) error {
 	ids := make([]string, 0, len(results))
 	for _, r := range results {
 		if store.ValidID(r.ID) {
@@ -258,7 +257,7 @@ func (s *Service) ingest(ctx context.Context, tx *sql.Tx, at time.Time, results 
 		done[d.ID] = true
 		polls = append(polls, []any{d.ID, at, d.PartnerID, d.OrgID, r.Error == nil})
 		if r.Error != nil {
-			if err := s.failed(ctx, tx, d, at, r.Error); err != nil {
+			if err := s.failed(ctx, tx, d, probe, at, r.Error); err != nil {
 				return err
 			}
 			continue
@@ -289,7 +288,7 @@ func (s *Service) ingest(ctx context.Context, tx *sql.Tx, at time.Time, results 
 		if err := s.answered(ctx, tx, d, at); err != nil {
 			return err
 		}
-		if err := s.evaluate(ctx, tx, d, ths[d.ID], current); err != nil {
+		if err := s.evaluate(ctx, tx, d, probe, ths[d.ID], current); err != nil {
 			return err
 		}
 	}
@@ -445,9 +444,11 @@ func (s *Service) answered(ctx context.Context, tx *sql.Tx, d device, at time.Ti
 	return nil
 }
 
-// failed records a device's failed poll: one failure more, the next poll backed off, and at
-// the third failure in a row the device offline with an alert.
-func (s *Service) failed(ctx context.Context, tx *sql.Tx, d device, at time.Time, e *agentproto.SNMPError) error {
+// failed records a device's failed poll by probe's agent: one failure more, the next poll
+// backed off, and from the third failure in a row the device offline with an alert. Every
+// failure of an offline device raises the alert, which opens unless one is open: one that a
+// maintenance window held back opens at the first failure after the window.
+func (s *Service) failed(ctx context.Context, tx *sql.Tx, d device, probe string, at time.Time, e *agentproto.SNMPError) error {
 	failures := d.ConsecutiveFailures + 1
 	status := d.Status
 	if failures >= OfflineAfter {
@@ -459,10 +460,10 @@ func (s *Service) failed(ctx context.Context, tx *sql.Tx, d device, at time.Time
 		next_poll_at = $5 WHERE id = $6`, status, failures, at, why, next, d.ID); err != nil {
 		return fmt.Errorf("record SNMP poll failure of %s: %w", d.ID, err)
 	}
-	if status != StatusOffline || d.Status == StatusOffline {
+	if status != StatusOffline {
 		return nil
 	}
-	_, _, err := s.alerts.RaiseFrom(ctx, tx, source(d.SNMPDevice), alerts.SourceAlert{Key: "offline", Severity: "high",
+	_, _, err := s.alerts.RaiseFrom(ctx, tx, observed(d.SNMPDevice, probe), alerts.SourceAlert{Key: "offline", Severity: "high",
 		Title:   fmt.Sprintf("SNMP device %s is offline", d.Name),
 		Message: fmt.Sprintf("%s (%s:%d) did not answer %d polls in a row; the last: %s", d.Name, d.IPAddress, d.Port, failures, why),
 		Context: map[string]any{"ipAddress": d.IPAddress, "port": d.Port, "failures": failures, "error": why}})
@@ -517,7 +518,7 @@ func (s *Service) PollNow(ctx context.Context, id string) (SNMPPollOutcome, erro
 		return SNMPPollOutcome{}, err
 	}
 	at := s.now()
-	if err := s.Ingest(ctx, at, []agentproto.SNMPTargetResult{{ID: d.ID, Values: res.Values, Error: res.Error}}); err != nil {
+	if err := s.Ingest(ctx, at, agent, []agentproto.SNMPTargetResult{{ID: d.ID, Values: res.Values, Error: res.Error}}); err != nil {
 		return SNMPPollOutcome{}, err
 	}
 	if res.Error != nil {

@@ -470,3 +470,11 @@ func (s *Service) DeleteDevice(ctx context.Context, id string) error {
 func source(d SNMPDevice) alerts.Source {
 	return alerts.Source{Type: alerts.SourceSNMPDevice, ID: d.ID, PartnerID: d.PartnerID, OrgID: d.OrgID, SiteID: d.SiteID}
 }
+
+// observed is the source of an alert that a poll by probe's agent saw: a maintenance window
+// over the device that polled holds it back, as one over the SNMP device's site does.
+func observed(d SNMPDevice, probe string) alerts.Source {
+	src := source(d)
+	src.ProbeID = probe
+	return src
+}

@@ -82,7 +82,13 @@ func value(oid, typ string, n float64) agentproto.SNMPValue {
 
 func (f fixture) ingest(at time.Time, results ...agentproto.SNMPTargetResult) {
 	f.e.T.Helper()
-	if err := f.service().Ingest(context.Background(), at, results); err != nil {
+	f.ingestBy(at, "", results...)
+}
+
+// ingestBy stores results of a poll by the agent of device probe.
+func (f fixture) ingestBy(at time.Time, probe string, results ...agentproto.SNMPTargetResult) {
+	f.e.T.Helper()
+	if err := f.service().Ingest(context.Background(), at, probe, results); err != nil {
 		f.e.T.Fatal(err)
 	}
 }
@@ -764,5 +770,83 @@ func TestAnAgentWithoutItsLiveChannelIsNotAsked(t *testing.T) {
 	}
 	if got := f.device(f.a.Org, d.ID); got.ConsecutiveFailures != 0 || got.LastError == nil || !strings.Contains(*got.LastError, "live connection") {
 		t.Fatalf("dispatch through an HTTP-only agent: %+v", got)
+	}
+}
+
+// A maintenance window that suppresses alerts holds an SNMP device's alerts back when it
+// targets the device's site, its whole organization or the agent that polls it: a breached
+// threshold and a device gone offline open no alert and tell nobody, while the same devices
+// of a tenant without a window alert at once. The first poll after the window that still sees
+// the condition opens its alert.
+func TestMaintenanceWindowsHoldSNMPAlertsBack(t *testing.T) {
+	f := newFixture(t)
+	type pair struct{ breached, down snmp.SNMPDevice }
+	setup := func(ten apptest.Tenant) pair {
+		p := pair{f.create(ten.Org, v2c(ten, "192.0.2.80")), f.create(ten.Org, v2c(ten, "192.0.2.81"))}
+		f.e.Must(201, ten.Org, "POST", api+"/snmp/thresholds", map[string]any{"deviceId": p.breached.ID, "oid": operState,
+			"operator": "gte", "value": 2, "severity": "critical"})
+		return p
+	}
+	held, free := setup(f.a), setup(f.b)
+	probe := f.e.InsertDevice(apptest.DeviceRow{PartnerID: f.a.PartnerID, OrgID: f.a.OrgID, SiteID: f.a.SiteID, Hostname: "probe"})
+	fail := &agentproto.SNMPError{Kind: agentproto.SNMPErrTimeout, Message: "no answer"}
+	at := start
+	poll := func(p pair, by string, bad bool) {
+		t.Helper()
+		state := []agentproto.SNMPValue{value(operState, "integer", 1)}
+		down := agentproto.SNMPTargetResult{ID: p.down.ID, Values: state}
+		if bad {
+			state = []agentproto.SNMPValue{value(operState, "integer", 2)}
+			down = agentproto.SNMPTargetResult{ID: p.down.ID, Error: fail}
+		}
+		f.ingestBy(at, by, agentproto.SNMPTargetResult{ID: p.breached.ID, Values: state}, down)
+		at = at.Add(time.Hour)
+	}
+	open := func(p pair) int {
+		t.Helper()
+		n := 0
+		for _, a := range append(f.sourceAlerts(p.breached.ID), f.sourceAlerts(p.down.ID)...) {
+			if a.Status == alerts.StatusActive {
+				n++
+			}
+		}
+		return n
+	}
+	triggered := func(ten apptest.Tenant) int {
+		t.Helper()
+		var n int
+		if err := f.e.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM events WHERE type = 'alert.triggered' AND org_id = $1`, ten.OrgID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	windows := []map[string]any{{"type": "sites", "ids": []string{f.a.SiteID}}, {"type": "all"}, {"type": "devices", "ids": []string{probe}}}
+	for round, targets := range windows {
+		occ := f.e.StartMaintenance(f.a.Org, f.a.OrgID, targets)
+		for range snmp.OfflineAfter {
+			poll(held, probe, true)
+			if round == 0 {
+				poll(free, "", true)
+			}
+		}
+		if got := f.device(f.a.Org, held.down.ID); got.Status != snmp.StatusOffline {
+			t.Fatalf("window %v: the device that fails is %s", targets, got.Status)
+		}
+		if n := open(held); n != 0 || triggered(f.a) != 2*round {
+			t.Fatalf("window %v: %d alerts open, %d alert.triggered events", targets, n, triggered(f.a))
+		}
+		if round == 0 && (open(free) != 2 || triggered(f.b) != 2) {
+			t.Fatalf("without a window: %d alerts open, %d alert.triggered events, want 2", open(free), triggered(f.b))
+		}
+		f.e.EndMaintenance(f.a.Org, occ)
+		poll(held, probe, true)
+		if n := open(held); n != 2 || triggered(f.a) != 2*round+2 {
+			t.Fatalf("after window %v: %d alerts open, %d alert.triggered events", targets, n, triggered(f.a))
+		}
+		poll(held, probe, false)
+		if n := open(held); n != 0 {
+			t.Fatalf("after the recovery: %d alerts open", n)
+		}
 	}
 }

@@ -101,11 +101,13 @@ var operatorSigns = map[string]string{"gt": ">", "gte": ">=", "lt": "<", "lte": 
 
 func thresholdKey(id string) string { return "threshold:" + id }
 
-// evaluate compares a device's thresholds with the values of a poll (rates for counters):
-// a breach raises its alert (one open alert per threshold), a return resolves it. An OID the
-// poll did not bring (or a counter without a rate yet) leaves its thresholds as they are.
-func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, d device, ths []threshold, current map[string]float64) error {
-	src := source(d.SNMPDevice)
+// evaluate compares a device's thresholds with the values of a poll by probe's agent (rates
+// for counters): every breach raises its alert (one open alert per threshold, so one that a
+// maintenance window held back opens at the first breach after the window), a return
+// resolves it. An OID the poll did not bring (or a counter without a rate yet) leaves its
+// thresholds as they are.
+func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, d device, probe string, ths []threshold, current map[string]float64) error {
+	src := observed(d.SNMPDevice, probe)
 	for _, t := range ths {
 		v, ok := current[t.OID]
 		if !ok {

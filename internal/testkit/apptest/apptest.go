@@ -447,3 +447,35 @@ func (e *Env) AnswerCalls(token string, answer func(agentproto.Call) (json.RawMe
 	}()
 	return ws
 }
+
+// StartMaintenance creates, as c, a maintenance window of organization orgID over targets
+// ({"type": "all"}, {"type": "sites", "ids": [...]}, ...) that suppresses alerts alone, and
+// starts its one occurrence by hand, active for a month of the server's clock. It returns the
+// occurrence's ID, for EndMaintenance.
+func (e *Env) StartMaintenance(c Caller, orgID string, targets map[string]any) string {
+	e.T.Helper()
+	from := clock.Or(e.App.Config.Clock).Now().UTC().Add(24 * time.Hour)
+	var w struct {
+		ID string `json:"id"`
+	}
+	e.Must(http.StatusCreated, c, "POST", "/api/v1/maintenance/windows", map[string]any{"orgId": orgID, "name": "Maintenance",
+		"startTime": from.Format("2006-01-02T15:04:05"), "endTime": from.Add(30 * 24 * time.Hour).Format("2006-01-02T15:04:05"),
+		"timezone": "UTC", "recurrence": "once", "targets": targets, "suppressAlerts": true}).JSON(e.T, &w)
+	var occ struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	e.Must(http.StatusOK, c, "GET", "/api/v1/maintenance/windows/"+w.ID+"/occurrences", nil).JSON(e.T, &occ)
+	if len(occ.Data) != 1 {
+		e.T.Fatalf("the window has %d occurrences, want 1", len(occ.Data))
+	}
+	e.Must(http.StatusOK, c, "POST", "/api/v1/maintenance/occurrences/"+occ.Data[0].ID+"/start", nil)
+	return occ.Data[0].ID
+}
+
+// EndMaintenance ends, as c, an occurrence StartMaintenance started.
+func (e *Env) EndMaintenance(c Caller, occurrenceID string) {
+	e.T.Helper()
+	e.Must(http.StatusOK, c, "POST", "/api/v1/maintenance/occurrences/"+occurrenceID+"/end", nil)
+}
