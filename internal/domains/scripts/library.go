@@ -90,7 +90,7 @@ var templates = []LibraryScript{
 		Description: "A main function with an exit code.", OSTypes: []string{OSLinux, OSMacOS, OSWindows},
 		Parameters: []ScriptParameter{{Name: "TARGET", Type: ParamString, Required: true}}},
 	{ID: "powershell-basic", Name: "PowerShell script", Category: "Templates", file: "templates/powershell-basic.ps1",
-		Language: LangPowerShell, Description: "Stops at the first error and exits 1.", OSTypes: []string{OSWindows, OSLinux, OSMacOS}},
+		Language: LangPowerShell, Description: "Stops at the first error and exits 1.", OSTypes: []string{OSWindows}},
 	{ID: "health-check", Name: "Health check with graded results", Category: "Templates", file: "templates/health-check.sh",
 		Language: LangSh, Description: "Exit 1 is a warning, 2 is critical, through the exit-code mapping.", OSTypes: linux,
 		Parameters:              []ScriptParameter{{Name: "WARNING", Type: ParamNumber, DefaultValue: 85.0}, {Name: "CRITICAL", Type: ParamNumber, DefaultValue: 95.0}},

@@ -684,3 +684,60 @@ func TestListFiltersByOperatingSystem(t *testing.T) {
 		t.Fatalf("osType=macos lists %+v", list.Data)
 	}
 }
+
+// A script runs only in a language its device's system has: PowerShell and cmd are Windows's.
+// One saved before that rule, for a system that lacks its language, is refused at execute,
+// naming the devices, rather than sent to agents that would only fail it.
+func TestExecuteRefusesALanguageTheDevicesSystemLacks(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	for _, os := range []string{"linux", "macos"} {
+		r := f.e.Do(c, "POST", api+"/scripts", map[string]any{"name": "ps on " + os, "osTypes": []string{os}, "language": "powershell",
+			"content": "Get-Date"})
+		if r.Status != 400 || !strings.Contains(string(r.Body), `"language"`) {
+			t.Errorf("a PowerShell script for %s = %d %s, want 400 naming language", os, r.Status, r.Body)
+		}
+	}
+	linux, windows, mac := f.device(f.a, "web-01", "linux"), f.device(f.a, "win-01", "windows"), f.device(f.a, "mac-01", "macos")
+	foreign := f.device(f.b, "bravo-01", "linux")
+	r := f.e.Do(c, "POST", api+"/devices/"+linux+"/commands", map[string]any{"type": "run_script",
+		"payload": map[string]any{"language": "powershell", "script": "Get-Date"}})
+	if r.Status != 400 {
+		t.Errorf("a PowerShell command to a Linux device = %d %s, want 400", r.Status, r.Body)
+	}
+
+	sc := f.create(c, map[string]any{"name": "Inventory", "osTypes": []string{"windows"}, "language": "powershell", "content": "Get-Date"})
+	if _, err := f.e.App.DB.SQL.Exec(`UPDATE scripts SET os_types = $1 WHERE id = $2`, `["linux","windows"]`, sc.ID); err != nil {
+		t.Fatal(err)
+	}
+	path := api + "/scripts/" + sc.ID + "/execute"
+	r = f.e.Do(c, "POST", path, map[string]any{"deviceIds": []string{windows, linux, mac, foreign}})
+	body := string(r.Body)
+	if r.Status != 400 || r.ErrorCode() != agentproto.ErrNotSupported || !strings.Contains(body, "powershell") ||
+		!strings.Contains(body, "web-01") || !strings.Contains(body, linux) || strings.Contains(body, "mac-01") ||
+		strings.Contains(body, "bravo-01") || strings.Contains(body, foreign) {
+		t.Fatalf("execute on a Linux device = %d %s, want 400 %s naming web-01 only", r.Status, body, agentproto.ErrNotSupported)
+	}
+	var list struct{ Data []scripts.ScriptExecution }
+	f.e.Must(200, c, "GET", api+"/scripts/"+sc.ID+"/executions", nil).JSON(t, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("a refused execute recorded %+v", list.Data)
+	}
+	if cmds, err := app.Service[*devices.Service](f.e.App).TakeQueued(context.Background(), windows); err != nil || len(cmds) != 0 {
+		t.Fatalf("a refused execute queued %v %v", cmds, err)
+	}
+	// Without the Linux device it runs: the Mac is not among its systems (skipped), Bravo's
+	// device is not found.
+	var run scripts.ScriptRunResult
+	f.e.Must(202, c, "POST", path, map[string]any{"deviceIds": []string{windows, mac, foreign}}).JSON(t, &run)
+	if len(run.Executions) != 1 || run.Executions[0].DeviceID != windows || len(run.Skipped) != 1 || run.Skipped[0].DeviceID != mac ||
+		len(run.Failed) != 1 || run.Failed[0].DeviceID != foreign {
+		t.Fatalf("execute without the Linux device: %+v", run)
+	}
+	// The PowerShell template is for Windows.
+	var tpl scripts.Script
+	f.e.Must(201, c, "POST", api+"/script-library/from-template/powershell-basic", map[string]any{}).JSON(t, &tpl)
+	if len(tpl.OSTypes) != 1 || tpl.OSTypes[0] != "windows" {
+		t.Fatalf("PowerShell template for %v", tpl.OSTypes)
+	}
+}
