@@ -741,3 +741,103 @@ func TestExecuteRefusesALanguageTheDevicesSystemLacks(t *testing.T) {
 		t.Fatalf("PowerShell template for %v", tpl.OSTypes)
 	}
 }
+
+// walk reads a list page by page with limit, and returns the IDs in the order read and the
+// number of pages.
+func walk(t *testing.T, e *apptest.Env, c apptest.Caller, path string, limit int) ([]string, int) {
+	t.Helper()
+	var ids []string
+	cursor, pages := "", 0
+	for {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		url := fmt.Sprintf("%s%slimit=%d", path, sep, limit)
+		if cursor != "" {
+			url += "&cursor=" + cursor
+		}
+		var page struct {
+			Data       []struct{ ID string }
+			Pagination *struct {
+				HasMore bool
+				Cursor  string
+			}
+		}
+		e.Must(200, c, "GET", url, nil).JSON(t, &page)
+		pages++
+		if page.Pagination == nil || len(page.Data) > limit || (page.Pagination.HasMore != (page.Pagination.Cursor != "")) {
+			t.Fatalf("%s: page %+v, want at most %d rows and a pagination", url, page, limit)
+		}
+		for _, r := range page.Data {
+			ids = append(ids, r.ID)
+		}
+		if !page.Pagination.HasMore {
+			return ids, pages
+		}
+		cursor = page.Pagination.Cursor
+		if pages > 20 {
+			t.Fatalf("%s: no end after %d pages", path, pages)
+		}
+	}
+}
+
+// Categories, tags and versions are paged like every list: limit is honoured, the cursor
+// walks every row once in the list's order, and a cursor that is not one is 400.
+func TestLibraryListsArePaged(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	names := []string{"delta", "Alpha", "charlie", "Ärger", "Bravo", "echo", "alpha 2"}
+	for _, n := range names {
+		f.e.Must(201, c, "POST", api+"/script-library/categories", map[string]any{"name": n})
+		f.e.Must(201, c, "POST", api+"/script-library/tags", map[string]any{"name": n})
+	}
+	sc := f.create(c, shScript("Versioned", nil))
+	for i := 2; i <= 5; i++ {
+		f.e.Must(201, c, "POST", api+"/script-library/scripts/"+sc.ID+"/versions", map[string]any{"content": fmt.Sprintf("echo %d", i),
+			"note": fmt.Sprintf("v%d", i)})
+	}
+	for path, want := range map[string]int{"/script-library/categories": len(names), "/script-library/tags": len(names),
+		"/script-library/scripts/" + sc.ID + "/versions": 5} {
+		var all struct{ Data []struct{ ID, Name string } }
+		f.e.Must(200, c, "GET", api+path, nil).JSON(t, &all)
+		if len(all.Data) != want {
+			t.Fatalf("%s lists %d rows, want %d", path, len(all.Data), want)
+		}
+		for _, limit := range []int{1, 2, 3} {
+			ids, pages := walk(t, f.e, c, api+path, limit)
+			if wantPages := (want + limit - 1) / limit; pages != wantPages && pages != wantPages+1 {
+				t.Errorf("%s limit %d: %d pages for %d rows", path, limit, pages, want)
+			}
+			if len(ids) != want {
+				t.Fatalf("%s limit %d walks %v, want %d rows", path, limit, ids, want)
+			}
+			for i, id := range ids {
+				if id != all.Data[i].ID {
+					t.Fatalf("%s limit %d: row %d is %s, want %s (the order of the whole list)", path, limit, i, id, all.Data[i].ID)
+				}
+			}
+		}
+		for _, bad := range []string{"garbage", "eyJrIjoxfQ"} {
+			if r := f.e.Do(c, "GET", api+path+"?cursor="+bad, nil); r.Status != 400 {
+				t.Errorf("%s with cursor %s = %d %s, want 400", path, bad, r.Status, r.Body)
+			}
+		}
+		if strings.HasSuffix(path, "/tags") {
+			var got []string
+			for _, r := range all.Data {
+				if r.Name != "Ärger" { // where the database's collation puts it
+					got = append(got, r.Name)
+				}
+			}
+			if strings.Join(got, ",") != "Alpha,alpha 2,Bravo,charlie,delta,echo" {
+				t.Errorf("tags by name, case aside: %v", got)
+			}
+		}
+	}
+	var versions struct{ Data []scripts.ScriptVersion }
+	f.e.Must(200, c, "GET", api+"/script-library/scripts/"+sc.ID+"/versions?limit=2", nil).JSON(t, &versions)
+	if len(versions.Data) != 2 || versions.Data[0].Version != 5 || versions.Data[1].Version != 4 {
+		t.Fatalf("newest versions first: %+v", versions.Data)
+	}
+}
