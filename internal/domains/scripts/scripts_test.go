@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gale/internal/app"
 	"gale/internal/domains/devices"
@@ -839,5 +841,66 @@ func TestLibraryListsArePaged(t *testing.T) {
 	f.e.Must(200, c, "GET", api+"/script-library/scripts/"+sc.ID+"/versions?limit=2", nil).JSON(t, &versions)
 	if len(versions.Data) != 2 || versions.Data[0].Version != 5 || versions.Data[1].Version != 4 {
 		t.Fatalf("newest versions first: %+v", versions.Data)
+	}
+}
+
+// partnerKey is the raw key of a new service principal of the tenant's partner with scopes.
+func (f fixture) partnerKey(ten apptest.Tenant, scopes ...string) apptest.Caller {
+	f.e.T.Helper()
+	id := f.e.Must(201, ten.Partner, "POST", api+"/partner-service-principals", map[string]any{"name": "export " + strings.Join(scopes, " "),
+		"scopes": scopes}).Map(f.e.T)["id"].(string)
+	return apptest.Key(f.e.Must(201, ten.Partner, "POST", api+"/partner-service-principals/"+id+"/keys",
+		map[string]any{"name": "k"}).Map(f.e.T)["key"].(string))
+}
+
+// The partner API exports the partner's live scripts, partner-wide ones too, as GET /scripts
+// shows them: in ID order, paged by cursor, and with updatedSince only those changed since.
+func TestPartnerAPIExportsScripts(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	var cat scripts.ScriptCategory
+	f.e.Must(201, c, "POST", api+"/script-library/categories", map[string]any{"name": "Ops"}).JSON(t, &cat)
+	wide := f.create(c, shScript("Everywhere", nil))
+	one := f.create(c, shScript("Disk", map[string]any{"orgId": f.a.OrgID, "tags": []string{"disk"}, "categoryId": cat.ID}))
+	gone := f.create(c, shScript("Gone", nil))
+	f.e.Must(204, c, "DELETE", api+"/scripts/"+gone.ID, nil)
+	f.create(f.b.Partner, shScript("Bravo's", nil))
+	key := f.partnerKey(f.a, "scripts:read")
+
+	type page struct {
+		Data       []scripts.Script
+		Pagination struct {
+			HasMore bool
+			Cursor  string
+		}
+	}
+	var first, second page
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?limit=1", nil).JSON(t, &first)
+	if len(first.Data) != 1 || first.Data[0].ID != wide.ID || first.Data[0].OrgID != nil || !first.Pagination.HasMore {
+		t.Fatalf("first page %+v", first)
+	}
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?limit=1&cursor="+first.Pagination.Cursor, nil).JSON(t, &second)
+	if len(second.Data) != 1 || second.Data[0].ID != one.ID || second.Pagination.HasMore {
+		t.Fatalf("second page %+v", second)
+	}
+	if got := second.Data[0]; got.Content != "echo hello" || len(got.Tags) != 1 || got.Tags[0] != "disk" || got.Category == nil ||
+		*got.Category != "Ops" || got.OrgID == nil || *got.OrgID != f.a.OrgID {
+		t.Fatalf("exported script %+v", got)
+	}
+
+	// With updatedSince, the rows changed since then, in order of change.
+	var up scripts.Script
+	f.e.Must(200, c, "PUT", api+"/scripts/"+wide.ID, shScript("Everywhere", map[string]any{"content": "uptime"})).JSON(t, &up)
+	var changed page
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?updatedSince="+url.QueryEscape(up.UpdatedAt.Format(time.RFC3339Nano)), nil).JSON(t, &changed)
+	if len(changed.Data) != 1 || changed.Data[0].ID != wide.ID || changed.Data[0].Content != "uptime" {
+		t.Fatalf("changed since the edit: %+v", changed.Data)
+	}
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?updatedSince=2020-01-01T00:00:00Z", nil).JSON(t, &changed)
+	if len(changed.Data) != 2 || changed.Data[0].ID != one.ID || changed.Data[1].ID != wide.ID {
+		t.Fatalf("changed since 2020, in order of change: %+v", changed.Data)
+	}
+	if r := f.e.Do(f.partnerKey(f.a, "configuration:read"), "GET", api+"/partner-api/scripts", nil); r.Status != 403 {
+		t.Fatalf("export without scripts:read = %d %s", r.Status, r.Body)
 	}
 }
