@@ -53,8 +53,12 @@ type scriptPage struct {
 	CanEdit    bool
 }
 
-// scriptExecutionsShown is how many of a script's latest executions its page lists.
-const scriptExecutionsShown = 25
+// scriptExecutionsShown and scriptVersionsShown are how many of a script's latest executions
+// and versions its page lists.
+const (
+	scriptExecutionsShown = 25
+	scriptVersionsShown   = 25
+)
 
 func (c *Console) scriptDetail(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
@@ -67,7 +71,7 @@ func (c *Console) scriptDetail(w http.ResponseWriter, r *http.Request) error {
 	}
 	pg := scriptPage{Script: sc, CanRun: c.HTTP.Permits(ctx, "execute-script"), CanEdit: c.HTTP.Permits(ctx, "update-script")}
 	if c.HTTP.Permits(ctx, "list-script-versions") {
-		if pg.Versions, err = c.Scripts.Versions(ctx, sc.ID); err != nil {
+		if pg.Versions, _, _, err = c.Scripts.Versions(ctx, sc.ID, store.Page{Limit: scriptVersionsShown}); err != nil {
 			return err
 		}
 	}

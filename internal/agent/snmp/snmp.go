@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -209,6 +210,10 @@ func classify(err error) error {
 		return fmt.Errorf("%w: the user does not allow this security level", ErrAuth)
 	case errors.Is(err, gosnmp.ErrMaxRetriesExceeded), errors.Is(err, context.DeadlineExceeded), strings.Contains(err.Error(), "timeout"):
 		return fmt.Errorf("%w (%v)", ErrTimeout, err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		// ICMP port unreachable: nothing listens on the port, so the device does not answer
+		// SNMP there, as when it stays silent.
+		return fmt.Errorf("%w (nothing listens on the port: %v)", ErrTimeout, err)
 	}
 	return err
 }

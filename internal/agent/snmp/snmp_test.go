@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -113,6 +114,22 @@ func TestErrorsTellTimeoutFromAuthentication(t *testing.T) {
 				t.Fatalf("err = %v, want ErrAuth", err)
 			}
 		})
+	}
+}
+
+// A UDP port with no SNMP agent answers with ICMP port unreachable, which the socket reports
+// as "connection refused": the device does not answer SNMP there, a timeout like silence.
+func TestNoAgentOnThePortIsATimeout(t *testing.T) {
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := conn.LocalAddr().(*net.UDPAddr).Port
+	conn.Close()
+	target := agentproto.SNMPTarget{Host: "127.0.0.1", Port: port, Version: agentproto.SNMPv2c, Community: "public", TimeoutMs: 500}
+	_, err = snmp.Get(context.Background(), target, []string{"1.3.6.1.2.1.1.5.0"})
+	if !errors.Is(err, snmp.ErrTimeout) || snmp.Kind(err) != agentproto.SNMPErrTimeout {
+		t.Fatalf("no agent on the port: err = %v (kind %s), want ErrTimeout", err, snmp.Kind(err))
 	}
 }
 

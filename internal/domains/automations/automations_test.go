@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -721,5 +722,56 @@ func TestLastRuns(t *testing.T) {
 	}
 	if len(got) != 1 || got[x.ID].ID != second.ID || got[x.ID].AutomationID != x.ID || len(got[x.ID].Steps) != 0 {
 		t.Fatalf("last runs %+v, want the second run of %s only", got, x.ID)
+	}
+}
+
+// The partner API exports the partner's automations, partner-wide ones too, as GET
+// /automations shows them (never a webhook's secret): in ID order, paged by cursor, and with
+// updatedSince only those changed since, in order of change.
+func TestPartnerAPIExportsAutomations(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	wide := f.create(c, map[string]any{"name": "Nightly", "trigger": map[string]any{"type": "schedule", "cron": "0 3 * * *"},
+		"targets": map[string]any{"type": "organization"}, "actions": []any{alertAction("nightly")}})
+	hook := f.create(c, map[string]any{"name": "Hook", "orgId": f.a.OrgID, "trigger": map[string]any{"type": "webhook"},
+		"targets": map[string]any{"type": "organization"}, "actions": []any{alertAction("called")}})
+	gone := f.create(c, manual("Gone", map[string]any{"type": "organization"}, alertAction("x")))
+	f.e.Must(204, c, "DELETE", api+"/automations/"+gone.ID, nil)
+	f.create(f.b.Partner, manual("Bravo's", map[string]any{"type": "organization"}, alertAction("x")))
+	id := f.e.Must(201, c, "POST", api+"/partner-service-principals", map[string]any{"name": "export",
+		"scopes": []string{"configuration:read"}}).Map(t)["id"].(string)
+	key := apptest.Key(f.e.Must(201, c, "POST", api+"/partner-service-principals/"+id+"/keys", map[string]any{"name": "k"}).Map(t)["key"].(string))
+
+	type page struct {
+		Data       []automations.Automation
+		Pagination struct {
+			HasMore bool
+			Cursor  string
+		}
+	}
+	var first, second page
+	f.e.Must(200, key, "GET", api+"/partner-api/automations?limit=1", nil).JSON(t, &first)
+	if len(first.Data) != 1 || first.Data[0].ID != wide.ID || first.Data[0].OrgID != nil || first.Data[0].Trigger.Cron != "0 3 * * *" ||
+		!first.Pagination.HasMore {
+		t.Fatalf("first page %+v", first)
+	}
+	r := f.e.Must(200, key, "GET", api+"/partner-api/automations?limit=1&cursor="+first.Pagination.Cursor, nil)
+	r.JSON(t, &second)
+	if len(second.Data) != 1 || second.Data[0].ID != hook.ID || second.Data[0].Trigger.WebhookURL == "" || second.Pagination.HasMore {
+		t.Fatalf("second page %+v", second)
+	}
+	if strings.Contains(string(r.Body), hook.Trigger.Secret) {
+		t.Fatal("the export shows a webhook's secret")
+	}
+	var up automations.Automation
+	f.e.Must(200, c, "PATCH", api+"/automations/"+wide.ID, map[string]any{"description": "at three"}).JSON(t, &up)
+	var changed page
+	f.e.Must(200, key, "GET", api+"/partner-api/automations?updatedSince="+url.QueryEscape(up.UpdatedAt.Format(time.RFC3339Nano)), nil).JSON(t, &changed)
+	if len(changed.Data) != 1 || changed.Data[0].ID != wide.ID || changed.Data[0].Description != "at three" {
+		t.Fatalf("changed since the edit: %+v", changed.Data)
+	}
+	f.e.Must(200, key, "GET", api+"/partner-api/automations?updatedSince=2020-01-01T00:00:00Z", nil).JSON(t, &changed)
+	if len(changed.Data) != 2 || changed.Data[0].ID != hook.ID || changed.Data[1].ID != wide.ID {
+		t.Fatalf("changed since 2020, in order of change: %+v", changed.Data)
 	}
 }

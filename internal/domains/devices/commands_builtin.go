@@ -57,12 +57,6 @@ func validatePowerDelay(raw json.RawMessage, _ string) (any, error) {
 	return pd, nil
 }
 
-var scriptLanguages = map[string][]string{
-	agentproto.OSLinux:   {agentproto.LanguageBash, agentproto.LanguageSh, agentproto.LanguagePython, agentproto.LanguagePowerShell},
-	agentproto.OSMacOS:   {agentproto.LanguageBash, agentproto.LanguageSh, agentproto.LanguagePython, agentproto.LanguagePowerShell},
-	agentproto.OSWindows: {agentproto.LanguagePowerShell, agentproto.LanguageCmd, agentproto.LanguagePython, agentproto.LanguageBash},
-}
-
 func validateScript(rs *agentproto.RunScript, osType string) error {
 	if strings.TrimSpace(rs.Script) == "" {
 		return apperr.Invalid("payload.script", "script is empty")
@@ -70,9 +64,9 @@ func validateScript(rs *agentproto.RunScript, osType string) error {
 	if len(rs.Script) > maxScriptBytes {
 		return apperr.Invalid("payload.script", "script is larger than 256 KiB")
 	}
-	langs := scriptLanguages[osType]
+	langs := agentproto.ScriptLanguages[osType]
 	if langs == nil {
-		langs = scriptLanguages[agentproto.OSLinux]
+		langs = agentproto.ScriptLanguages[agentproto.OSLinux]
 	}
 	if !slices.Contains(langs, rs.Language) {
 		return apperr.Invalid("payload.language", "on "+osOrUnknown(osType)+" the language must be one of "+strings.Join(langs, ", "))

@@ -227,8 +227,23 @@ func TestUpdatedSince(t *testing.T) {
 	}
 }
 
-// A principal sees only its partner's rows, in every export, and no rows of deleted
-// organizations. The domains that do not exist yet answer empty pages.
+// scriptAndAutomation creates a script and an automation as the tenant's partner caller: of
+// the organization orgID, or partner-wide when orgID is empty.
+func (e *env) scriptAndAutomation(ten apptest.Tenant, orgID, name string) {
+	e.t.Helper()
+	script := map[string]any{"name": name, "osTypes": []string{"linux"}, "language": "sh", "content": "true"}
+	automation := map[string]any{"name": name, "trigger": map[string]any{"type": "manual"}, "targets": map[string]any{"type": "organization"},
+		"actions": []map[string]any{{"type": "create_alert", "severity": "low", "title": name, "message": "m"}}}
+	if orgID != "" {
+		script["orgId"], automation["orgId"] = orgID, orgID
+	}
+	e.Must(http.StatusCreated, ten.Partner, "POST", "/api/v1/scripts", script)
+	e.Must(http.StatusCreated, ten.Partner, "POST", "/api/v1/automations", automation)
+}
+
+// A principal sees only its partner's rows, in every export (partner-wide scripts and
+// automations too), and no rows of deleted organizations. The exports Gale has no data for
+// answer empty pages.
 func TestExportsStayWithinThePartner(t *testing.T) {
 	e := newEnv(t)
 	beta := e.NewTenant(e.admin, "Beta")
@@ -237,6 +252,8 @@ func TestExportsStayWithinThePartner(t *testing.T) {
 		e.report(ten, dev[0], prefix+"-tool")
 		e.Must(http.StatusCreated, ten.Partner, "POST", "/api/v1/custom-fields", map[string]any{"key": "tier", "name": "Tier", "type": "text"})
 		e.Must(http.StatusOK, ten.Partner, "PATCH", "/api/v1/devices/"+dev[0]+"/custom-fields", map[string]any{"values": map[string]any{"tier": prefix}})
+		e.scriptAndAutomation(ten, ten.OrgID, prefix+" check")
+		e.scriptAndAutomation(ten, "", prefix+" everywhere")
 		return dev[0]
 	}
 	alphaDev := seed(e.ten, "alpha")
@@ -244,6 +261,7 @@ func TestExportsStayWithinThePartner(t *testing.T) {
 	gone := e.CreateOrg(e.ten.Partner, "", "Gone")
 	e.InsertDevice(apptest.DeviceRow{PartnerID: e.ten.PartnerID, OrgID: gone, SiteID: e.page(e.ten.Partner, "/api/v1/orgs/sites?orgId="+gone).Data[0]["id"].(string),
 		Hostname: "gone-host"})
+	e.scriptAndAutomation(e.ten, gone, "gone check")
 	e.Must(http.StatusNoContent, e.ten.Partner, "DELETE", "/api/v1/orgs/organizations/"+gone, nil)
 
 	p := e.full("Alpha warehouse")
@@ -259,6 +277,8 @@ func TestExportsStayWithinThePartner(t *testing.T) {
 		"device-software":     {"orgId", e.ten.OrgID, 1},
 		"custom-fields":       {"partnerId", e.ten.PartnerID, 1},
 		"custom-field-values": {"orgId", e.ten.OrgID, 1},
+		"scripts":             {"partnerId", e.ten.PartnerID, 2},
+		"automations":         {"partnerId", e.ten.PartnerID, 2},
 	}
 	for export, w := range exports {
 		rows := e.traverse(p.Caller, papi+"/"+export, nil)
@@ -288,8 +308,16 @@ func TestExportsStayWithinThePartner(t *testing.T) {
 	if val["deviceId"] != alphaDev || val["fieldKey"] != "tier" || val["value"] != "alpha" {
 		t.Errorf("value row = %v", val)
 	}
-	for _, export := range []string{"device-relationships", "configuration-policies", "configuration-assignments", "scripts",
-		"automations", "backup-configurations"} {
+	for _, export := range []string{"scripts", "automations"} {
+		var names []string
+		for _, r := range e.traverse(p.Caller, papi+"/"+export, nil) {
+			names = append(names, r["name"].(string))
+		}
+		if slices.Sort(names); !slices.Equal(names, []string{"alpha check", "alpha everywhere"}) {
+			t.Errorf("%s exports %v, want alpha's two", export, names)
+		}
+	}
+	for _, export := range []string{"device-relationships", "backup-configurations"} {
 		body := strings.TrimSpace(string(e.Must(http.StatusOK, p.Caller, "GET", papi+"/"+export, nil).Body))
 		if body != `{"data":[],"pagination":{"hasMore":false}}` {
 			t.Errorf("%s = %s, want an empty page", export, body)

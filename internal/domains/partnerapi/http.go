@@ -211,7 +211,7 @@ var specExports = []struct {
 	{"devices", access.DevicesRead, "Export devices", "devices"},
 	{"device-inventory", access.InventoryRead, "Export device inventory", "device inventory"},
 	{"device-software", access.InventoryRead, "Export installed software", "installed software"},
-	{"device-relationships", access.InventoryRead, "Export topology edges", "network discovery or topology"},
+	{"device-relationships", access.InventoryRead, "Export topology edges", "stored topology edges between devices"},
 	{"configuration-policies", access.ConfigurationRead, "Export configuration policies", "configuration policies"},
 	{"configuration-assignments", access.ConfigurationRead, "Export policy assignments", "configuration policies"},
 	{"scripts", access.ScriptsRead, "Export scripts", "scripts"},

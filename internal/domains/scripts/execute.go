@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ type ScriptRun struct {
 type ScriptRunResult struct {
 	BatchID    string             `json:"batchId" format:"uuid"`
 	Executions []ScriptExecution  `json:"executions"`
-	Skipped    []devices.BulkItem `json:"skipped" doc:"Devices not run on purpose: another OS than the script's (NOT_SUPPORTED_ON_OS), a language the OS lacks."`
+	Skipped    []devices.BulkItem `json:"skipped" doc:"Devices not run on purpose, each with its code: another OS than the script's (NOT_SUPPORTED_ON_OS), a maintenance window (MAINTENANCE_WINDOW)."`
 	Failed     []devices.BulkItem `json:"failed" doc:"Devices not found (or out of the script's scope)."`
 }
 
@@ -244,6 +245,9 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 	if err != nil {
 		return ScriptRunResult{}, nil, err
 	}
+	if err := refuseLanguage(narrowedTo(ctx, sc), tx, sc, in.DeviceIDs); err != nil {
+		return ScriptRunResult{}, nil, err
+	}
 	targets, held, err := s.notHeld(narrowedTo(ctx, sc), tx, in.DeviceIDs)
 	if err != nil {
 		return ScriptRunResult{}, nil, err
@@ -279,6 +283,46 @@ func (s *Service) ExecuteIn(ctx context.Context, tx *sql.Tx, scriptID string, in
 		return ScriptRunResult{}, nil, err
 	}
 	return out, res.Commands, nil
+}
+
+// refuseLanguage refuses (400 NOT_SUPPORTED_ON_OS) to run a script on devices in scope whose
+// system is among the script's but lacks its language: a script saved before its systems were
+// checked against its language (a PowerShell script for Linux) would only fail on their agents.
+// Devices of systems the script is not written for are left to be skipped.
+func refuseLanguage(ctx context.Context, q store.Querier, sc Script, ids []string) error {
+	var lacking []string
+	for _, o := range sc.OSTypes {
+		if !slices.Contains(agentproto.ScriptLanguages[o], sc.Language) {
+			lacking = append(lacking, o)
+		}
+	}
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !store.ValidID(id) })
+	if len(lacking) == 0 || len(ids) == 0 {
+		return nil
+	}
+	var a store.Args
+	found, err := store.QueryAll(ctx, q, devices.SelectLive("d.id, d.hostname, d.os_type", "", "d.id IN "+a.In(ids), "d.os_type IN "+a.In(lacking),
+		access.ScopeFrom(ctx).OrgFilter(&a, "d.org_id", "d.partner_id"), tenancy.LiveOrg("d.org_id"))+" ORDER BY d.hostname, d.id",
+		a.Values(), func(row store.Scanner) ([3]string, error) {
+			var d [3]string
+			return d, row.Scan(&d[0], &d[1], &d[2])
+		})
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	names := make([]string, len(found))
+	details := make([]apperr.Detail, len(found))
+	for i, d := range found {
+		names[i] = d[1] + " (" + d[0] + ")"
+		details[i] = apperr.Detail{Field: "deviceIds", Message: names[i] + " runs " + d[2] + ", which has no " + sc.Language + " (there: " +
+			strings.Join(agentproto.ScriptLanguages[d[2]], ", ") + ")"}
+	}
+	if len(names) > 10 {
+		names = append(names[:10], fmt.Sprintf("and %d more", len(found)-10))
+	}
+	return &apperr.Error{Kind: apperr.KindInvalid, Code: agentproto.ErrNotSupported, Details: details,
+		Message: sc.Language + " does not run on " + strings.Join(lacking, " or ") + ": " + strings.Join(names, ", ") +
+			"; leave these devices out, or change the script's systems"}
 }
 
 // notHeld splits the devices into those to run on and those a maintenance window holds back

@@ -213,7 +213,13 @@ type categoryPatchInput struct {
 }
 
 type orgQuery struct {
+	httpapi.PageQuery
 	OrgID string `query:"orgId" format:"uuid" doc:"Those that apply to this organization: its own and partner-wide ones."`
+}
+
+type versionsInput struct {
+	httpapi.PageQuery
+	ID string `path:"id" format:"uuid"`
 }
 
 type tagOutput struct{ Body ScriptTag }
@@ -243,10 +249,17 @@ func (s *Service) registerLibrary(api *httpapi.Server) {
 	const tag = "Script library"
 	const base = "/script-library"
 	httpapi.Register(api, httpapi.Route{ID: "list-script-categories", Method: http.MethodGet, Path: base + "/categories", Tag: tag,
-		Permission: access.ScriptsRead, Summary: "List script categories", Description: "By name; parentId nests them."},
-		func(ctx context.Context, in *orgQuery) (*dataOutput[ScriptCategory], error) {
-			rows, err := s.ListCategories(ctx, in.OrgID)
-			return data(rows), err
+		Permission: access.ScriptsRead, Summary: "List script categories", Description: "By name, case aside; parentId nests them."},
+		func(ctx context.Context, in *orgQuery) (*httpapi.ListBody[ScriptCategory], error) {
+			page, err := in.Normalize(httpapi.MaxPageSize)
+			if err != nil {
+				return nil, err
+			}
+			rows, next, total, err := s.ListCategories(ctx, in.OrgID, page)
+			if err != nil {
+				return nil, err
+			}
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-script-category", Method: http.MethodPost, Path: base + "/categories", Tag: tag,
 		Permission: access.ScriptsWrite, Status: http.StatusCreated, Summary: "Create a script category",
@@ -273,10 +286,17 @@ func (s *Service) registerLibrary(api *httpapi.Server) {
 		Errors:      []int{http.StatusConflict}},
 		func(ctx context.Context, in *idPath) (*struct{}, error) { return nil, s.DeleteCategory(ctx, in.ID) })
 	httpapi.Register(api, httpapi.Route{ID: "list-script-tags", Method: http.MethodGet, Path: base + "/tags", Tag: tag,
-		Permission: access.ScriptsRead, Summary: "List script tags"},
-		func(ctx context.Context, in *orgQuery) (*dataOutput[ScriptTag], error) {
-			rows, err := s.ListTags(ctx, in.OrgID)
-			return data(rows), err
+		Permission: access.ScriptsRead, Summary: "List script tags", Description: "By name, case aside."},
+		func(ctx context.Context, in *orgQuery) (*httpapi.ListBody[ScriptTag], error) {
+			page, err := in.Normalize(httpapi.MaxPageSize)
+			if err != nil {
+				return nil, err
+			}
+			rows, next, total, err := s.ListTags(ctx, in.OrgID, page)
+			if err != nil {
+				return nil, err
+			}
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-script-tag", Method: http.MethodPost, Path: base + "/tags", Tag: tag,
 		Permission: access.ScriptsWrite, Status: http.StatusCreated, Summary: "Create a script tag", Errors: []int{http.StatusConflict}},
@@ -289,9 +309,16 @@ func (s *Service) registerLibrary(api *httpapi.Server) {
 		func(ctx context.Context, in *idPath) (*struct{}, error) { return nil, s.DeleteTag(ctx, in.ID) })
 	httpapi.Register(api, httpapi.Route{ID: "list-script-versions", Method: http.MethodGet, Path: base + "/scripts/{id}/versions", Tag: tag,
 		Permission: access.ScriptsRead, Summary: "List a script's versions", Description: "Newest first."},
-		func(ctx context.Context, in *idPath) (*dataOutput[ScriptVersion], error) {
-			rows, err := s.Versions(ctx, in.ID)
-			return data(rows), err
+		func(ctx context.Context, in *versionsInput) (*httpapi.ListBody[ScriptVersion], error) {
+			page, err := in.Normalize(httpapi.MaxPageSize)
+			if err != nil {
+				return nil, err
+			}
+			rows, next, total, err := s.Versions(ctx, in.ID, page)
+			if err != nil {
+				return nil, err
+			}
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-script-version", Method: http.MethodPost, Path: base + "/scripts/{id}/versions", Tag: tag,
 		Permission: access.ScriptsWrite, Status: http.StatusCreated, Summary: "Save a new version of a script",

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gale/internal/domains/devices"
@@ -90,7 +91,7 @@ var templates = []LibraryScript{
 		Description: "A main function with an exit code.", OSTypes: []string{OSLinux, OSMacOS, OSWindows},
 		Parameters: []ScriptParameter{{Name: "TARGET", Type: ParamString, Required: true}}},
 	{ID: "powershell-basic", Name: "PowerShell script", Category: "Templates", file: "templates/powershell-basic.ps1",
-		Language: LangPowerShell, Description: "Stops at the first error and exits 1.", OSTypes: []string{OSWindows, OSLinux, OSMacOS}},
+		Language: LangPowerShell, Description: "Stops at the first error and exits 1.", OSTypes: []string{OSWindows}},
 	{ID: "health-check", Name: "Health check with graded results", Category: "Templates", file: "templates/health-check.sh",
 		Language: LangSh, Description: "Exit 1 is a warning, 2 is critical, through the exit-code mapping.", OSTypes: linux,
 		Parameters:              []ScriptParameter{{Name: "WARNING", Type: ParamNumber, DefaultValue: 85.0}, {Name: "CRITICAL", Type: ParamNumber, DefaultValue: 95.0}},
@@ -202,17 +203,16 @@ func scanVersion(row store.Scanner) (ScriptVersion, error) {
 	return v, decodeDefinition(osJSON, params, mapping, &v.OSTypes, &v.Parameters, &v.ExitCodeSeverityMapping)
 }
 
-// Versions lists a script's versions, newest first.
-func (s *Service) Versions(ctx context.Context, scriptID string) ([]ScriptVersion, error) {
+// Versions lists a page of a script's versions, newest first.
+func (s *Service) Versions(ctx context.Context, scriptID string, page store.Page) ([]ScriptVersion, string, *int, error) {
 	if _, err := s.Get(ctx, scriptID); err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
-	out, err := store.QueryAll(ctx, s.db, `SELECT `+versionColumns+` FROM script_versions v WHERE v.script_id = $1 ORDER BY v.version DESC`,
-		[]any{scriptID}, scanVersion)
-	if err != nil {
-		return nil, fmt.Errorf("list versions of script %s: %w", scriptID, err)
-	}
-	return out, nil
+	var a store.Args
+	return store.List(ctx, s.db, store.ListQuery{Columns: versionColumns, From: " FROM script_versions v",
+		Conds: []string{"v.script_id = " + a.Add(scriptID)}, Args: &a, SortKey: "v.version", SortID: "v.id", Desc: true,
+		KeyArg: func(k string) (any, error) { return strconv.Atoi(k) }},
+		page, scanVersion, func(v ScriptVersion) (string, string) { return strconv.Itoa(v.Version), v.ID })
 }
 
 // ScriptVersionInput saves a new version: the fields given replace the current ones.

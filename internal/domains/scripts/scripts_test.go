@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gale/internal/app"
 	"gale/internal/domains/devices"
@@ -682,5 +684,223 @@ func TestListFiltersByOperatingSystem(t *testing.T) {
 	f.e.Must(200, c, "GET", api+"/scripts?osType=macos", nil).JSON(t, &list)
 	if len(list.Data) != 0 {
 		t.Fatalf("osType=macos lists %+v", list.Data)
+	}
+}
+
+// A script runs only in a language its device's system has: PowerShell and cmd are Windows's.
+// One saved before that rule, for a system that lacks its language, is refused at execute,
+// naming the devices, rather than sent to agents that would only fail it.
+func TestExecuteRefusesALanguageTheDevicesSystemLacks(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	for _, os := range []string{"linux", "macos"} {
+		r := f.e.Do(c, "POST", api+"/scripts", map[string]any{"name": "ps on " + os, "osTypes": []string{os}, "language": "powershell",
+			"content": "Get-Date"})
+		if r.Status != 400 || !strings.Contains(string(r.Body), `"language"`) {
+			t.Errorf("a PowerShell script for %s = %d %s, want 400 naming language", os, r.Status, r.Body)
+		}
+	}
+	linux, windows, mac := f.device(f.a, "web-01", "linux"), f.device(f.a, "win-01", "windows"), f.device(f.a, "mac-01", "macos")
+	foreign := f.device(f.b, "bravo-01", "linux")
+	r := f.e.Do(c, "POST", api+"/devices/"+linux+"/commands", map[string]any{"type": "run_script",
+		"payload": map[string]any{"language": "powershell", "script": "Get-Date"}})
+	if r.Status != 400 {
+		t.Errorf("a PowerShell command to a Linux device = %d %s, want 400", r.Status, r.Body)
+	}
+
+	sc := f.create(c, map[string]any{"name": "Inventory", "osTypes": []string{"windows"}, "language": "powershell", "content": "Get-Date"})
+	if _, err := f.e.App.DB.SQL.Exec(`UPDATE scripts SET os_types = $1 WHERE id = $2`, `["linux","windows"]`, sc.ID); err != nil {
+		t.Fatal(err)
+	}
+	path := api + "/scripts/" + sc.ID + "/execute"
+	r = f.e.Do(c, "POST", path, map[string]any{"deviceIds": []string{windows, linux, mac, foreign}})
+	body := string(r.Body)
+	if r.Status != 400 || r.ErrorCode() != agentproto.ErrNotSupported || !strings.Contains(body, "powershell") ||
+		!strings.Contains(body, "web-01") || !strings.Contains(body, linux) || strings.Contains(body, "mac-01") ||
+		strings.Contains(body, "bravo-01") || strings.Contains(body, foreign) {
+		t.Fatalf("execute on a Linux device = %d %s, want 400 %s naming web-01 only", r.Status, body, agentproto.ErrNotSupported)
+	}
+	var list struct{ Data []scripts.ScriptExecution }
+	f.e.Must(200, c, "GET", api+"/scripts/"+sc.ID+"/executions", nil).JSON(t, &list)
+	if len(list.Data) != 0 {
+		t.Fatalf("a refused execute recorded %+v", list.Data)
+	}
+	if cmds, err := app.Service[*devices.Service](f.e.App).TakeQueued(context.Background(), windows); err != nil || len(cmds) != 0 {
+		t.Fatalf("a refused execute queued %v %v", cmds, err)
+	}
+	// Without the Linux device it runs: the Mac is not among its systems (skipped), Bravo's
+	// device is not found.
+	var run scripts.ScriptRunResult
+	f.e.Must(202, c, "POST", path, map[string]any{"deviceIds": []string{windows, mac, foreign}}).JSON(t, &run)
+	if len(run.Executions) != 1 || run.Executions[0].DeviceID != windows || len(run.Skipped) != 1 || run.Skipped[0].DeviceID != mac ||
+		len(run.Failed) != 1 || run.Failed[0].DeviceID != foreign {
+		t.Fatalf("execute without the Linux device: %+v", run)
+	}
+	// The PowerShell template is for Windows.
+	var tpl scripts.Script
+	f.e.Must(201, c, "POST", api+"/script-library/from-template/powershell-basic", map[string]any{}).JSON(t, &tpl)
+	if len(tpl.OSTypes) != 1 || tpl.OSTypes[0] != "windows" {
+		t.Fatalf("PowerShell template for %v", tpl.OSTypes)
+	}
+}
+
+// walk reads a list page by page with limit, and returns the IDs in the order read and the
+// number of pages.
+func walk(t *testing.T, e *apptest.Env, c apptest.Caller, path string, limit int) ([]string, int) {
+	t.Helper()
+	var ids []string
+	cursor, pages := "", 0
+	for {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		url := fmt.Sprintf("%s%slimit=%d", path, sep, limit)
+		if cursor != "" {
+			url += "&cursor=" + cursor
+		}
+		var page struct {
+			Data       []struct{ ID string }
+			Pagination *struct {
+				HasMore bool
+				Cursor  string
+			}
+		}
+		e.Must(200, c, "GET", url, nil).JSON(t, &page)
+		pages++
+		if page.Pagination == nil || len(page.Data) > limit || (page.Pagination.HasMore != (page.Pagination.Cursor != "")) {
+			t.Fatalf("%s: page %+v, want at most %d rows and a pagination", url, page, limit)
+		}
+		for _, r := range page.Data {
+			ids = append(ids, r.ID)
+		}
+		if !page.Pagination.HasMore {
+			return ids, pages
+		}
+		cursor = page.Pagination.Cursor
+		if pages > 20 {
+			t.Fatalf("%s: no end after %d pages", path, pages)
+		}
+	}
+}
+
+// Categories, tags and versions are paged like every list: limit is honoured, the cursor
+// walks every row once in the list's order, and a cursor that is not one is 400.
+func TestLibraryListsArePaged(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	names := []string{"delta", "Alpha", "charlie", "Ärger", "Bravo", "echo", "alpha 2"}
+	for _, n := range names {
+		f.e.Must(201, c, "POST", api+"/script-library/categories", map[string]any{"name": n})
+		f.e.Must(201, c, "POST", api+"/script-library/tags", map[string]any{"name": n})
+	}
+	sc := f.create(c, shScript("Versioned", nil))
+	for i := 2; i <= 5; i++ {
+		f.e.Must(201, c, "POST", api+"/script-library/scripts/"+sc.ID+"/versions", map[string]any{"content": fmt.Sprintf("echo %d", i),
+			"note": fmt.Sprintf("v%d", i)})
+	}
+	for path, want := range map[string]int{"/script-library/categories": len(names), "/script-library/tags": len(names),
+		"/script-library/scripts/" + sc.ID + "/versions": 5} {
+		var all struct{ Data []struct{ ID, Name string } }
+		f.e.Must(200, c, "GET", api+path, nil).JSON(t, &all)
+		if len(all.Data) != want {
+			t.Fatalf("%s lists %d rows, want %d", path, len(all.Data), want)
+		}
+		for _, limit := range []int{1, 2, 3} {
+			ids, pages := walk(t, f.e, c, api+path, limit)
+			if wantPages := (want + limit - 1) / limit; pages != wantPages && pages != wantPages+1 {
+				t.Errorf("%s limit %d: %d pages for %d rows", path, limit, pages, want)
+			}
+			if len(ids) != want {
+				t.Fatalf("%s limit %d walks %v, want %d rows", path, limit, ids, want)
+			}
+			for i, id := range ids {
+				if id != all.Data[i].ID {
+					t.Fatalf("%s limit %d: row %d is %s, want %s (the order of the whole list)", path, limit, i, id, all.Data[i].ID)
+				}
+			}
+		}
+		for _, bad := range []string{"garbage", "eyJrIjoxfQ"} {
+			if r := f.e.Do(c, "GET", api+path+"?cursor="+bad, nil); r.Status != 400 {
+				t.Errorf("%s with cursor %s = %d %s, want 400", path, bad, r.Status, r.Body)
+			}
+		}
+		if strings.HasSuffix(path, "/tags") {
+			var got []string
+			for _, r := range all.Data {
+				if r.Name != "Ärger" { // where the database's collation puts it
+					got = append(got, r.Name)
+				}
+			}
+			if strings.Join(got, ",") != "Alpha,alpha 2,Bravo,charlie,delta,echo" {
+				t.Errorf("tags by name, case aside: %v", got)
+			}
+		}
+	}
+	var versions struct{ Data []scripts.ScriptVersion }
+	f.e.Must(200, c, "GET", api+"/script-library/scripts/"+sc.ID+"/versions?limit=2", nil).JSON(t, &versions)
+	if len(versions.Data) != 2 || versions.Data[0].Version != 5 || versions.Data[1].Version != 4 {
+		t.Fatalf("newest versions first: %+v", versions.Data)
+	}
+}
+
+// partnerKey is the raw key of a new service principal of the tenant's partner with scopes.
+func (f fixture) partnerKey(ten apptest.Tenant, scopes ...string) apptest.Caller {
+	f.e.T.Helper()
+	id := f.e.Must(201, ten.Partner, "POST", api+"/partner-service-principals", map[string]any{"name": "export " + strings.Join(scopes, " "),
+		"scopes": scopes}).Map(f.e.T)["id"].(string)
+	return apptest.Key(f.e.Must(201, ten.Partner, "POST", api+"/partner-service-principals/"+id+"/keys",
+		map[string]any{"name": "k"}).Map(f.e.T)["key"].(string))
+}
+
+// The partner API exports the partner's live scripts, partner-wide ones too, as GET /scripts
+// shows them: in ID order, paged by cursor, and with updatedSince only those changed since.
+func TestPartnerAPIExportsScripts(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	var cat scripts.ScriptCategory
+	f.e.Must(201, c, "POST", api+"/script-library/categories", map[string]any{"name": "Ops"}).JSON(t, &cat)
+	wide := f.create(c, shScript("Everywhere", nil))
+	one := f.create(c, shScript("Disk", map[string]any{"orgId": f.a.OrgID, "tags": []string{"disk"}, "categoryId": cat.ID}))
+	gone := f.create(c, shScript("Gone", nil))
+	f.e.Must(204, c, "DELETE", api+"/scripts/"+gone.ID, nil)
+	f.create(f.b.Partner, shScript("Bravo's", nil))
+	key := f.partnerKey(f.a, "scripts:read")
+
+	type page struct {
+		Data       []scripts.Script
+		Pagination struct {
+			HasMore bool
+			Cursor  string
+		}
+	}
+	var first, second page
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?limit=1", nil).JSON(t, &first)
+	if len(first.Data) != 1 || first.Data[0].ID != wide.ID || first.Data[0].OrgID != nil || !first.Pagination.HasMore {
+		t.Fatalf("first page %+v", first)
+	}
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?limit=1&cursor="+first.Pagination.Cursor, nil).JSON(t, &second)
+	if len(second.Data) != 1 || second.Data[0].ID != one.ID || second.Pagination.HasMore {
+		t.Fatalf("second page %+v", second)
+	}
+	if got := second.Data[0]; got.Content != "echo hello" || len(got.Tags) != 1 || got.Tags[0] != "disk" || got.Category == nil ||
+		*got.Category != "Ops" || got.OrgID == nil || *got.OrgID != f.a.OrgID {
+		t.Fatalf("exported script %+v", got)
+	}
+
+	// With updatedSince, the rows changed since then, in order of change.
+	var up scripts.Script
+	f.e.Must(200, c, "PUT", api+"/scripts/"+wide.ID, shScript("Everywhere", map[string]any{"content": "uptime"})).JSON(t, &up)
+	var changed page
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?updatedSince="+url.QueryEscape(up.UpdatedAt.Format(time.RFC3339Nano)), nil).JSON(t, &changed)
+	if len(changed.Data) != 1 || changed.Data[0].ID != wide.ID || changed.Data[0].Content != "uptime" {
+		t.Fatalf("changed since the edit: %+v", changed.Data)
+	}
+	f.e.Must(200, key, "GET", api+"/partner-api/scripts?updatedSince=2020-01-01T00:00:00Z", nil).JSON(t, &changed)
+	if len(changed.Data) != 2 || changed.Data[0].ID != one.ID || changed.Data[1].ID != wide.ID {
+		t.Fatalf("changed since 2020, in order of change: %+v", changed.Data)
+	}
+	if r := f.e.Do(f.partnerKey(f.a, "configuration:read"), "GET", api+"/partner-api/scripts", nil); r.Status != 403 {
+		t.Fatalf("export without scripts:read = %d %s", r.Status, r.Body)
 	}
 }

@@ -103,19 +103,43 @@ func checkCategory(ctx context.Context, tx *sql.Tx, at tenancy.Placement, catego
 	return err
 }
 
-// ListCategories lists the categories in scope by name.
-func (s *Service) ListCategories(ctx context.Context, orgID string) ([]ScriptCategory, error) {
+// ListCategories lists a page of the categories in scope by name, case aside.
+func (s *Service) ListCategories(ctx context.Context, orgID string, page store.Page) ([]ScriptCategory, string, *int, error) {
 	var a store.Args
 	conds := []string{tenancy.SharedRowsFilter(access.ScopeFrom(ctx), &a, "g.org_id", "g.partner_id")}
 	if orgID != "" {
 		conds = append(conds, "(g.org_id = "+a.Add(orgID)+" OR (g.org_id IS NULL AND g.partner_id = "+tenancy.PartnerOfOrg(a.Add(orgID))+"))")
 	}
-	out, err := store.QueryAll(ctx, s.db, `SELECT `+categoryColumns+` FROM script_categories g WHERE `+store.Where(conds)+
-		` ORDER BY lower(g.name), g.id`, a.Values(), scanCategory)
+	return listByName(ctx, s.db, store.ListQuery{Columns: categoryColumns, From: " FROM script_categories g", Conds: conds, Args: &a,
+		SortKey: "lower(g.name)", SortID: "g.id"}, page, scanCategory, func(c ScriptCategory) string { return c.ID })
+}
+
+// named is a row of a list by lower(name), with that key as the database computed it.
+type named[T any] struct {
+	row T
+	key string
+}
+
+// listByName pages q, whose SortKey is lower(name), and reads each row's key back from the
+// database for the cursor: SQLite's lower() folds ASCII letters only, so a key computed here
+// could differ from the one the rows are ordered by.
+func listByName[T any](ctx context.Context, db store.Querier, q store.ListQuery, page store.Page, scan func(store.Scanner) (T, error),
+	id func(T) string) ([]T, string, *int, error) {
+	q.Columns += ", " + q.SortKey
+	rows, next, total, err := store.List(ctx, db, q, page, func(row store.Scanner) (named[T], error) {
+		var n named[T]
+		var err error
+		n.row, err = scan(store.ScanAlso{Row: row, Dest: []any{&n.key}})
+		return n, err
+	}, func(n named[T]) (string, string) { return n.key, id(n.row) })
 	if err != nil {
-		return nil, fmt.Errorf("list script categories: %w", err)
+		return nil, "", nil, err
 	}
-	return out, nil
+	out := make([]T, len(rows))
+	for i, n := range rows {
+		out[i] = n.row
+	}
+	return out, next, total, nil
 }
 
 // GetCategory returns a category in scope.
@@ -297,19 +321,15 @@ func scanTag(row store.Scanner) (ScriptTag, error) {
 	return t, err
 }
 
-// ListTags lists the tags in scope by name.
-func (s *Service) ListTags(ctx context.Context, orgID string) ([]ScriptTag, error) {
+// ListTags lists a page of the tags in scope by name, case aside.
+func (s *Service) ListTags(ctx context.Context, orgID string, page store.Page) ([]ScriptTag, string, *int, error) {
 	var a store.Args
 	conds := []string{tenancy.SharedRowsFilter(access.ScopeFrom(ctx), &a, "t.org_id", "t.partner_id")}
 	if orgID != "" {
 		conds = append(conds, "(t.org_id = "+a.Add(orgID)+" OR (t.org_id IS NULL AND t.partner_id = "+tenancy.PartnerOfOrg(a.Add(orgID))+"))")
 	}
-	out, err := store.QueryAll(ctx, s.db, `SELECT `+tagColumns+` FROM script_tags t WHERE `+store.Where(conds)+` ORDER BY lower(t.name), t.id`,
-		a.Values(), scanTag)
-	if err != nil {
-		return nil, fmt.Errorf("list script tags: %w", err)
-	}
-	return out, nil
+	return listByName(ctx, s.db, store.ListQuery{Columns: tagColumns, From: " FROM script_tags t", Conds: conds, Args: &a,
+		SortKey: "lower(t.name)", SortID: "t.id"}, page, scanTag, func(t ScriptTag) string { return t.ID })
 }
 
 func validTagName(name string) (string, error) {

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"gale/internal/platform/apperr"
+	"gale/internal/wire/agentproto"
 )
 
 var (
@@ -19,13 +20,6 @@ var (
 	runAses    = []string{RunAsSystem, RunAsUser, RunAsElevated}
 	paramTypes = []string{ParamString, ParamNumber, ParamBoolean, ParamSelect}
 	severities = []string{"critical", "high", "medium", "low", "info"}
-
-	// languagesOn are the languages the agent runs on each system.
-	languagesOn = map[string][]string{
-		OSLinux:   {LangBash, LangSh, LangPython, LangPowerShell},
-		OSMacOS:   {LangBash, LangSh, LangPython, LangPowerShell},
-		OSWindows: {LangPowerShell, LangCmd, LangPython, LangBash},
-	}
 
 	paramName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
@@ -86,8 +80,8 @@ func validateDefinition(in ScriptInput) (definition, error) {
 		bad("language", "language must be one of "+strings.Join(languages, ", "))
 	} else {
 		for _, o := range d.OSTypes {
-			if !slices.Contains(languagesOn[o], d.Language) {
-				bad("language", d.Language+" does not run on "+o+" (there: "+strings.Join(languagesOn[o], ", ")+")")
+			if !slices.Contains(agentproto.ScriptLanguages[o], d.Language) {
+				bad("language", d.Language+" does not run on "+o+" (there: "+strings.Join(agentproto.ScriptLanguages[o], ", ")+")")
 			}
 		}
 	}

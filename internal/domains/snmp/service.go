@@ -167,6 +167,7 @@ func (s *Service) CreateIn(ctx context.Context, tx *sql.Tx, in DeviceInput) (SNM
 		c.fail("name", "1 to 200 characters")
 	}
 	ip := checkAddress(&c, "ipAddress", in.IPAddress)
+	// Zero is an omitted port or interval: the API's schema refuses an explicit 0.
 	port := in.Port
 	if port == 0 {
 		port = DefaultPort

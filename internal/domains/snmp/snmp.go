@@ -97,11 +97,11 @@ type SNMPDeviceInput struct {
 	ProbeDeviceID   string          `json:"probeDeviceId,omitempty" format:"uuid" doc:"One agent of the site to poll through, instead of any online one."`
 	Name            string          `json:"name" minLength:"1" maxLength:"200"`
 	IPAddress       string          `json:"ipAddress" maxLength:"64" doc:"An IPv4 or IPv6 address."`
-	Port            int             `json:"port,omitempty" minimum:"0" maximum:"65535" doc:"Default 161."`
+	Port            int             `json:"port,omitempty" minimum:"1" maximum:"65535" doc:"Default 161 when omitted."`
 	Version         string          `json:"version" enum:"v1,v2c,v3"`
 	Credentials     SNMPCredentials `json:"credentials"`
 	TemplateID      string          `json:"templateId" format:"uuid" doc:"A built-in template or a template of the organization."`
-	IntervalSeconds int             `json:"intervalSeconds,omitempty" minimum:"0" maximum:"86400" doc:"30 to 86400; default 300."`
+	IntervalSeconds int             `json:"intervalSeconds,omitempty" minimum:"30" maximum:"86400" doc:"Default 300 when omitted."`
 	Enabled         *bool           `json:"enabled,omitempty" doc:"Default true."`
 }
 

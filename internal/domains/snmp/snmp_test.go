@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"gale/internal/agent/capability"
+	agentsnmp "gale/internal/agent/snmp"
 	"gale/internal/app"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/snmp"
@@ -185,12 +188,14 @@ func mergeMap(base, over map[string]any) map[string]any {
 
 func TestDeviceValidation(t *testing.T) {
 	f := newFixture(t)
-	good := v2c(f.a, "192.0.2.20")
+	good := mergeMap(v2c(f.a, "192.0.2.20"), map[string]any{"orgId": f.a.OrgID})
 	cases := map[string]map[string]any{
 		"bad address":            {"ipAddress": "switch.example"},
 		"multicast address":      {"ipAddress": "224.0.0.1"},
 		"port out of range":      {"port": 70000},
+		"port 0":                 {"port": 0},
 		"interval too short":     {"intervalSeconds": 10},
+		"interval 0":             {"intervalSeconds": 0},
 		"unknown version":        {"version": "v4"},
 		"v2c without community":  {"credentials": map[string]any{}},
 		"v2c with a v3 user":     {"credentials": map[string]any{"community": "x", "username": "ops"}},
@@ -220,6 +225,7 @@ func TestDeviceValidation(t *testing.T) {
 		"version without credentials": {"version": "v3"},
 		"credentials of another kind": {"credentials": map[string]any{"username": "ops"}},
 		"interval":                    {"intervalSeconds": 5},
+		"port 0":                      {"port": 0},
 		"address":                     {"ipAddress": "300.1.1.1"},
 	} {
 		if r := f.e.Do(f.a.Org, "PATCH", api+"/snmp/devices/"+d.ID, body); r.Status != 400 {
@@ -847,6 +853,34 @@ func TestMaintenanceWindowsHoldSNMPAlertsBack(t *testing.T) {
 		poll(held, probe, false)
 		if n := open(held); n != 0 {
 			t.Fatalf("after the recovery: %d alerts open", n)
+		}
+	}
+}
+
+// A device with no SNMP agent on its port answers ICMP port unreachable, which the agent's
+// socket reports as "connection refused": through the real agent capability, poll and test
+// answer 504 SNMP_TIMEOUT, as for a device that stays silent.
+func TestNoSNMPAgentOnThePortIsATimeout(t *testing.T) {
+	f := newFixture(t)
+	dev := f.e.EnrollAgent(f.a, "probe-01")
+	f.e.Must(200, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	reg := capability.New()
+	agentsnmp.Register(reg)
+	f.e.AnswerCalls(dev.AuthToken, func(c agentproto.Call) (json.RawMessage, *agentproto.CallError) {
+		res := reg.Answer(context.Background(), c)
+		return res.Result, res.Error
+	})
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := conn.LocalAddr().(*net.UDPAddr).Port
+	conn.Close()
+	d := f.create(f.a.Org, mergeMap(v2c(f.a, "127.0.0.1"), map[string]any{"port": port}))
+	for _, action := range []string{"poll", "test"} {
+		r := f.e.Do(f.a.Org, "POST", api+"/snmp/devices/"+d.ID+"/"+action, nil)
+		if r.Status != http.StatusGatewayTimeout || r.ErrorCode() != snmp.CodeSNMPTimeout {
+			t.Errorf("%s with nothing on the port = %d %s, want 504 %s", action, r.Status, r.Body, snmp.CodeSNMPTimeout)
 		}
 	}
 }

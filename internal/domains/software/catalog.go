@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
@@ -382,17 +383,16 @@ func (s *Service) DeleteItem(ctx context.Context, id string) error {
 	return nil
 }
 
-// Versions lists a catalog item's versions, newest first.
-func (s *Service) Versions(ctx context.Context, id string) ([]SoftwareVersion, error) {
+// Versions lists a page of a catalog item's versions, newest first.
+func (s *Service) Versions(ctx context.Context, id string, page store.Page) ([]SoftwareVersion, string, *int, error) {
 	if _, err := getItem(ctx, s.db, access.ScopeFrom(ctx), id); err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
-	out, err := store.QueryAll(ctx, s.db, `SELECT `+versionColumns+` FROM software_versions v WHERE v.catalog_id = $1
-		ORDER BY v.created_at DESC, v.id DESC`, []any{id}, scanVersion)
-	if err != nil {
-		return nil, fmt.Errorf("list versions of %s: %w", id, err)
-	}
-	return out, nil
+	var a store.Args
+	return store.List(ctx, s.db, store.ListQuery{Columns: versionColumns, From: " FROM software_versions v",
+		Conds: []string{"v.catalog_id = " + a.Add(id)}, Args: &a, SortKey: "v.created_at", SortID: "v.id", Desc: true,
+		KeyArg: func(k string) (any, error) { return time.Parse(time.RFC3339Nano, k) }},
+		page, scanVersion, func(v SoftwareVersion) (string, string) { return v.CreatedAt.UTC().Format(time.RFC3339Nano), v.ID })
 }
 
 // versionSpec is a checked version, of either origin.

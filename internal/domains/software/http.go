@@ -18,10 +18,9 @@ type softwareIDPath struct {
 	ID string `path:"id" format:"uuid"`
 }
 
-type softwareDataOutput[T any] struct {
-	Body struct {
-		Data []T `json:"data"`
-	}
+type softwareVersionsInput struct {
+	httpapi.PageQuery
+	ID string `path:"id" format:"uuid"`
 }
 
 type softwareCatalogOutput struct{ Body SoftwareCatalogItem }
@@ -164,11 +163,16 @@ func (s *Service) registerCatalog(api *httpapi.Server) {
 		func(ctx context.Context, in *softwareIDPath) (*struct{}, error) { return nil, s.DeleteItem(ctx, in.ID) })
 	httpapi.Register(api, httpapi.Route{ID: "list-software-versions", Method: http.MethodGet, Path: "/software/catalog/{id}/versions", Tag: tag,
 		Permission: access.SoftwareRead, Summary: "List a catalog item's versions", Description: "Newest first."},
-		func(ctx context.Context, in *softwareIDPath) (*softwareDataOutput[SoftwareVersion], error) {
-			rows, err := s.Versions(ctx, in.ID)
-			out := &softwareDataOutput[SoftwareVersion]{}
-			out.Body.Data = rows
-			return out, err
+		func(ctx context.Context, in *softwareVersionsInput) (*httpapi.ListBody[SoftwareVersion], error) {
+			page, err := in.Normalize(httpapi.MaxPageSize)
+			if err != nil {
+				return nil, err
+			}
+			rows, next, total, err := s.Versions(ctx, in.ID, page)
+			if err != nil {
+				return nil, err
+			}
+			return httpapi.ListPage(rows, next, page, total), nil
 		})
 	httpapi.Register(api, httpapi.Route{ID: "create-software-version", Method: http.MethodPost, Path: "/software/catalog/{id}/versions", Tag: tag,
 		Permission: access.SoftwareWrite, Status: http.StatusCreated, RawBodyBytes: MaxUploadBytes, Summary: "Add a version",

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -742,6 +743,61 @@ func TestCatalogTimesComeFromTheServersClock(t *testing.T) {
 	for what, got := range map[string]time.Time{"item": it.CreatedAt, "version": v.CreatedAt} {
 		if d := got.Sub(at); d < 0 || d > time.Minute {
 			t.Fatalf("%s created at %v on a server whose clock tells %v", what, got, at)
+		}
+	}
+}
+
+// A catalog item's versions are paged like every list, newest first: limit is honoured, the
+// cursor walks every version once (versions added in the same instant too), and a cursor that
+// is not one is 400.
+func TestVersionsArePaged(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	it := f.item(c, "Editor", nil)
+	var want []string
+	for _, v := range []string{"1.0", "1.1", "1.2", "2.0", "2.1"} {
+		want = append([]string{f.version(c, it.ID, v, "deb").ID}, want...)
+	}
+	// 1.1 and 1.2 share their instant: the later ID comes first.
+	if _, err := f.e.App.DB.SQL.Exec(`UPDATE software_versions SET created_at = (SELECT created_at FROM software_versions WHERE id = $1)
+		WHERE id = $2`, want[3], want[2]); err != nil {
+		t.Fatal(err)
+	}
+	path := api + "/software/catalog/" + it.ID + "/versions"
+	for _, limit := range []int{1, 2, 3, 5} {
+		var got []string
+		cursor := ""
+		for pages := 1; ; pages++ {
+			url := fmt.Sprintf("%s?limit=%d", path, limit)
+			if cursor != "" {
+				url += "&cursor=" + cursor
+			}
+			var page struct {
+				Data       []software.SoftwareVersion
+				Pagination *struct {
+					HasMore bool
+					Cursor  string
+				}
+			}
+			f.e.Must(200, c, "GET", url, nil).JSON(t, &page)
+			if page.Pagination == nil || len(page.Data) > limit || pages > 10 {
+				t.Fatalf("%s: %+v, want at most %d versions and a pagination", url, page, limit)
+			}
+			for _, v := range page.Data {
+				got = append(got, v.ID)
+			}
+			if !page.Pagination.HasMore {
+				break
+			}
+			cursor = page.Pagination.Cursor
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("limit %d walks %v, want %v (newest first)", limit, got, want)
+		}
+	}
+	for _, bad := range []string{"garbage", "eyJrIjoxfQ"} {
+		if r := f.e.Do(c, "GET", path+"?cursor="+bad, nil); r.Status != 400 {
+			t.Errorf("cursor %s = %d %s, want 400", bad, r.Status, r.Body)
 		}
 	}
 }

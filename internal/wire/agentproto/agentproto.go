@@ -224,6 +224,14 @@ const (
 	LanguageCmd        = "cmd"
 )
 
+// ScriptLanguages are the languages run_script runs on each OS: the server sends no other.
+// PowerShell and cmd are Windows's; bash and python run there too where installed.
+var ScriptLanguages = map[string][]string{
+	OSLinux:   {LanguageBash, LanguageSh, LanguagePython},
+	OSMacOS:   {LanguageBash, LanguageSh, LanguagePython},
+	OSWindows: {LanguagePowerShell, LanguageCmd, LanguagePython, LanguageBash},
+}
+
 // RunScript is the payload of a run_script command.
 type RunScript struct {
 	Language string            `json:"language"`
