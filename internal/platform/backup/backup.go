@@ -17,9 +17,9 @@ import (
 	"gale/internal/platform/store"
 )
 
-// stepPages is how many pages each step of a backup copies (4 MiB of 4 KiB pages): the
+// stepPages is how many pages each step of a backup copies (1 MiB of 4 KiB pages): the
 // steps only pace the progress reports, as the whole copy reads one snapshot.
-const stepPages = 1024
+const stepPages = 256
 
 // Result describes a database file that a backup wrote or a restore put in place.
 type Result struct {

@@ -72,7 +72,7 @@ func integrityOK(t *testing.T, path string) {
 // copy, every row written before it began is in it, and none written after its first step.
 func TestBackupIsASnapshotWhileWritesGoOn(t *testing.T) {
 	ctx := context.Background()
-	db := openSQLite(t, 6000) // several steps of the copy
+	db := openSQLite(t, 1000) // several steps of the copy
 	var mu sync.Mutex
 	var acked []int
 	stop := make(chan struct{})
