@@ -220,6 +220,9 @@ func TestRestoreReplacesAndKeepsTheOldDatabaseAside(t *testing.T) {
 	if got := probeRows(t, path); len(got) != 3 {
 		t.Fatalf("restored rows %v", got)
 	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*restore*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
 
 	// A server wrote rows 4 and 5 since, and stopped without folding its WAL into the file
 	// (a crash): the copy below is what it left.
