@@ -37,7 +37,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), migrateCmd(), userCmd(), agentReleaseCmd(), openapiCmd(), versionCmd())
+	cmd.AddCommand(serveCmd(), migrateCmd(), backupCmd(), restoreCmd(), userCmd(), agentReleaseCmd(), openapiCmd(), versionCmd())
 	return cmd
 }
 

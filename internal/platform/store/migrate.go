@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
+	"strings"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -68,6 +70,33 @@ func (db *DB) migrateJobs(ctx context.Context) error {
 		return fmt.Errorf("migrate job queue: %w", err)
 	}
 	return nil
+}
+
+// LatestVersion is the schema version this binary migrates a database of dialect d to: the
+// version of its newest migration.
+func LatestVersion(d Dialect) (int64, error) {
+	entries, err := fs.ReadDir(migrations, "migrations/"+string(d))
+	if err != nil {
+		return 0, err
+	}
+	var latest int64
+	for _, e := range entries {
+		prefix, _, _ := strings.Cut(e.Name(), "_")
+		v, err := strconv.ParseInt(prefix, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("migration %s: no version", e.Name())
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
+}
+
+// AppliedVersion is the schema version of the database q reaches: the newest migration
+// applied to it, 0 when none was.
+func AppliedVersion(ctx context.Context, q Querier) (int64, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, `SELECT COALESCE(MAX(version_id), 0) FROM goose_db_version WHERE is_applied`).Scan(&v)
+	return v, err
 }
 
 // MigrationFiles returns the embedded migration files of both dialects.

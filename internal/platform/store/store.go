@@ -47,18 +47,25 @@ type DB struct {
 	stmts *stmtCache
 	// writer is held by each write; see writeGate.
 	writer *writeGate
+	// unlock drops this process's shared lock on the SQLite file (see LockSQLite); nil on
+	// PostgreSQL.
+	unlock func()
 }
 
 // Open connects to the database named by url: "sqlite:PATH" or "postgres://...".
 func Open(ctx context.Context, url string) (*DB, error) {
-	switch {
-	case strings.HasPrefix(url, "sqlite:"):
-		return openSQLite(strings.TrimPrefix(url, "sqlite:"))
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return openPostgres(ctx, url)
-	default:
-		return nil, fmt.Errorf("unsupported database URL %q: use sqlite:PATH or postgres://", url)
+	if path, ok := SQLitePath(url); ok {
+		return openSQLite(path)
 	}
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		return openPostgres(ctx, url)
+	}
+	return nil, fmt.Errorf("unsupported database URL %q: use sqlite:PATH or postgres://", url)
+}
+
+// SQLitePath returns the file a "sqlite:PATH" database URL names; false for any other URL.
+func SQLitePath(url string) (string, bool) {
+	return strings.CutPrefix(url, "sqlite:")
 }
 
 // SQLiteDSN is the connection string that holds up under concurrent use: WAL, a busy
@@ -87,8 +94,16 @@ func openSQLite(path string) (*DB, error) {
 			return nil, fmt.Errorf("create database directory: %w", err)
 		}
 	}
+	unlock, err := lockFile(sqliteLockPath(path), false)
+	if errors.Is(err, ErrInUse) {
+		return nil, fmt.Errorf("the database %s is being restored (gale restore): start again once the restore is done", path)
+	}
+	if err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", SQLiteDSN(path))
 	if err != nil {
+		unlock()
 		return nil, err
 	}
 	db.SetMaxOpenConns(sqliteConns)
@@ -96,10 +111,11 @@ func openSQLite(path string) (*DB, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.Ping(); err != nil {
 		db.Close()
+		unlock()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	return &DB{SQL: db, Dialect: SQLite, Path: path, Conns: sqliteConns, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}},
-		writer: newWriteGate(1)}, nil
+		writer: newWriteGate(1), unlock: unlock}, nil
 }
 
 // Connections on PostgreSQL: requests go through database/sql, which keeps its connections
@@ -151,6 +167,9 @@ func (db *DB) Close() error {
 	err := db.SQL.Close()
 	if db.Pool != nil {
 		db.Pool.Close()
+	}
+	if db.unlock != nil {
+		db.unlock()
 	}
 	return err
 }

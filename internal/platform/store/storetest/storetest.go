@@ -36,6 +36,23 @@ func URL(t testing.TB) string {
 	return "sqlite:" + sqlitePath(t)
 }
 
+// SQLiteURL returns the URL of a fresh migrated SQLite database for t whatever the backend,
+// for what only SQLite has (its file's backup and restore).
+func SQLiteURL(t testing.TB) string {
+	t.Helper()
+	return "sqlite:" + sqlitePath(t)
+}
+
+// EmptyURL returns the URL of a fresh database for t with no schema at all (not migrated),
+// dropped when t ends: SQLite by default, PostgreSQL when TEST_DATABASE_URL is set.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	if pg := os.Getenv("TEST_DATABASE_URL"); pg != "" {
+		return withDatabase(pg, createDatabase(t, pg, ""))
+	}
+	return "sqlite:" + filepath.Join(t.TempDir(), "gale.db")
+}
+
 // Open returns a fresh migrated database for t, closed and dropped when t ends.
 func Open(t testing.TB) *store.DB {
 	t.Helper()
@@ -152,19 +169,29 @@ func withDatabase(base, name string) string {
 }
 
 func postgresURL(t testing.TB, base string) string {
-	ctx := context.Background()
-	pgOnce.Do(func() { pgTemplate, pgErr = preparePostgresTemplate(ctx, base) })
+	pgOnce.Do(func() { pgTemplate, pgErr = preparePostgresTemplate(context.Background(), base) })
 	if pgErr != nil {
 		t.Fatalf("prepare postgres template: %v", pgErr)
 	}
+	return withDatabase(base, createDatabase(t, base, pgTemplate))
+}
+
+// createDatabase creates a database for t, a copy of template (an empty one when template is
+// ""), dropped when t ends, and returns its name.
+func createDatabase(t testing.TB, base, template string) string {
+	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
 		t.Fatalf("connect TEST_DATABASE_URL: %v", err)
 	}
 	defer admin.Close(ctx)
 	name := "gale_test_" + randomHex(8)
+	create := "CREATE DATABASE " + name
+	if template != "" {
+		create += fmt.Sprintf(" TEMPLATE %s STRATEGY FILE_COPY", template)
+	}
 	for attempt := 0; ; attempt++ {
-		_, err = admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s STRATEGY FILE_COPY", name, pgTemplate))
+		_, err = admin.Exec(ctx, create)
 		if err == nil || attempt == 50 || !strings.Contains(err.Error(), "being accessed by other users") {
 			break
 		}
@@ -181,7 +208,7 @@ func postgresURL(t testing.TB, base string) string {
 		defer c.Close(context.Background())
 		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
-	return withDatabase(base, name)
+	return name
 }
 
 func preparePostgresTemplate(ctx context.Context, base string) (string, error) {
