@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -192,6 +193,9 @@ func TestExamples(t *testing.T) {
 	logs := runBackground(t, work, env, start.String())
 	waitReady(t, base, logs)
 
+	// What the examples start (the README's agent) runs on until every file has run.
+	parent := t
+	t.Cleanup(func() { killUnder(filepath.Join(work, "bin")) })
 	state := filepath.Join(work, "walkthrough.state")
 	for i, d := range docs {
 		t.Run(d.name, func(t *testing.T) {
@@ -232,7 +236,7 @@ func TestExamples(t *testing.T) {
 				script.WriteString("for __v in $(compgen -v); do case \"$__before\" in *\" $__v \"*) ;; *) declare -p \"$__v\";; esac; " +
 					"done | grep -v ' __' > " + state + ".tmp\ndeclare -f >> " + state + ".tmp\nmv " + state + ".tmp " + state + "\n")
 			}
-			out, err := runScript(t, work, env, script.String())
+			out, err := runScript(parent, work, env, script.String())
 			if err != nil {
 				t.Fatalf("%s: %v; the last block run is the last >>> line:\n%s\nserver log (tail):\n%s", d.name, err, out, tail(logs.String(), 3000))
 			}
@@ -254,7 +258,7 @@ func build(t *testing.T, dir string) {
 }
 
 // runScript runs a bash script in dir, in a process group of its own that is killed with
-// everything it left running (the README's agent) when the test ends.
+// everything it left running (the README's agent) when t ends.
 func runScript(t *testing.T, dir string, env []string, script string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -270,6 +274,19 @@ func runScript(t *testing.T, dir string, env []string, script string) (string, e
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	err := cmd.Wait()
 	return out.String(), err
+}
+
+// killUnder kills every process whose executable lies under dir: an agent's watchdog and main
+// agent restart each other, so one may have started outside the process group killed.
+func killUnder(dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, exe := range procs {
+		if target, err := os.Readlink(exe); err == nil && strings.HasPrefix(target, dir+"/") {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(exe))); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
 }
 
 // runBackground starts a bash script that keeps running (the server) until the test ends.
