@@ -165,10 +165,10 @@ func describe(rule MonitorAlertRule) string {
 
 // evaluate raises the alerts of the rules whose condition holds and resolves those of the
 // rules among was (whose condition held at the last result) whose condition no longer holds.
-// It returns the rules whose condition holds now (or held and is not known now). A rule
-// whose alert a maintenance window holds back (over the monitor's site, its organization or
-// probe, the agent that checked) still holds: every result that sees it raises again, so the
-// first after the window opens the alert.
+// It returns the rules whose condition holds now (or held and is not known now). A rule whose
+// alert a maintenance window holds back (over the agent's device that checked, the monitor's
+// site or its organization) stays firing: every result that sees its condition raises the
+// alert again, so the first after the window opens it.
 func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, m Monitor, probe string, r agentproto.MonitorCheckResult, failures int, was []string) ([]string, error) {
 	src := source(m)
 	src.ProbeID = probe
