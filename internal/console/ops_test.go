@@ -181,7 +181,8 @@ func TestOpsMaintenance(t *testing.T) {
 	dev := e.InsertDevice(apptest.DeviceRow{PartnerID: o.mine.PartnerID, OrgID: o.mine.OrgID, SiteID: o.mine.SiteID, Hostname: "ws-a"})
 	theirDev := e.InsertDevice(apptest.DeviceRow{PartnerID: o.them.PartnerID, OrgID: o.them.OrgID, SiteID: o.them.SiteID, Hostname: "ws-x"})
 	const wall = "2006-01-02T15:04:05"
-	start := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+	// Tomorrow at 10:00: the window never crosses midnight, whose end the list would show with its date.
+	start := time.Now().UTC().Truncate(24*time.Hour).Add(34 * time.Hour)
 	window := func(name string) map[string]any {
 		return map[string]any{"name": name, "startTime": start.Format(wall), "endTime": start.Add(2 * time.Hour).Format(wall),
 			"timezone": "UTC", "recurrence": "once", "targets": map[string]any{"type": "all"}}
