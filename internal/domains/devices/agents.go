@@ -96,7 +96,9 @@ func validateEnroll(req *agentproto.EnrollRequest) error {
 }
 
 // Enroll turns a valid enrollment key into a device (or claims the provisioned device the
-// key was minted for) and returns the agent's credentials, shown this once.
+// key was minted for) and returns the agent's credentials, shown this once. The device stays
+// pending, never seen, until its agent reports: the installer enrolling it says nothing of
+// whether the agent runs.
 func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (agentproto.EnrollResponse, error) {
 	cleanEnroll(&req)
 	if err := validateEnroll(&req); err != nil {
@@ -118,9 +120,9 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 		if id != "" {
 			res, err := tx.ExecContext(ctx, `UPDATE devices SET hostname = $1, os_type = $2, os_version = $3, architecture = $4,
 				agent_version = $5, agent_token_hash = $6, watchdog_token_hash = $7, status = $8, enrolled_at = $9,
-				last_seen_at = $9, updated_at = $9, enrollment_key_id = $10 WHERE id = $11 AND enrolled_at IS NULL
+				updated_at = $9, enrollment_key_id = $10 WHERE id = $11 AND enrolled_at IS NULL
 				AND decommissioned_at IS NULL`, req.Hostname, req.OSType, req.OSVersion, req.Architecture, req.AgentVersion,
-				secrets.Hash(agentToken), secrets.Hash(watchdogToken), StatusOnline, now, key.KeyID, id)
+				secrets.Hash(agentToken), secrets.Hash(watchdogToken), StatusPending, now, key.KeyID, id)
 			if err != nil {
 				return err
 			}
@@ -139,9 +141,9 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 			id = store.NewID()
 			_, err = tx.ExecContext(ctx, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type,
 				os_version, architecture, agent_version, manufacturer, model, serial_number, cpu_model, cpu_cores, memory_bytes,
-				agent_token_hash, watchdog_token_hash, enrollment_key_id, created_at, updated_at, enrolled_at, last_seen_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20, $20, $20)`,
-				id, key.PartnerID, key.OrgID, siteID, req.Hostname, StatusOnline, req.OSType, req.OSVersion, req.Architecture,
+				agent_token_hash, watchdog_token_hash, enrollment_key_id, created_at, updated_at, enrolled_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20, $20)`,
+				id, key.PartnerID, key.OrgID, siteID, req.Hostname, StatusPending, req.OSType, req.OSVersion, req.Architecture,
 				req.AgentVersion, hw.Manufacturer, hw.Model, hw.SerialNumber, hw.CPUModel, hw.CPUCores, int64(hw.MemoryBytes),
 				secrets.Hash(agentToken), secrets.Hash(watchdogToken), key.KeyID, now)
 			if err != nil {

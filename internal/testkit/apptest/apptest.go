@@ -382,9 +382,10 @@ func (e *Env) InsertDevice(d DeviceRow) string {
 }
 
 // EnrollAgent enrolls an agent of a Linux machine named hostname in the tenant's organization,
-// with a single-use enrollment key and its secret as an installer would, and returns what the
-// agent receives. The device is online from then on, reporting (as far as the server knows)
-// over HTTP until its live channel is dialled (DialAgent).
+// with a single-use enrollment key and its secret as an installer would, and has the agent
+// report once over HTTP, as it does when it starts; it returns what the agent receives. The
+// device is online from then on, reporting (as far as the server knows) over HTTP only until
+// its live channel is dialled (DialAgent).
 func (e *Env) EnrollAgent(ten Tenant, hostname string) agentproto.EnrollResponse {
 	e.T.Helper()
 	var k struct {
@@ -397,6 +398,7 @@ func (e *Env) EnrollAgent(ten Tenant, hostname string) agentproto.EnrollResponse
 	e.Must(http.StatusCreated, Anonymous, "POST", "/api/v1"+agentproto.PathEnroll, agentproto.EnrollRequest{EnrollmentKey: k.Key,
 		EnrollmentSecret: k.Secret, Hostname: hostname, OSType: agentproto.OSLinux, OSVersion: "12", Architecture: "amd64",
 		AgentVersion: "1.0.0"}).JSON(e.T, &r)
+	e.Must(http.StatusOK, Bearer(r.AuthToken), "POST", "/api/v1/agents/"+r.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
 	return r
 }
 
