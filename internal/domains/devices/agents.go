@@ -295,12 +295,13 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 				now, a.DeviceID, CommandQueued, callQueued).Scan(&waiting)
 		} else {
 			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
-				uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL
+				uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL,
+				live_channel = $10
 				WHERE id = $7
 				RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
 					OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
-				now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued).
-				Scan(&waiting)
+				now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued,
+				store.NullIfEmpty(hb.LiveChannel)).Scan(&waiting)
 		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -326,6 +327,23 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		return false, fmt.Errorf("record the heartbeat of device %s: %w", a.DeviceID, err)
 	}
 	return waiting, nil
+}
+
+// LiveChannelComing reports whether the online device's agent said, in its last heartbeat, that
+// its live channel is up or being opened: a request that needs the channel, not finding it,
+// may then wait a moment for it. An agent that said nothing, or that the channel is down, is
+// not waited for.
+func (s *Service) LiveChannelComing(ctx context.Context, deviceID string) (bool, error) {
+	var state sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT live_channel FROM devices WHERE id = $1 AND status = $2 AND decommissioned_at IS NULL`,
+		deviceID, StatusOnline).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the live channel state of device %s: %w", deviceID, err)
+	}
+	return state.String == agentproto.LiveChannelUp || state.String == agentproto.LiveChannelConnecting, nil
 }
 
 // Bounds of a heartbeat's own sample time.
