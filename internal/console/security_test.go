@@ -92,7 +92,8 @@ func TestSecurityPages(t *testing.T) {
 	v.signIn("acme-org@gale.test", apptest.UserPassword)
 	must(t, v.get("/"), http.StatusOK, `href="/security"`, `href="/vulnerabilities"`)
 	must(t, v.get("/devices/"+dev), http.StatusOK, `href="/devices/`+dev+`/security"`)
-	must(t, v.get("/devices/"+dev+"/security"), http.StatusOK, "<h1>Security</h1>", "Status pending", "Scan now", "No scan yet")
+	must(t, v.get("/devices/"+dev+"/security"), http.StatusOK, "<h1>Security</h1>", "Status pending", "this one by <time", "Scan now",
+		"No scan yet")
 	must(t, v.get("/security"), http.StatusOK, "No security report yet", "Security score")
 
 	// Scan now: the API's scan, shown queued, the page asking again until the agent answers.

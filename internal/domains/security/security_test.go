@@ -135,8 +135,8 @@ func TestSecurity(t *testing.T) {
 			!st.RealTimeProtection || st.Hostname != "web-1" || st.Details.Firewall.Rules != 12 {
 			t.Fatalf("status = %+v", st)
 		}
-		if st.Score != 100 || st.RiskBand != "low" {
-			t.Fatalf("score = %d %s, want 100 low", st.Score, st.RiskBand)
+		if st.Score == nil || *st.Score != 100 || st.RiskBand == nil || *st.RiskBand != "low" {
+			t.Fatalf("score = %v %v, want 100 low", st.Score, st.RiskBand)
 		}
 		var list struct {
 			Data []security.SecurityDeviceStatus
@@ -501,4 +501,64 @@ func TestSecurity(t *testing.T) {
 			t.Fatalf("state of an offline device = %s", st.State)
 		}
 	})
+}
+
+// A device whose agent has not reported its security status yet answers 200 pending, with when
+// the status job asks for it; once asked, requestedAt is set; the agent's answer makes it a
+// judged status with the time of the next collection. A device that cannot be asked (offline,
+// not Linux) is pending without a time; a decommissioned one, or one of another tenant, is 404.
+func TestStatusIsPendingUntilTheFirstCollection(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.a
+	dev := f.device(a, "web-1")
+	const interval = 6 * time.Hour
+	within := func(got *time.Time, from, to time.Time) bool {
+		return got != nil && !got.Before(from.Add(-time.Second)) && !got.After(to.Add(time.Second))
+	}
+
+	before := time.Now()
+	st := f.status(a.Org, dev)
+	if st.State != security.StatePending || st.DeviceID != dev || st.Hostname != "web-1" || st.CollectedAt != nil || st.Score != nil ||
+		st.RiskBand != nil || st.Details != nil || st.RequestedAt != nil ||
+		!within(st.NextCollectionAt, before, time.Now().Add(security.RefreshEvery)) {
+		t.Fatalf("status before any collection = %+v", st)
+	}
+	var raw map[string]any
+	f.e.Must(http.StatusOK, a.Org, "GET", api+"/security/status/"+dev, nil).JSON(t, &raw)
+	for _, k := range []string{"collectedAt", "score", "riskBand", "details", "requestedAt"} {
+		if v, ok := raw[k]; !ok || v != nil {
+			t.Errorf("pending status: %s = %v, want null", k, v)
+		}
+	}
+
+	if err := f.s.RefreshStatuses(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st = f.status(a.Org, dev)
+	if st.State != security.StatePending || st.RequestedAt == nil || st.RequestedAt.Before(before.Add(-time.Second)) ||
+		!within(st.NextCollectionAt, st.RequestedAt.Add(interval), st.RequestedAt.Add(interval+security.RefreshEvery)) {
+		t.Fatalf("status asked for, not answered yet = %+v", st)
+	}
+
+	for _, c := range f.pending(dev, agentproto.CommandSecurityStatus) {
+		f.result(a, dev, c, agentproto.ResultCompleted, healthy())
+	}
+	st = f.status(a.Org, dev)
+	if st.State != security.StateProtected || st.CollectedAt == nil || st.Score == nil || st.RiskBand == nil || st.Details == nil ||
+		!within(st.NextCollectionAt, st.CollectedAt.Add(interval), st.CollectedAt.Add(interval+security.RefreshEvery)) {
+		t.Fatalf("status once collected = %+v", st)
+	}
+
+	for _, d := range []apptest.DeviceRow{{Hostname: "asleep", Status: "offline"}, {Hostname: "win-1", OSType: "windows", OSName: "Windows"}} {
+		d.PartnerID, d.OrgID, d.SiteID = a.PartnerID, a.OrgID, a.SiteID
+		id := f.e.InsertDevice(d)
+		if st := f.status(a.Org, id); st.State != security.StatePending || st.NextCollectionAt != nil {
+			t.Fatalf("status of %s, which cannot be asked = %+v", d.Hostname, st)
+		}
+	}
+	f.e.Must(http.StatusNotFound, f.b.Partner, "GET", api+"/security/status/"+dev, nil)
+	gone := f.device(a, "gone-1")
+	f.e.Must(http.StatusNoContent, a.Partner, "DELETE", api+"/devices/"+gone, nil)
+	f.e.Must(http.StatusNotFound, a.Partner, "GET", api+"/security/status/"+gone, nil)
 }
