@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"gale/internal/app"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/security"
@@ -561,4 +563,65 @@ func TestStatusIsPendingUntilTheFirstCollection(t *testing.T) {
 	gone := f.device(a, "gone-1")
 	f.e.Must(http.StatusNoContent, a.Partner, "DELETE", api+"/devices/"+gone, nil)
 	f.e.Must(http.StatusNotFound, a.Partner, "GET", api+"/security/status/"+gone, nil)
+}
+
+// While a scan runs, its record shows how many files the agent has looked at, as the agent
+// reports over its live channel; the count only grows, only the scan's own device moves it, and
+// the result's count is final.
+func TestARunningScanShowsItsProgress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dev := f.e.EnrollAgent(f.a, "scan-1")
+	ws, ctx := f.e.DialAgent(dev.AuthToken)
+	other := f.e.EnrollAgent(f.b, "scan-2")
+	otherWS, otherCtx := f.e.DialAgent(other.AuthToken)
+	var x security.SecurityScanRun
+	f.e.Must(http.StatusAccepted, f.a.Partner, "POST", api+"/security/scan/"+dev.DeviceID, map[string]any{"scanType": "full"}).JSON(t, &x)
+	scan := func() security.SecurityScanRun {
+		var out struct{ Data []security.SecurityScanRun }
+		f.e.Must(http.StatusOK, f.a.Org, "GET", api+"/security/scans/"+dev.DeviceID, nil).JSON(t, &out)
+		if len(out.Data) != 1 {
+			t.Fatalf("scans = %+v", out.Data)
+		}
+		return out.Data[0]
+	}
+	progress := func(files int) agentproto.Message {
+		raw, _ := json.Marshal(agentproto.SecurityScanProgress{CommandID: x.CommandID, FilesScanned: files})
+		return agentproto.Message{Type: agentproto.TypeSecurityScanProgress, Payload: raw}
+	}
+	// Another tenant's agent naming the scan's command changes nothing.
+	sendSynced(t, otherCtx, otherWS, progress(1000))
+	sendSynced(t, ctx, ws, progress(42), progress(10))
+	if got := scan(); got.Status != security.ScanRunning || got.FilesScanned != 42 {
+		t.Fatalf("scan while the agent reports progress = %+v", got)
+	}
+	f.result(f.a, dev.DeviceID, x.CommandID, agentproto.ResultCompleted, agentproto.SecurityScanResult{Engine: "builtin", FilesScanned: 50,
+		Threats: []agentproto.FoundThreat{}})
+	sendSynced(t, ctx, ws, progress(60))
+	if got := scan(); got.Status != security.ScanCompleted || got.FilesScanned != 50 {
+		t.Fatalf("scan once the agent answered = %+v", got)
+	}
+}
+
+// sendSynced sends msgs on an agent's live channel, then a heartbeat, and waits for its
+// acknowledgement: the server handles an agent's messages in order, so they were handled.
+func sendSynced(t *testing.T, ctx context.Context, ws *websocket.Conn, msgs ...agentproto.Message) {
+	t.Helper()
+	hb, _ := json.Marshal(agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	for _, m := range append(msgs, agentproto.Message{ID: "sync", Type: agentproto.TypeHeartbeat, Payload: hb}) {
+		raw, _ := json.Marshal(m)
+		if err := ws.Write(ctx, websocket.MessageText, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m agentproto.Message
+		if json.Unmarshal(data, &m) == nil && m.Type == agentproto.TypeHeartbeatAck && m.ID == "sync" {
+			return
+		}
+	}
 }
