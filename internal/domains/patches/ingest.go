@@ -401,11 +401,11 @@ func (s *Service) finishJob(ctx context.Context, tx *sql.Tx, jobID string) error
 }
 
 // jobDeviceStatus is a job device's state as shown: queued work whose command the agent took
-// (joined by jobDeviceCommand) is running.
-const (
-	jobDeviceStatus  = `CASE WHEN c.status = '` + devices.CommandSent + `' THEN '` + JobDeviceRunning + `' ELSE jd.status END`
-	jobDeviceCommand = ` LEFT JOIN device_commands c ON c.id = jd.command_id AND jd.status = '` + JobDeviceQueued + `'`
-)
+// is running. jobDeviceCommand joins the command of queued work only: the rest of a job's
+// devices, most of them once it ran, cost no lookup.
+const jobDeviceStatus = `CASE WHEN c.status = '` + devices.CommandSent + `' THEN '` + JobDeviceRunning + `' ELSE jd.status END`
+
+var jobDeviceCommand = devices.CommandLeftJoin(`CASE WHEN jd.status = '` + JobDeviceQueued + `' THEN jd.command_id END`)
 
 // jobTotals counts a job's devices by state.
 func jobTotals(ctx context.Context, q store.Querier, jobID string) (PatchJobTotals, error) {
