@@ -62,6 +62,10 @@ const (
 	// requestTimeout bounds the agent's small HTTP requests, so an unreachable server does not
 	// hold a heartbeat for the client's whole timeout.
 	requestTimeout = 20 * time.Second
+	// connectingWithin is how soon the next attempt at the live channel must be for the
+	// heartbeats to say the agent is connecting it (a server waits that long for it); a later
+	// one, or a refused token, says it is down.
+	connectingWithin = 5 * time.Second
 )
 
 // Kinds of kept messages in the outbox.
@@ -86,8 +90,10 @@ type runner struct {
 	ctx  context.Context
 	stop context.CancelCauseFunc
 
-	mu   sync.Mutex // guards cfg once running, and live
+	mu   sync.Mutex // guards cfg once running, live and channel
 	live *session   // the connected session, once the server welcomed it
+	// channel is what heartbeats sent over HTTP say of the live channel: connecting or down.
+	channel string
 
 	beatNow  chan struct{}
 	flushNow chan struct{}
@@ -119,7 +125,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	defer stop(nil)
 	r := &runner{opts: o, cfg: cfg, log: o.Logger.With("deviceId", cfg.DeviceID), http: newClient(cfg.Server, cfg.AuthToken),
 		box: box, ctx: ctx, stop: stop, beatNow: make(chan struct{}, 1), flushNow: make(chan struct{}, 1),
-		dialNow: make(chan struct{}, 1)}
+		dialNow: make(chan struct{}, 1), channel: agentproto.LiveChannelConnecting}
 	cmds, err := openCommands(CommandsPath(o.ConfigPath))
 	if err != nil {
 		r.log.Error("could not read the commands cancelled or ended before; starting without them", "error", err)
@@ -163,14 +169,19 @@ func (r *runner) connectLoop(ctx context.Context) {
 			refusedWait.reset()
 		}
 		var d time.Duration
+		state := agentproto.LiveChannelConnecting
 		if refused(err) {
-			d = refusedWait.next()
+			d, state = refusedWait.next(), agentproto.LiveChannelDown
 			r.log.Error("the server refuses this agent's token; still retrying (only the server's decommissioning stops the agent)",
 				"error", err, "in", d.Round(time.Millisecond))
 		} else {
 			d = wait.next()
 			r.log.Warn("live channel down; reconnecting", "error", err, "in", d.Round(time.Millisecond))
 		}
+		if d > connectingWithin {
+			state = agentproto.LiveChannelDown
+		}
+		r.setChannel(state)
 		select {
 		case <-r.dialNow:
 			r.log.Info("the server took a heartbeat over HTTP; reconnecting now")
@@ -309,13 +320,16 @@ func (r *runner) reportLoop(ctx context.Context) {
 }
 
 // deliverHeartbeat sends hb on the live channel, else over HTTP; a sample neither takes is
-// kept, with its time, so the metrics history has no gap.
+// kept, with its time, so the metrics history has no gap. Each says what it knows of the live
+// channel, so that the server waits a moment for a channel that is coming.
 func (r *runner) deliverHeartbeat(ctx context.Context, hb agentproto.Heartbeat, sampledAt time.Time) {
 	if s := r.liveSession(); s != nil {
+		hb.LiveChannel = agentproto.LiveChannelUp
 		if err := s.heartbeat(hb); err == nil {
 			return
 		}
 	}
+	hb.LiveChannel = r.channelState()
 	err := r.httpHeartbeat(ctx, hb)
 	if err == nil || r.retiredBy(err) || ctx.Err() != nil || hb.Metrics == nil || permanent(err) {
 		return
@@ -417,6 +431,19 @@ func (r *runner) setLive(s *session, live bool) {
 	} else if r.live == s {
 		r.live = nil
 	}
+}
+
+// channelState is what a heartbeat sent over HTTP says of the live channel.
+func (r *runner) channelState() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.channel
+}
+
+func (r *runner) setChannel(state string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.channel = state
 }
 
 // pendingReboot reports the Debian/Ubuntu flag file that package upgrades leave behind.

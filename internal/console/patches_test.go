@@ -206,6 +206,11 @@ func TestPatchPages(t *testing.T) {
 		t.Fatalf("the install job: %+v", job)
 	}
 	must(t, v.get(inst.location), http.StatusOK, `id="patch-job"`, "Install", "running", `hx-trigger="every 4s"`)
+	must(t, v.get("/patches/jobs/"+jobID), http.StatusOK, "1 queued")
+	if _, err := app.Service[*devices.Service](w.e.App).TakeQueued(context.Background(), w.dev); err != nil {
+		t.Fatal(err)
+	}
+	must(t, v.get("/patches/jobs/"+jobID), http.StatusOK, "1 running on their agents")
 
 	// Scan now: a scan job, its panel following it.
 	scan := v.post("/devices/"+w.dev+"/patches/scan", url.Values{"csrf": {v.csrf}, "source": {"linux"}})

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"gale/internal/domains/devices"
 	"gale/internal/domains/security"
@@ -62,8 +63,10 @@ type fleetSecurity struct {
 type deviceSecurity struct {
 	DeviceID, Device string
 	Online           bool
-	// Status is nil until the agent reported one: the page says it is pending.
-	Status *security.SecurityStatusDetail
+	// Status is nil until the agent reported one: the page says it is pending, and when
+	// Gale asks for it (NextCollection, nil while the device cannot be asked).
+	Status         *security.SecurityStatusDetail
+	NextCollection *time.Time
 	// ExposedPorts are the listening ports bound beyond the loopback.
 	ExposedPorts []agentproto.ListeningPort
 	Posture      *security.SecurityPosture
@@ -213,6 +216,8 @@ func (c *Console) renderDeviceSecurity(w http.ResponseWriter, r *http.Request, d
 		Self: "/devices/" + d.ID + "/security"}
 	st, err := c.Security.GetStatus(ctx, d.ID)
 	switch {
+	case err == nil && st.State == security.StatePending:
+		pg.NextCollection = st.NextCollectionAt
 	case err == nil:
 		pg.Status = &st
 		for _, p := range st.Details.ListeningPorts {
@@ -236,7 +241,7 @@ func (c *Console) renderDeviceSecurity(w http.ResponseWriter, r *http.Request, d
 			}
 		}
 	case apperr.IsCode(err, apperr.CodeNotFound):
-		// The device is in scope: its agent has not reported a status yet.
+		// The device in scope was decommissioned: it has no status.
 	default:
 		return err
 	}

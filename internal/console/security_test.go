@@ -92,7 +92,8 @@ func TestSecurityPages(t *testing.T) {
 	v.signIn("acme-org@gale.test", apptest.UserPassword)
 	must(t, v.get("/"), http.StatusOK, `href="/security"`, `href="/vulnerabilities"`)
 	must(t, v.get("/devices/"+dev), http.StatusOK, `href="/devices/`+dev+`/security"`)
-	must(t, v.get("/devices/"+dev+"/security"), http.StatusOK, "<h1>Security</h1>", "Status pending", "Scan now", "No scan yet")
+	must(t, v.get("/devices/"+dev+"/security"), http.StatusOK, "<h1>Security</h1>", "Status pending", "this one by <time", "Scan now",
+		"No scan yet")
 	must(t, v.get("/security"), http.StatusOK, "No security report yet", "Security score")
 
 	// Scan now: the API's scan, shown queued, the page asking again until the agent answers.
@@ -181,6 +182,17 @@ func TestSecurityPages(t *testing.T) {
 	if got := threatsOf(t, e, ten.Org, dev)[0]; got.PendingAction == nil || *got.PendingAction != agentproto.ThreatRestore {
 		t.Fatalf("threat after the restore = %+v", got)
 	}
+
+	// A scan the agent holds shows how many files it has looked at so far.
+	var x security.SecurityScanRun
+	e.Must(http.StatusAccepted, ten.Org, "POST", "/api/v1/security/scan/"+dev, map[string]any{"scanType": "full"}).JSON(t, &x)
+	if _, err := e.App.DB.SQL.Exec(`UPDATE device_commands SET status = 'sent' WHERE id = $1`, x.CommandID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.App.DB.SQL.Exec(`UPDATE security_scans SET files_scanned = 1234 WHERE id = $1`, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	must(t, v.get("/devices/"+dev+"/security"), http.StatusOK, `1234 <span class="muted small">so far</span>`)
 
 	// Another organization's device and threat answer as missing ones, on every route.
 	foreign := e.InsertDevice(apptest.DeviceRow{PartnerID: other.PartnerID, OrgID: other.OrgID, SiteID: other.SiteID, Hostname: "theirs-sec", OSVersion: "12"})

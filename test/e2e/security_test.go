@@ -78,9 +78,9 @@ func TestSecurityOnARealAgent(t *testing.T) {
 	t.Run("status is the host's", func(t *testing.T) {
 		var st security.SecurityStatusDetail
 		waitFor(t, 60*time.Second, "security status", func() bool {
-			return node.Do(admin, "GET", "/api/v1/security/status/"+agent.deviceID, nil).Status == http.StatusOK
+			node.Must(http.StatusOK, admin, "GET", "/api/v1/security/status/"+agent.deviceID, nil).JSON(t, &st)
+			return st.State != security.StatePending
 		})
-		node.Must(http.StatusOK, admin, "GET", "/api/v1/security/status/"+agent.deviceID, nil).JSON(t, &st)
 		// Firewall: what nft lists (or ufw's own configuration) decides.
 		ufw, _ := os.ReadFile("/etc/ufw/ufw.conf")
 		if _, err := exec.LookPath("nft"); err != nil && !strings.Contains(string(ufw), "ENABLED=yes") {

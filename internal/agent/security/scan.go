@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gale/internal/wire/agentproto"
 )
@@ -59,8 +60,9 @@ func scanPaths(p agentproto.SecurityScan) ([]string, error) {
 }
 
 // Scan looks for threats: with ClamAV's clamscan when it is installed, else with the built-in
-// signatures (the EICAR test file).
-func (c *Collector) Scan(ctx context.Context, p agentproto.SecurityScan) (agentproto.SecurityScanResult, error) {
+// signatures (the EICAR test file). The built-in scan tells progress (when not nil) how many
+// files it has looked at, every Options.ProgressEvery.
+func (c *Collector) Scan(ctx context.Context, p agentproto.SecurityScan, progress func(filesScanned int)) (agentproto.SecurityScanResult, error) {
 	paths, err := scanPaths(p)
 	if err != nil {
 		return agentproto.SecurityScanResult{}, err
@@ -68,11 +70,15 @@ func (c *Collector) Scan(ctx context.Context, p agentproto.SecurityScan) (agentp
 	if _, err := os.Stat(c.path("usr/bin/clamscan")); err == nil && c.o.Root == "/" {
 		return c.clamscan(ctx, paths)
 	}
-	return c.builtinScan(ctx, paths)
+	if progress == nil {
+		progress = func(int) {}
+	}
+	return c.builtinScan(ctx, paths, progress)
 }
 
-func (c *Collector) builtinScan(ctx context.Context, paths []string) (agentproto.SecurityScanResult, error) {
+func (c *Collector) builtinScan(ctx context.Context, paths []string, progress func(int)) (agentproto.SecurityScanResult, error) {
 	res := agentproto.SecurityScanResult{Engine: "builtin", Threats: []agentproto.FoundThreat{}}
+	reported := time.Now()
 	for _, root := range paths {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -97,6 +103,10 @@ func (c *Collector) builtinScan(ctx context.Context, paths []string) (agentproto
 			res.FilesScanned++
 			if t, ok := matchEICAR(path); ok {
 				res.Threats = append(res.Threats, t)
+			}
+			if time.Since(reported) >= c.o.ProgressEvery {
+				reported = time.Now()
+				progress(res.FilesScanned)
 			}
 			return nil
 		})

@@ -5,16 +5,19 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"gale/internal/agent/capability"
 	"gale/internal/wire/agentproto"
 )
 
@@ -192,7 +195,7 @@ func TestScanAndQuarantine(t *testing.T) {
 	write(t, dir, "clean.txt", "hello")
 	write(t, dir, "long.txt", eicar+strings.Repeat("x", 100))
 	c := New(Options{Root: t.TempDir(), QuarantineDir: q})
-	res, err := c.Scan(context.Background(), agentproto.SecurityScan{ScanType: agentproto.ScanCustom, Paths: []string{dir}})
+	res, err := c.Scan(context.Background(), agentproto.SecurityScan{ScanType: agentproto.ScanCustom, Paths: []string{dir}}, nil)
 	if err != nil || res.Engine != "builtin" || res.FilesScanned != 3 || len(res.Threats) != 1 {
 		t.Fatalf("scan %+v %v", res, err)
 	}
@@ -202,7 +205,7 @@ func TestScanAndQuarantine(t *testing.T) {
 		t.Fatalf("threat %+v", th)
 	}
 	for _, bad := range []agentproto.SecurityScan{{ScanType: "deep"}, {ScanType: agentproto.ScanCustom}, {ScanType: agentproto.ScanCustom, Paths: []string{"relative"}}} {
-		if _, err := c.Scan(context.Background(), bad); err == nil {
+		if _, err := c.Scan(context.Background(), bad, nil); err == nil {
 			t.Errorf("scan %+v accepted", bad)
 		}
 	}
@@ -223,7 +226,7 @@ func TestScanAndQuarantine(t *testing.T) {
 	if info, err := os.Stat(q); err != nil || info.Mode().Perm() != 0o700 {
 		t.Fatalf("quarantine directory %v %v", info.Mode(), err)
 	}
-	if res, _ := c.Scan(context.Background(), agentproto.SecurityScan{ScanType: agentproto.ScanCustom, Paths: []string{dir}}); len(res.Threats) != 0 {
+	if res, _ := c.Scan(context.Background(), agentproto.SecurityScan{ScanType: agentproto.ScanCustom, Paths: []string{dir}}, nil); len(res.Threats) != 0 {
 		t.Fatalf("found again after the quarantine: %+v", res.Threats)
 	}
 	if r, err := act(agentproto.ThreatRestore, th.SHA256); err != nil || r.Location != eicarPath {
@@ -249,5 +252,39 @@ func TestScanAndQuarantine(t *testing.T) {
 	}
 	if _, err := c.Act(agentproto.ThreatAction{Action: agentproto.ThreatRemove, FilePath: "relative", SHA256: th.SHA256}); err == nil {
 		t.Fatal("a relative path was accepted")
+	}
+}
+
+// A running scan reports over the live channel how many files it has looked at so far, naming
+// its command, and its result the final count.
+func TestAScanReportsItsProgress(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("security commands run on Linux only")
+	}
+	dir := t.TempDir()
+	for i := range 5 {
+		write(t, dir, fmt.Sprintf("f%d.txt", i), "hello")
+	}
+	reg := capability.New()
+	New(Options{Root: t.TempDir(), QuarantineDir: filepath.Join(t.TempDir(), "q"), ProgressEvery: time.Nanosecond}).Register(reg)
+	var sent []agentproto.SecurityScanProgress
+	reg.Start(context.Background(), capability.Host{Send: func(typ string, payload any) {
+		if p, ok := payload.(agentproto.SecurityScanProgress); ok && typ == agentproto.TypeSecurityScanProgress {
+			sent = append(sent, p)
+		}
+	}})
+	payload, _ := json.Marshal(agentproto.SecurityScan{ScanType: agentproto.ScanCustom, Paths: []string{dir}})
+	res := reg.RunCommand(context.Background(), agentproto.Command{ID: "c1", Type: agentproto.CommandSecurityScan, Payload: payload})
+	var out agentproto.SecurityScanResult
+	if res.Status != agentproto.ResultCompleted || json.Unmarshal(res.Result, &out) != nil || out.FilesScanned != 5 {
+		t.Fatalf("scan = %+v", res)
+	}
+	if len(sent) == 0 {
+		t.Fatal("the scan reported no progress")
+	}
+	for i, p := range sent {
+		if p.CommandID != "c1" || p.FilesScanned < 1 || p.FilesScanned > 5 || (i > 0 && p.FilesScanned <= sent[i-1].FilesScanned) {
+			t.Fatalf("progress reports = %+v", sent)
+		}
 	}
 }

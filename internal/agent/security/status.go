@@ -35,6 +35,9 @@ type Options struct {
 	Command func(ctx context.Context, name string, args ...string) ([]byte, error)
 	// QuarantineDir holds quarantined files; "" is /var/lib/gale-agent/quarantine.
 	QuarantineDir string
+	// ProgressEvery is how often a running scan reports how many files it looked at; zero is
+	// once a second.
+	ProgressEvery time.Duration
 }
 
 // Collector reads a machine's security state.
@@ -53,6 +56,9 @@ func New(o Options) *Collector {
 	}
 	if o.QuarantineDir == "" {
 		o.QuarantineDir = "/var/lib/gale-agent/quarantine"
+	}
+	if o.ProgressEvery <= 0 {
+		o.ProgressEvery = time.Second
 	}
 	return &Collector{o: o}
 }

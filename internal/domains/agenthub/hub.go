@@ -52,6 +52,9 @@ type Options struct {
 	// Nodes records which agents this node holds and finds the holder of the others, so that
 	// streams reach agents held by other nodes. Nil: this node reaches only its own agents.
 	Nodes *nodes.Registry
+	// ChannelWait is how long AwaitLiveChannel waits for the live channel of an agent that
+	// reported it is opening it; zero does not wait.
+	ChannelWait time.Duration
 }
 
 // The hub's bus channels.
@@ -70,6 +73,8 @@ type Hub struct {
 
 	mu    sync.Mutex
 	conns map[string]*conn
+	// watchers are the requests waiting for a device's connection to register (AwaitLiveChannel).
+	watchers map[string]*watcher
 
 	waiters sync.Map // call ID → chan struct{}
 
@@ -86,6 +91,14 @@ type Hub struct {
 
 	heartbeatSeconds prometheus.Histogram
 	connections      prometheus.Gauge
+	channelWaits     prometheus.Gauge
+}
+
+// watcher is closed once a connection of its device registers on this node; n requests wait
+// on it.
+type watcher struct {
+	registered chan struct{}
+	n          int
 }
 
 // MessageHandler handles one type of message agents send over their live channel; it runs on
@@ -144,15 +157,17 @@ func New(d Deps, opts Options) *Hub {
 	if opts.Workers <= 0 {
 		opts.Workers = 8
 	}
-	h := &Hub{devices: d.Devices, bus: d.Bus, logger: d.Logger, opts: opts, conns: map[string]*conn{}, handlers: map[string]MessageHandler{},
-		work: make(chan func()), urgent: make(chan func()), quit: make(chan struct{}),
+	h := &Hub{devices: d.Devices, bus: d.Bus, logger: d.Logger, opts: opts, conns: map[string]*conn{}, watchers: map[string]*watcher{},
+		handlers: map[string]MessageHandler{}, work: make(chan func()), urgent: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
 			Help: "Agent WebSocket connections held by this node."}),
+		channelWaits: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_channel_waits",
+			Help: "Requests on this node waiting for an agent to open its live channel."}),
 	}
 	if d.Metrics != nil {
-		d.Metrics.MustRegister(h.heartbeatSeconds, h.connections)
+		d.Metrics.MustRegister(h.heartbeatSeconds, h.connections, h.channelWaits)
 	}
 	for range opts.Workers {
 		go h.worker()
@@ -270,6 +285,86 @@ func (h *Hub) LiveChannel(ctx context.Context, deviceID string) (bool, error) {
 	return holder.ID != reg.Self().ID, nil
 }
 
+// Reach says whether a device's agent can take calls and streams now.
+type Reach int
+
+const (
+	// Reachable: its live channel is up, on this node or another.
+	Reachable Reach = iota
+	// Connecting: its agent reported that it is opening its live channel, which did not come
+	// up within the wait.
+	Connecting
+	// HTTPOnly: its agent reports over HTTP heartbeats only: it said its channel is down, or
+	// said nothing of one.
+	HTTPOnly
+)
+
+// channelPoll is how often AwaitLiveChannel looks for a channel another node registered.
+const channelPoll = 250 * time.Millisecond
+
+// AwaitLiveChannel is LiveChannel for a request that needs the channel now. When the channel
+// is not up but the device's agent reported that it is opening it (it has just started, or
+// lost its channel a moment ago), it waits up to Options.ChannelWait for the channel to come
+// up on any node. It holds no transaction and no lock while it waits: a connection registering
+// on this node ends the wait at once, one on another node is seen within channelPoll.
+func (h *Hub) AwaitLiveChannel(ctx context.Context, deviceID string) (Reach, error) {
+	w := h.watch(deviceID)
+	defer h.unwatch(deviceID, w)
+	live, err := h.LiveChannel(ctx, deviceID)
+	if err != nil || live {
+		return Reachable, err
+	}
+	coming, err := h.devices.LiveChannelComing(ctx, deviceID)
+	if err != nil || !coming {
+		return HTTPOnly, err
+	}
+	if h.opts.ChannelWait <= 0 {
+		return Connecting, nil
+	}
+	h.channelWaits.Inc()
+	defer h.channelWaits.Dec()
+	deadline := time.NewTimer(h.opts.ChannelWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(channelPoll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-w.registered:
+			return Reachable, nil
+		case <-poll.C:
+		case <-deadline.C:
+			return Connecting, nil
+		case <-ctx.Done():
+			return Connecting, ctx.Err()
+		}
+		if live, err := h.LiveChannel(ctx, deviceID); err != nil || live {
+			return Reachable, err
+		}
+	}
+}
+
+// watch has the next registration of a connection of the device close the watcher it returns;
+// it is taken before the first look, so a registration in between is not missed.
+func (h *Hub) watch(deviceID string) *watcher {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.watchers[deviceID]
+	if w == nil {
+		w = &watcher{registered: make(chan struct{})}
+		h.watchers[deviceID] = w
+	}
+	w.n++
+	return w
+}
+
+func (h *Hub) unwatch(deviceID string, w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if w.n--; w.n == 0 && h.watchers[deviceID] == w {
+		delete(h.watchers, deviceID)
+	}
+}
+
 func (h *Hub) conn(deviceID string) *conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -281,7 +376,12 @@ func (h *Hub) register(c *conn) {
 	h.mu.Lock()
 	old := h.conns[c.agent.DeviceID]
 	h.conns[c.agent.DeviceID] = c
+	w := h.watchers[c.agent.DeviceID]
+	delete(h.watchers, c.agent.DeviceID)
 	h.mu.Unlock()
+	if w != nil {
+		close(w.registered)
+	}
 	h.connections.Inc()
 	if old != nil {
 		old.close(websocket.StatusPolicyViolation, "replaced by a newer connection of the same agent")

@@ -22,7 +22,8 @@ var Module = module.Module{Name: "agenthub", Build: func(k *module.Kernel) error
 	}
 	reg := nodes.New(k.DB, nodes.Options{Address: address, Key: nodes.Key(k.Config.NodeSecret, k.Config.JWTSecret), Logger: k.Logger})
 	h := New(Deps{Devices: dev, Bus: k.Bus, Logger: k.Logger, Metrics: k.HTTP.Registry()},
-		Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.Conns, Nodes: reg})
+		Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.Conns, Nodes: reg,
+			ChannelWait: k.Config.AgentChannelWait})
 	k.Declare(devices.Notifier(h))
 	k.Declare(Message{Type: agentproto.TypeCommandOutput, Handle: func(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
 		var o agentproto.CommandOutput

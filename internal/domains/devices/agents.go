@@ -96,7 +96,9 @@ func validateEnroll(req *agentproto.EnrollRequest) error {
 }
 
 // Enroll turns a valid enrollment key into a device (or claims the provisioned device the
-// key was minted for) and returns the agent's credentials, shown this once.
+// key was minted for) and returns the agent's credentials, shown this once. The device stays
+// pending, never seen, until its agent reports: the installer enrolling it says nothing of
+// whether the agent runs.
 func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (agentproto.EnrollResponse, error) {
 	cleanEnroll(&req)
 	if err := validateEnroll(&req); err != nil {
@@ -118,9 +120,9 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 		if id != "" {
 			res, err := tx.ExecContext(ctx, `UPDATE devices SET hostname = $1, os_type = $2, os_version = $3, architecture = $4,
 				agent_version = $5, agent_token_hash = $6, watchdog_token_hash = $7, status = $8, enrolled_at = $9,
-				last_seen_at = $9, updated_at = $9, enrollment_key_id = $10 WHERE id = $11 AND enrolled_at IS NULL
+				updated_at = $9, enrollment_key_id = $10 WHERE id = $11 AND enrolled_at IS NULL
 				AND decommissioned_at IS NULL`, req.Hostname, req.OSType, req.OSVersion, req.Architecture, req.AgentVersion,
-				secrets.Hash(agentToken), secrets.Hash(watchdogToken), StatusOnline, now, key.KeyID, id)
+				secrets.Hash(agentToken), secrets.Hash(watchdogToken), StatusPending, now, key.KeyID, id)
 			if err != nil {
 				return err
 			}
@@ -139,9 +141,9 @@ func (s *Service) Enroll(ctx context.Context, req agentproto.EnrollRequest) (age
 			id = store.NewID()
 			_, err = tx.ExecContext(ctx, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type,
 				os_version, architecture, agent_version, manufacturer, model, serial_number, cpu_model, cpu_cores, memory_bytes,
-				agent_token_hash, watchdog_token_hash, enrollment_key_id, created_at, updated_at, enrolled_at, last_seen_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20, $20, $20)`,
-				id, key.PartnerID, key.OrgID, siteID, req.Hostname, StatusOnline, req.OSType, req.OSVersion, req.Architecture,
+				agent_token_hash, watchdog_token_hash, enrollment_key_id, created_at, updated_at, enrolled_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20, $20)`,
+				id, key.PartnerID, key.OrgID, siteID, req.Hostname, StatusPending, req.OSType, req.OSVersion, req.Architecture,
 				req.AgentVersion, hw.Manufacturer, hw.Model, hw.SerialNumber, hw.CPUModel, hw.CPUCores, int64(hw.MemoryBytes),
 				secrets.Hash(agentToken), secrets.Hash(watchdogToken), key.KeyID, now)
 			if err != nil {
@@ -293,12 +295,13 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 				now, a.DeviceID, CommandQueued, callQueued).Scan(&waiting)
 		} else {
 			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
-				uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL
+				uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL,
+				live_channel = $10
 				WHERE id = $7
 				RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
 					OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
-				now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued).
-				Scan(&waiting)
+				now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued,
+				store.NullIfEmpty(hb.LiveChannel)).Scan(&waiting)
 		}
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -324,6 +327,23 @@ func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbea
 		return false, fmt.Errorf("record the heartbeat of device %s: %w", a.DeviceID, err)
 	}
 	return waiting, nil
+}
+
+// LiveChannelComing reports whether the online device's agent said, in its last heartbeat, that
+// its live channel is up or being opened: a request that needs the channel, not finding it,
+// may then wait a moment for it. An agent that said nothing, or that the channel is down, is
+// not waited for.
+func (s *Service) LiveChannelComing(ctx context.Context, deviceID string) (bool, error) {
+	var state sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT live_channel FROM devices WHERE id = $1 AND status = $2 AND decommissioned_at IS NULL`,
+		deviceID, StatusOnline).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the live channel state of device %s: %w", deviceID, err)
+	}
+	return state.String == agentproto.LiveChannelUp || state.String == agentproto.LiveChannelConnecting, nil
 }
 
 // Bounds of a heartbeat's own sample time.

@@ -90,6 +90,11 @@ func cleanHeartbeat(hb *agentproto.Heartbeat) {
 	hb.LastUser = CleanLine(hb.LastUser, maxAgentName)
 	hb.WatchdogState = CleanLine(hb.WatchdogState, maxAgentName)
 	hb.WatchdogReason = CleanLine(hb.WatchdogReason, maxAgentMessage)
+	switch hb.LiveChannel {
+	case agentproto.LiveChannelUp, agentproto.LiveChannelConnecting, agentproto.LiveChannelDown:
+	default:
+		hb.LiveChannel = ""
+	}
 }
 
 func cleanEnroll(req *agentproto.EnrollRequest) {

@@ -373,6 +373,10 @@ const CommandColumns = commandColumns
 // CommandJoin joins the device command (alias c) whose ID is in column.
 func CommandJoin(column string) string { return " JOIN device_commands c ON c.id = " + column }
 
+// CommandLeftJoin is CommandJoin for a column that may hold no command: c's columns are NULL
+// then.
+func CommandLeftJoin(column string) string { return " LEFT JOIN device_commands c ON c.id = " + column }
+
 // ScanWithCommand scans a row of the caller's own columns (into own) followed by
 // CommandColumns.
 func ScanWithCommand(row store.Scanner, own ...any) (DeviceCommand, error) {

@@ -43,11 +43,20 @@ func enrollBody(key, secret, hostname string) agentproto.EnrollRequest {
 		OSVersion: "12", Architecture: "amd64", AgentVersion: "1.0.0"}
 }
 
-// enroll enrolls a simulated agent and returns its credentials.
-func enroll(e *apptest.Env, key, secret, hostname string) agentproto.EnrollResponse {
+// enrollOnly enrolls a simulated agent, as an installer does, and returns its credentials.
+func enrollOnly(e *apptest.Env, key, secret, hostname string) agentproto.EnrollResponse {
 	e.T.Helper()
 	var r agentproto.EnrollResponse
 	e.Must(201, apptest.Anonymous, "POST", api+"/agents/enroll", enrollBody(key, secret, hostname)).JSON(e.T, &r)
+	return r
+}
+
+// enroll enrolls a simulated agent that then starts: it reports once over HTTP, which brings
+// its device online.
+func enroll(e *apptest.Env, key, secret, hostname string) agentproto.EnrollResponse {
+	e.T.Helper()
+	r := enrollOnly(e, key, secret, hostname)
+	e.Must(200, apptest.Bearer(r.AuthToken), "POST", api+"/agents/"+r.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
 	return r
 }
 
@@ -124,11 +133,14 @@ func (a *agentConn) send(typ, id string, payload any) {
 	}
 }
 
-func TestEnrollCreatesAnOnlineDeviceAndStoresOnlyTokenHashes(t *testing.T) {
+// A device is online once its agent reports, not when the installer enrolls it: until the
+// first heartbeat it is pending, never seen, and that heartbeat brings it online (with the
+// device.online event).
+func TestEnrollCreatesAPendingDeviceUntilItsAgentReportsAndStoresOnlyTokenHashes(t *testing.T) {
 	e := apptest.New(t)
 	ten := e.NewTenant(e.Admin(), "Alpha")
 	key, secret := newKey(e, ten.Partner, ten.OrgID, 2)
-	r := enroll(e, key, secret, "web-01")
+	r := enrollOnly(e, key, secret, "web-01")
 	if r.DeviceID == "" || r.AgentID != r.DeviceID || r.OrgID != ten.OrgID || r.SiteID != ten.SiteID ||
 		!strings.HasPrefix(r.AuthToken, "gale_at_") || !strings.HasPrefix(r.WatchdogAuthToken, "gale_wt_") ||
 		r.Config.HeartbeatIntervalSeconds != 60 {
@@ -142,8 +154,21 @@ func TestEnrollCreatesAnOnlineDeviceAndStoresOnlyTokenHashes(t *testing.T) {
 		t.Fatalf("stored token %q is not the hash of the token", stored)
 	}
 	l := listDevices(e, ten.Org, "")
-	if len(l.Devices) != 1 || l.Devices[0].Hostname != "web-01" || l.Devices[0].Status != "online" || l.Devices[0].Enrolled == nil {
-		t.Fatalf("devices = %+v", l.Devices)
+	if len(l.Devices) != 1 || l.Devices[0].Hostname != "web-01" || l.Devices[0].Status != devices.StatusPending ||
+		l.Devices[0].Enrolled == nil || l.Devices[0].LastSeen != nil {
+		t.Fatalf("devices right after enrollment = %+v, want pending and never seen", l.Devices)
+	}
+	e.Must(200, apptest.Bearer(r.AuthToken), "POST", api+"/agents/"+r.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	if l = listDevices(e, ten.Org, ""); l.Devices[0].Status != devices.StatusOnline || l.Devices[0].LastSeen == nil {
+		t.Fatalf("devices after the first heartbeat = %+v, want online", l.Devices)
+	}
+	var onlineEvents int
+	if err := e.App.DB.SQL.QueryRow(`SELECT COUNT(*) FROM events WHERE type = $1 AND resource_id = $2`, devices.EventOnline,
+		r.DeviceID).Scan(&onlineEvents); err != nil {
+		t.Fatal(err)
+	}
+	if onlineEvents != 1 {
+		t.Fatalf("device.online events = %d, want 1", onlineEvents)
 	}
 	var raw struct {
 		Devices []map[string]any `json:"devices"`
@@ -208,13 +233,18 @@ func TestProvisionedDeviceIsClaimedByItsKey(t *testing.T) {
 		!strings.Contains(p.DeviceCommand, "gale-agent enroll "+p.EnrollmentKey+" --server ") || !strings.Contains(p.DeviceCommand, "--enrollment-secret "+p.EnrollmentSecret) {
 		t.Fatalf("provision = %+v", p)
 	}
-	r := enroll(e, p.EnrollmentKey, p.EnrollmentSecret, "real-hostname")
+	r := enrollOnly(e, p.EnrollmentKey, p.EnrollmentSecret, "real-hostname")
 	if r.DeviceID != p.Device.ID {
 		t.Fatalf("enrollment created device %s instead of claiming %s", r.DeviceID, p.Device.ID)
 	}
 	l := listDevices(e, ten.Org, "")
-	if len(l.Devices) != 1 || l.Devices[0].Hostname != "real-hostname" || l.Devices[0].Status != "online" || len(l.Devices[0].Tags) != 1 {
-		t.Fatalf("devices after claim = %+v", l.Devices)
+	if len(l.Devices) != 1 || l.Devices[0].Hostname != "real-hostname" || l.Devices[0].Status != devices.StatusPending ||
+		l.Devices[0].LastSeen != nil || l.Devices[0].Enrolled == nil || len(l.Devices[0].Tags) != 1 {
+		t.Fatalf("devices after claim = %+v, want pending until the agent reports", l.Devices)
+	}
+	e.Must(200, apptest.Bearer(r.AuthToken), "POST", api+"/agents/"+r.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	if l = listDevices(e, ten.Org, ""); l.Devices[0].Status != devices.StatusOnline {
+		t.Fatalf("devices after the claimed device's first heartbeat = %+v", l.Devices)
 	}
 	if r := e.Do(apptest.Anonymous, "POST", api+"/agents/enroll", enrollBody(p.EnrollmentKey, p.EnrollmentSecret, "again")); r.Status != 401 {
 		t.Fatalf("second use of a provisioning key = %d, want 401", r.Status)

@@ -166,11 +166,13 @@ func (w *world) newKey(orgID string) (string, string) {
 	return k.Key, k.Secret
 }
 
+// enroll enrolls an agent that then starts: its first heartbeat brings the device online.
 func (w *world) enroll(key, secret, hostname string) agentproto.EnrollResponse {
 	w.e.T.Helper()
 	var r agentproto.EnrollResponse
 	w.e.Must(201, apptest.Anonymous, "POST", api+"/agents/enroll", agentproto.EnrollRequest{EnrollmentKey: key, EnrollmentSecret: secret,
 		Hostname: hostname, OSType: "linux", OSVersion: "12", Architecture: "amd64", AgentVersion: "1.0.0"}).JSON(w.e.T, &r)
+	w.e.Must(200, apptest.Bearer(r.AuthToken), "POST", api+"/agents/"+r.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
 	return r
 }
 

@@ -17,6 +17,7 @@ import (
 	"gale/internal/platform/access"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/clock"
+	"gale/internal/platform/config"
 	"gale/internal/testkit/apptest"
 	"gale/internal/wire/agentproto"
 )
@@ -783,5 +784,39 @@ func TestMaintenanceWindowsHoldMonitorAlertsBack(t *testing.T) {
 	f.e.Must(200, c.Org, "POST", api+"/monitors/"+down.ID+"/check", nil)
 	if list := f.alerts(c.Org, "monitorId="+down.ID+"&status=active"); len(list) != 1 {
 		t.Fatalf("a check run now after the window: %+v", list)
+	}
+}
+
+// A check run now on an agent that is opening its live channel waits for the channel and runs
+// once it is up.
+func TestCheckNowWaitsForAnAgentOpeningItsLiveChannel(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 30 * time.Second })
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := e.EnrollAgent(ten, "probe-a")
+	e.ReportOpeningChannel(dev)
+	var m monitors.Monitor
+	e.Must(http.StatusCreated, ten.Org, "POST", api+"/monitors", map[string]any{"name": "web", "type": "http_check",
+		"target": "https://up.example.test/"}).JSON(t, &m)
+	done := make(chan *apptest.Response, 1)
+	go func() { done <- e.Do(ten.Org, "POST", api+"/monitors/"+m.ID+"/check", nil) }()
+	e.WaitChannelWaits(1)
+	liveAgent(t, e, dev.AuthToken)
+	if r := <-done; r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"status":"online"`) {
+		t.Fatalf("check asked while the agent's channel was connecting = %d %s", r.Status, r.Body)
+	}
+}
+
+// An agent that said it is opening its channel, which does not come up within the wait, is
+// 503 AGENT_OFFLINE saying it is connecting.
+func TestCheckNowOnAnAgentWhoseChannelDoesNotComeUpSaysConnecting(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 200 * time.Millisecond })
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	e.ReportOpeningChannel(e.EnrollAgent(ten, "probe-a"))
+	var m monitors.Monitor
+	e.Must(http.StatusCreated, ten.Org, "POST", api+"/monitors", map[string]any{"name": "web", "type": "icmp_ping",
+		"target": "10.0.0.9"}).JSON(t, &m)
+	r := e.Do(ten.Org, "POST", api+"/monitors/"+m.ID+"/check", nil)
+	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "AGENT_OFFLINE" || !strings.Contains(string(r.Body), "connecting its live channel") {
+		t.Fatalf("check on an agent whose channel never comes up = %d %s", r.Status, r.Body)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"time"
 
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/systemtools"
 	"gale/internal/platform/access"
@@ -28,11 +29,15 @@ func (s *Service) run(ctx context.Context, m Monitor, c agentproto.MonitorCheck)
 	if err != nil {
 		return out, "", err
 	}
-	live, err := s.agents.LiveChannel(ctx, agent)
+	reach, err := s.agents.AwaitLiveChannel(ctx, agent)
 	if err != nil {
 		return out, "", fmt.Errorf("check the live channel of agent %s: %w", agent, err)
 	}
-	if !live {
+	switch reach {
+	case agenthub.Connecting:
+		return out, "", &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.CodeAgentOffline,
+			Message: "the agent chosen to run the check is connecting its live channel, which a check run now needs: retry in a few seconds"}
+	case agenthub.HTTPOnly:
 		return out, "", &apperr.Error{Kind: apperr.KindUnavailable, Code: systemtools.CodeAgentOffline,
 			Message: "the agent chosen to run the check reports over HTTP heartbeats only; a check run now needs its live connection: retry once it reconnects"}
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/alerts"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
@@ -21,8 +22,9 @@ import (
 
 // Caller runs a call on a device's agent and waits for its answer (the agent hub).
 type Caller interface {
-	// LiveChannel reports whether the agent holds its live channel on any node.
-	LiveChannel(ctx context.Context, deviceID string) (bool, error)
+	// AwaitLiveChannel reports whether the agent holds its live channel on any node, waiting a
+	// moment for an agent that reported it is opening it.
+	AwaitLiveChannel(ctx context.Context, deviceID string) (agenthub.Reach, error)
 	Call(ctx context.Context, deviceID, method string, args any, timeout time.Duration) (json.RawMessage, error)
 }
 

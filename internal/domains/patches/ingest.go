@@ -400,6 +400,13 @@ func (s *Service) finishJob(ctx context.Context, tx *sql.Tx, jobID string) error
 	return nil
 }
 
+// jobDeviceStatus is a job device's state as shown: queued work whose command the agent took
+// is running. jobDeviceCommand joins the command of queued work only: the rest of a job's
+// devices, most of them once it ran, cost no lookup.
+const jobDeviceStatus = `CASE WHEN c.status = '` + devices.CommandSent + `' THEN '` + JobDeviceRunning + `' ELSE jd.status END`
+
+var jobDeviceCommand = devices.CommandLeftJoin(`CASE WHEN jd.status = '` + JobDeviceQueued + `' THEN jd.command_id END`)
+
 // jobTotals counts a job's devices by state.
 func jobTotals(ctx context.Context, q store.Querier, jobID string) (PatchJobTotals, error) {
 	all, err := totalsOf(ctx, q, []string{jobID})
@@ -416,11 +423,12 @@ func totalsOf(ctx context.Context, q store.Querier, jobIDs []string) (map[string
 		n             int
 	}
 	var a store.Args
-	counts, err := store.QueryAll(ctx, q, `SELECT job_id, status, COUNT(*) FROM patch_job_devices WHERE job_id IN `+a.In(jobIDs)+
-		` GROUP BY job_id, status`, a.Values(), func(sc store.Scanner) (c count, err error) {
-		err = sc.Scan(&c.jobID, &c.status, &c.n)
-		return c, err
-	})
+	counts, err := store.QueryAll(ctx, q, `SELECT job_id, status, COUNT(*) FROM (SELECT jd.job_id, `+jobDeviceStatus+` AS status
+		FROM patch_job_devices jd`+jobDeviceCommand+` WHERE jd.job_id IN `+a.In(jobIDs)+`) d GROUP BY job_id, status`, a.Values(),
+		func(sc store.Scanner) (c count, err error) {
+			err = sc.Scan(&c.jobID, &c.status, &c.n)
+			return c, err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("count job devices: %w", err)
 	}
@@ -432,6 +440,8 @@ func totalsOf(ctx context.Context, q store.Querier, jobIDs []string) (map[string
 			t.Waiting += c.n
 		case JobDeviceQueued:
 			t.Queued += c.n
+		case JobDeviceRunning:
+			t.Running += c.n
 		case JobDeviceCompleted:
 			t.Completed += c.n
 		case JobDeviceFailed:

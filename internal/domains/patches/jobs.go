@@ -688,8 +688,8 @@ func (s *Service) GetJob(ctx context.Context, id string) (PatchJobDetail, error)
 		return PatchJobDetail{}, err
 	}
 	var a store.Args
-	list, err := store.QueryAll(ctx, s.db, `SELECT jd.device_id, jd.org_id, jd.command_id, jd.status, jd.packages, jd.error, jd.updated_at
-		FROM patch_job_devices jd WHERE jd.job_id = `+a.Add(id)+` AND `+scope.OrgFilter(&a, "jd.org_id", "jd.partner_id")+
+	list, err := store.QueryAll(ctx, s.db, `SELECT jd.device_id, jd.org_id, jd.command_id, `+jobDeviceStatus+`, jd.packages, jd.error,
+		jd.updated_at FROM patch_job_devices jd`+jobDeviceCommand+` WHERE jd.job_id = `+a.Add(id)+` AND `+scope.OrgFilter(&a, "jd.org_id", "jd.partner_id")+
 		` ORDER BY jd.device_id`, a.Values(), func(sc store.Scanner) (d PatchJobDevice, err error) {
 		var cmd, pkgs, errMsg sql.NullString
 		if err := sc.Scan(&d.DeviceID, &d.OrgID, &cmd, &d.Status, &pkgs, &errMsg, &d.UpdatedAt); err != nil {

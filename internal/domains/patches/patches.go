@@ -71,6 +71,8 @@ const (
 	JobDeviceQueued    = "queued"
 	JobDeviceCompleted = "completed"
 	JobDeviceFailed    = "failed"
+	// JobDeviceRunning is shown, never stored: queued work whose command the agent holds.
+	JobDeviceRunning = "running"
 )
 
 // Report formats and statuses.
@@ -181,7 +183,8 @@ type PatchBulkApprovalItem struct {
 type PatchJobTotals struct {
 	Devices   int `json:"devices"`
 	Waiting   int `json:"waiting"`
-	Queued    int `json:"queued"`
+	Queued    int `json:"queued" doc:"Devices whose command waits for their agent to take it."`
+	Running   int `json:"running" doc:"Devices whose agent took the command and has not answered yet."`
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
 	Skipped   int `json:"skipped" doc:"Devices refused when the job started (listed in its start answer)."`
@@ -208,7 +211,7 @@ type PatchJobDevice struct {
 	DeviceID  string                `json:"deviceId" format:"uuid"`
 	OrgID     string                `json:"orgId" format:"uuid"`
 	CommandID *string               `json:"commandId"`
-	Status    string                `json:"status" enum:"waiting,queued,completed,failed"`
+	Status    string                `json:"status" enum:"waiting,queued,running,completed,failed" doc:"running: the agent took the command."`
 	Packages  []PatchPackageVersion `json:"packages,omitempty"`
 	Error     *string               `json:"error"`
 	UpdatedAt time.Time             `json:"updatedAt"`

@@ -703,3 +703,36 @@ func TestOneNodeBuildsAReport(t *testing.T) {
 		t.Fatalf("report %+v", r)
 	}
 }
+
+// A job's totals and devices tell the work its agents hold (running) from the work still
+// waiting for its agent to take it (queued), in the job, in the list of jobs and per device.
+func TestJobShowsTheDevicesWhoseAgentsAreRunningIt(t *testing.T) {
+	f := newFixture(t)
+	c := f.a.Partner
+	web := f.device(f.a, "web-01", "linux")
+	js, cmds := f.scan(c, web, f.device(f.a, "db-01", "linux"), f.device(f.a, "mail-01", "linux"))
+	if js.Totals != (patches.PatchJobTotals{Devices: 3, Queued: 3}) {
+		t.Fatalf("totals of a new job = %+v", js.Totals)
+	}
+	if taken, err := f.dev.TakeQueued(context.Background(), web); err != nil || len(taken) != 1 || taken[0].ID != cmds[web] {
+		t.Fatalf("the agent took %+v (%v)", taken, err)
+	}
+	jd := f.job(c, js.ID)
+	if jd.Totals != (patches.PatchJobTotals{Devices: 3, Queued: 2, Running: 1}) {
+		t.Fatalf("totals once an agent took its work = %+v", jd.Totals)
+	}
+	for _, d := range jd.Devices {
+		if want := map[bool]string{true: patches.JobDeviceRunning, false: patches.JobDeviceQueued}[d.DeviceID == web]; d.Status != want {
+			t.Fatalf("device %s is %s, want %s", d.DeviceID, d.Status, want)
+		}
+	}
+	var jobs struct{ Data []patches.PatchJob }
+	f.e.Must(200, c, "GET", api+"/patches/jobs", nil).JSON(t, &jobs)
+	if len(jobs.Data) != 1 || jobs.Data[0].Totals != jd.Totals {
+		t.Fatalf("listed jobs = %+v", jobs.Data)
+	}
+	f.result(f.a, web, cmds[web], agentproto.ResultCompleted, scanResult(false))
+	if got := f.job(c, js.ID); got.Totals != (patches.PatchJobTotals{Devices: 3, Queued: 2, Completed: 1}) || got.Status != patches.JobRunning {
+		t.Fatalf("job after the first result = %s %+v", got.Status, got.Totals)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/auth"
 	"gale/internal/domains/authtickets"
@@ -230,11 +231,15 @@ func (s *Service) reachableDevice(ctx context.Context, id string) (devices.Devic
 	if d.Status != devices.StatusOnline {
 		return d, apperr.BadRequest(CodeDeviceOffline, "the device is "+d.Status+"; a remote session needs its agent connected")
 	}
-	live, err := s.agents.LiveChannel(ctx, id)
+	reach, err := s.agents.AwaitLiveChannel(ctx, id)
 	if err != nil {
 		return d, fmt.Errorf("check the live channel of device %s: %w", id, err)
 	}
-	if !live {
+	switch reach {
+	case agenthub.Connecting:
+		return d, apperr.BadRequest(CodeDeviceOffline,
+			"the device's agent is connecting its live channel, which a remote session needs: retry in a few seconds")
+	case agenthub.HTTPOnly:
 		return d, apperr.BadRequest(CodeDeviceOffline,
 			"the device reports over HTTP heartbeats only; a remote session needs its agent's live connection, which is down: retry once it reconnects")
 	}

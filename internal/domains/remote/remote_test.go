@@ -477,3 +477,30 @@ func TestICEServers(t *testing.T) {
 		t.Fatalf("turn credentials expire in %s, want an hour", d)
 	}
 }
+
+// A session asked for right after the agent started, before its live channel is up, waits for
+// the channel; one whose channel does not come up within the wait is refused as connecting.
+func TestASessionWaitsForAnAgentOpeningItsLiveChannel(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 30 * time.Second })
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := e.EnrollAgent(ten, "web-01")
+	e.ReportOpeningChannel(dev)
+	done := make(chan *apptest.Response, 1)
+	go func() {
+		done <- e.Do(ten.Org, "POST", api+"/remote/sessions", map[string]any{"deviceId": dev.DeviceID, "type": "terminal"})
+	}()
+	e.WaitChannelWaits(1)
+	e.DialAgent(dev.AuthToken)
+	if r := <-done; r.Status != http.StatusCreated {
+		t.Fatalf("session asked while the agent's channel was connecting = %d %s", r.Status, r.Body)
+	}
+
+	quick := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 200 * time.Millisecond })
+	ten = quick.NewTenant(quick.Admin(), "Alpha")
+	dev = quick.EnrollAgent(ten, "web-02")
+	quick.ReportOpeningChannel(dev)
+	r := quick.Do(ten.Org, "POST", api+"/remote/sessions", map[string]any{"deviceId": dev.DeviceID, "type": "terminal"})
+	if r.Status != http.StatusBadRequest || r.ErrorCode() != "DEVICE_OFFLINE" || !strings.Contains(string(r.Body), "connecting its live channel") {
+		t.Fatalf("session on an agent whose channel never comes up = %d %s", r.Status, r.Body)
+	}
+}

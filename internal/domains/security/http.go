@@ -151,7 +151,8 @@ func (s *Service) Register(api *httpapi.Server) {
 			return listOf(rows, next, in.PageQuery, total, err)
 		})
 	httpapi.Register(api, route("get-security-status", http.MethodGet, "/security/status/{deviceId}", R, "Get a device's security status",
-		"With everything the agent reported. 404 for a device out of scope or that has not reported yet.", http.StatusNotFound),
+		"With everything the agent reported; before the first report, state pending with nextCollectionAt. 404 for a device out of scope or decommissioned.",
+		http.StatusNotFound),
 		func(ctx context.Context, in *deviceIDPath) (*statusOutput, error) {
 			d, err := s.GetStatus(ctx, in.DeviceID)
 			return &statusOutput{d}, err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
 	"gale/internal/platform/module"
@@ -19,8 +20,8 @@ const (
 )
 
 // Module serves security: its routes, the security_status, security_scan and threat_action
-// command kinds whose results it stores, the status refresh, the daily snapshot and the
-// policies' daily scans.
+// command kinds whose results it stores, the progress running scans report, the status
+// refresh, the daily snapshot and the policies' daily scans.
 var Module = module.Module{Name: "security", Build: func(k *module.Kernel) error {
 	s := New(Deps{DB: k.DB, Logger: k.Logger, Clock: k.Clock, Wake: k.Events.Wake, Devices: module.Get[*devices.Service](k)},
 		Options{StatusInterval: k.Config.SecurityStatusInterval})
@@ -32,6 +33,7 @@ var Module = module.Module{Name: "security", Build: func(k *module.Kernel) error
 	k.Declare(devices.CommandKind{Name: agentproto.CommandThreatAction, Validate: validateThreatAction, DefaultTimeout: 120,
 		MaxTimeout: 600, OS: linux, OnResult: s.onThreatAction, PayloadDoc: "{action: quarantine|restore|remove, filePath, sha256}."})
 	k.Declare(devices.Hooks{Changed: s.deviceChanged, LeftOrg: s.deviceLeftOrg})
+	k.Declare(agenthub.Message{Type: agentproto.TypeSecurityScanProgress, Handle: s.onScanProgress})
 	s.Register(k.HTTP)
 	k.Every("security-status-refresh", RefreshEvery, s.RefreshStatuses)
 	k.Every("security-snapshot", SnapshotEvery, s.Snapshot)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"gale/internal/app"
 	"gale/internal/domains/devices"
 	"gale/internal/domains/security"
@@ -135,8 +137,8 @@ func TestSecurity(t *testing.T) {
 			!st.RealTimeProtection || st.Hostname != "web-1" || st.Details.Firewall.Rules != 12 {
 			t.Fatalf("status = %+v", st)
 		}
-		if st.Score != 100 || st.RiskBand != "low" {
-			t.Fatalf("score = %d %s, want 100 low", st.Score, st.RiskBand)
+		if st.Score == nil || *st.Score != 100 || st.RiskBand == nil || *st.RiskBand != "low" {
+			t.Fatalf("score = %v %v, want 100 low", st.Score, st.RiskBand)
 		}
 		var list struct {
 			Data []security.SecurityDeviceStatus
@@ -501,4 +503,125 @@ func TestSecurity(t *testing.T) {
 			t.Fatalf("state of an offline device = %s", st.State)
 		}
 	})
+}
+
+// A device whose agent has not reported its security status yet answers 200 pending, with when
+// the status job asks for it; once asked, requestedAt is set; the agent's answer makes it a
+// judged status with the time of the next collection. A device that cannot be asked (offline,
+// not Linux) is pending without a time; a decommissioned one, or one of another tenant, is 404.
+func TestStatusIsPendingUntilTheFirstCollection(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.a
+	dev := f.device(a, "web-1")
+	const interval = 6 * time.Hour
+	within := func(got *time.Time, from, to time.Time) bool {
+		return got != nil && !got.Before(from.Add(-time.Second)) && !got.After(to.Add(time.Second))
+	}
+
+	before := time.Now()
+	st := f.status(a.Org, dev)
+	if st.State != security.StatePending || st.DeviceID != dev || st.Hostname != "web-1" || st.CollectedAt != nil || st.Score != nil ||
+		st.RiskBand != nil || st.Details != nil || st.RequestedAt != nil ||
+		!within(st.NextCollectionAt, before, time.Now().Add(security.RefreshEvery)) {
+		t.Fatalf("status before any collection = %+v", st)
+	}
+	var raw map[string]any
+	f.e.Must(http.StatusOK, a.Org, "GET", api+"/security/status/"+dev, nil).JSON(t, &raw)
+	for _, k := range []string{"collectedAt", "score", "riskBand", "details", "requestedAt"} {
+		if v, ok := raw[k]; !ok || v != nil {
+			t.Errorf("pending status: %s = %v, want null", k, v)
+		}
+	}
+
+	if err := f.s.RefreshStatuses(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st = f.status(a.Org, dev)
+	if st.State != security.StatePending || st.RequestedAt == nil || st.RequestedAt.Before(before.Add(-time.Second)) ||
+		!within(st.NextCollectionAt, st.RequestedAt.Add(interval), st.RequestedAt.Add(interval+security.RefreshEvery)) {
+		t.Fatalf("status asked for, not answered yet = %+v", st)
+	}
+
+	for _, c := range f.pending(dev, agentproto.CommandSecurityStatus) {
+		f.result(a, dev, c, agentproto.ResultCompleted, healthy())
+	}
+	st = f.status(a.Org, dev)
+	if st.State != security.StateProtected || st.CollectedAt == nil || st.Score == nil || st.RiskBand == nil || st.Details == nil ||
+		!within(st.NextCollectionAt, st.CollectedAt.Add(interval), st.CollectedAt.Add(interval+security.RefreshEvery)) {
+		t.Fatalf("status once collected = %+v", st)
+	}
+
+	for _, d := range []apptest.DeviceRow{{Hostname: "asleep", Status: "offline"}, {Hostname: "win-1", OSType: "windows", OSName: "Windows"}} {
+		d.PartnerID, d.OrgID, d.SiteID = a.PartnerID, a.OrgID, a.SiteID
+		id := f.e.InsertDevice(d)
+		if st := f.status(a.Org, id); st.State != security.StatePending || st.NextCollectionAt != nil {
+			t.Fatalf("status of %s, which cannot be asked = %+v", d.Hostname, st)
+		}
+	}
+	f.e.Must(http.StatusNotFound, f.b.Partner, "GET", api+"/security/status/"+dev, nil)
+	gone := f.device(a, "gone-1")
+	f.e.Must(http.StatusNoContent, a.Partner, "DELETE", api+"/devices/"+gone, nil)
+	f.e.Must(http.StatusNotFound, a.Partner, "GET", api+"/security/status/"+gone, nil)
+}
+
+// While a scan runs, its record shows how many files the agent has looked at, as the agent
+// reports over its live channel; the count only grows, only the scan's own device moves it, and
+// the result's count is final.
+func TestARunningScanShowsItsProgress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	dev := f.e.EnrollAgent(f.a, "scan-1")
+	ws, ctx := f.e.DialAgent(dev.AuthToken)
+	other := f.e.EnrollAgent(f.b, "scan-2")
+	otherWS, otherCtx := f.e.DialAgent(other.AuthToken)
+	var x security.SecurityScanRun
+	f.e.Must(http.StatusAccepted, f.a.Partner, "POST", api+"/security/scan/"+dev.DeviceID, map[string]any{"scanType": "full"}).JSON(t, &x)
+	scan := func() security.SecurityScanRun {
+		var out struct{ Data []security.SecurityScanRun }
+		f.e.Must(http.StatusOK, f.a.Org, "GET", api+"/security/scans/"+dev.DeviceID, nil).JSON(t, &out)
+		if len(out.Data) != 1 {
+			t.Fatalf("scans = %+v", out.Data)
+		}
+		return out.Data[0]
+	}
+	progress := func(files int) agentproto.Message {
+		raw, _ := json.Marshal(agentproto.SecurityScanProgress{CommandID: x.CommandID, FilesScanned: files})
+		return agentproto.Message{Type: agentproto.TypeSecurityScanProgress, Payload: raw}
+	}
+	// Another tenant's agent naming the scan's command changes nothing.
+	sendSynced(t, otherCtx, otherWS, progress(1000))
+	sendSynced(t, ctx, ws, progress(42), progress(10))
+	if got := scan(); got.Status != security.ScanRunning || got.FilesScanned != 42 {
+		t.Fatalf("scan while the agent reports progress = %+v", got)
+	}
+	f.result(f.a, dev.DeviceID, x.CommandID, agentproto.ResultCompleted, agentproto.SecurityScanResult{Engine: "builtin", FilesScanned: 50,
+		Threats: []agentproto.FoundThreat{}})
+	sendSynced(t, ctx, ws, progress(60))
+	if got := scan(); got.Status != security.ScanCompleted || got.FilesScanned != 50 {
+		t.Fatalf("scan once the agent answered = %+v", got)
+	}
+}
+
+// sendSynced sends msgs on an agent's live channel, then a heartbeat, and waits for its
+// acknowledgement: the server handles an agent's messages in order, so they were handled.
+func sendSynced(t *testing.T, ctx context.Context, ws *websocket.Conn, msgs ...agentproto.Message) {
+	t.Helper()
+	hb, _ := json.Marshal(agentproto.Heartbeat{AgentVersion: "1.0.0"})
+	for _, m := range append(msgs, agentproto.Message{ID: "sync", Type: agentproto.TypeHeartbeat, Payload: hb}) {
+		raw, _ := json.Marshal(m)
+		if err := ws.Write(ctx, websocket.MessageText, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m agentproto.Message
+		if json.Unmarshal(data, &m) == nil && m.Type == agentproto.TypeHeartbeatAck && m.ID == "sync" {
+			return
+		}
+	}
 }

@@ -30,6 +30,9 @@ const (
 	StateAtRisk      = "at_risk"
 	StateUnprotected = "unprotected"
 	StateOffline     = "offline"
+	// StatePending: no status was collected yet (a device's own status only; lists hold
+	// collected statuses).
+	StatePending = "pending"
 )
 
 // Service keeps the security domain's data.
@@ -88,7 +91,7 @@ type SecurityDeviceStatus struct {
 	OrgID                 string     `json:"orgId" format:"uuid"`
 	SiteID                *string    `json:"siteId" format:"uuid"`
 	Hostname              string     `json:"hostname"`
-	State                 string     `json:"state" enum:"protected,at_risk,unprotected,offline"`
+	State                 string     `json:"state" enum:"protected,at_risk,unprotected,offline,pending"`
 	Provider              string     `json:"provider" doc:"The antivirus found (clamav), empty when none is installed."`
 	RealTimeProtection    bool       `json:"realTimeProtection"`
 	ThreatCount           int        `json:"threatCount" doc:"Active threats (neither quarantined nor removed)."`
@@ -96,15 +99,20 @@ type SecurityDeviceStatus struct {
 	EncryptionStatus      string     `json:"encryptionStatus" enum:"encrypted,partial,unencrypted,unknown"`
 	PasswordPolicySummary string     `json:"passwordPolicySummary"`
 	LastScan              *time.Time `json:"lastScan" doc:"When the last threat scan completed."`
-	CollectedAt           time.Time  `json:"collectedAt"`
-	Score                 int        `json:"score" minimum:"0" maximum:"100"`
-	RiskBand              string     `json:"riskBand" enum:"low,medium,high,critical"`
+	CollectedAt           *time.Time `json:"collectedAt" doc:"Null while pending."`
+	Score                 *int       `json:"score" minimum:"0" maximum:"100" doc:"Null while pending."`
+	RiskBand              *string    `json:"riskBand" enum:"low,medium,high,critical" doc:"Null while pending."`
 }
 
-// SecurityStatusDetail is a device's status with everything its agent reported.
+// SecurityStatusDetail is a device's status with everything its agent reported, or, while
+// pending, when it is due.
 type SecurityStatusDetail struct {
 	SecurityDeviceStatus
-	Details agentproto.SecurityStatus `json:"details"`
+	Details *agentproto.SecurityStatus `json:"details" doc:"Null while pending."`
+	// RequestedAt is when the server last asked the agent for its status.
+	RequestedAt *time.Time `json:"requestedAt" doc:"When the server last asked the agent for its status; null if never."`
+	// NextCollectionAt is when the server asks next, at the latest.
+	NextCollectionAt *time.Time `json:"nextCollectionAt" doc:"When the server asks the agent for its status next, at the latest; null while the device cannot be asked (not online, not Linux)."`
 }
 
 // row is a security_device_status row with the patch summary joined.
@@ -180,13 +188,10 @@ func (j judge) status(r row) SecurityDeviceStatus {
 	sc := j.points(r)
 	st := SecurityDeviceStatus{DeviceID: r.DeviceID, OrgID: r.OrgID, Hostname: r.Hostname, State: r.State, Provider: r.Provider,
 		RealTimeProtection: r.RTP, ThreatCount: r.Threats, FirewallEnabled: r.Firewall, EncryptionStatus: r.Encryption,
-		PasswordPolicySummary: r.Password, LastScan: r.LastScan, Score: sc.Score, RiskBand: sc.RiskBand}
+		PasswordPolicySummary: r.Password, LastScan: r.LastScan, CollectedAt: r.CollectedAt, Score: &sc.Score, RiskBand: &sc.RiskBand}
 	if r.SiteID != "" {
 		site := r.SiteID
 		st.SiteID = &site
-	}
-	if r.CollectedAt != nil {
-		st.CollectedAt = *r.CollectedAt
 	}
 	return st
 }
@@ -301,10 +306,14 @@ func (s *Service) ListStatuses(ctx context.Context, f StatusFilter, page store.P
 	return out, next, total, nil
 }
 
-// GetStatus returns a device's status with its details: 404 for a device out of scope or
-// without a collected status.
+// GetStatus returns a device's status with its details. A device in scope whose agent has not
+// reported its status yet is pending, with when it is due; one out of scope, or
+// decommissioned, is 404.
 func (s *Service) GetStatus(ctx context.Context, deviceID string) (SecurityStatusDetail, error) {
 	r, err := getRow(ctx, s.db, access.ScopeFrom(ctx), deviceID)
+	if apperr.IsCode(err, apperr.CodeNotFound) {
+		return s.pendingStatus(ctx, deviceID)
+	}
 	if err != nil {
 		return SecurityStatusDetail{}, err
 	}
@@ -313,19 +322,61 @@ func (s *Service) GetStatus(ctx context.Context, deviceID string) (SecurityStatu
 		return SecurityStatusDetail{}, err
 	}
 	out := SecurityStatusDetail{SecurityDeviceStatus: j.status(r)}
-	snap, err := s.snapshot(ctx, deviceID)
-	out.Details = snap
-	return out, err
+	var raw string
+	var requested sql.NullTime
+	if err := s.db.QueryRowContext(ctx, `SELECT snapshot, requested_at FROM security_device_status WHERE device_id = $1`, deviceID).Scan(&raw, &requested); err != nil {
+		return out, fmt.Errorf("load snapshot of %s: %w", deviceID, err)
+	}
+	out.Details = &agentproto.SecurityStatus{}
+	if err := json.Unmarshal([]byte(raw), out.Details); err != nil {
+		return out, fmt.Errorf("read snapshot of %s: %w", deviceID, err)
+	}
+	out.RequestedAt = utcPtr(requested)
+	if r.Online {
+		out.NextCollectionAt = s.nextCollection(out.RequestedAt, r.CollectedAt)
+	}
+	return out, nil
 }
 
-func (s *Service) snapshot(ctx context.Context, deviceID string) (agentproto.SecurityStatus, error) {
-	var raw string
-	var st agentproto.SecurityStatus
-	if err := s.db.QueryRowContext(ctx, `SELECT snapshot FROM security_device_status WHERE device_id = $1`, deviceID).Scan(&raw); err != nil {
-		return st, fmt.Errorf("load snapshot of %s: %w", deviceID, err)
+// pendingStatus is the status of a device in scope that has not reported one yet.
+func (s *Service) pendingStatus(ctx context.Context, deviceID string) (SecurityStatusDetail, error) {
+	d, err := s.deviceInScope(ctx, deviceID)
+	if err != nil {
+		return SecurityStatusDetail{}, err
 	}
-	err := json.Unmarshal([]byte(raw), &st)
-	return st, err
+	if d.DecommissionedAt != nil {
+		return SecurityStatusDetail{}, apperr.NotFound("device security status")
+	}
+	out := SecurityStatusDetail{SecurityDeviceStatus: SecurityDeviceStatus{DeviceID: d.ID, OrgID: d.OrgID, Hostname: d.Hostname,
+		State: StatePending, EncryptionStatus: agentproto.EncryptionUnknown}}
+	if d.SiteID != "" {
+		out.SiteID = &d.SiteID
+	}
+	var requested sql.NullTime
+	err = s.db.QueryRowContext(ctx, `SELECT requested_at FROM security_device_status WHERE device_id = $1`,
+		deviceID).Scan(&requested)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return out, fmt.Errorf("read the status request of %s: %w", deviceID, err)
+	}
+	out.RequestedAt = utcPtr(requested)
+	if d.Status == devices.StatusOnline && (d.OSType == "" || d.OSType == agentproto.OSLinux) {
+		out.NextCollectionAt = s.nextCollection(out.RequestedAt, nil)
+	}
+	return out, nil
+}
+
+// nextCollection is when the status job asks an online device for its status next, at the
+// latest: it asks a device whose status, and last request for it, are older than the interval,
+// at its next round.
+func (s *Service) nextCollection(requested, collected *time.Time) *time.Time {
+	due := s.now()
+	for _, t := range []*time.Time{requested, collected} {
+		if t != nil && t.Add(s.interval).After(due) {
+			due = t.Add(s.interval)
+		}
+	}
+	next := due.Add(RefreshEvery)
+	return &next
 }
 
 // ensureRow makes sure a device has a status row (placed in its organization), so that a

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"gale/internal/domains/agenthub"
 	"gale/internal/domains/audit"
 	"gale/internal/domains/devices"
 	"gale/internal/platform/apperr"
@@ -20,6 +21,9 @@ type Caller interface {
 	// LiveChannel reports whether the agent holds its live channel on any node: calls travel
 	// only over it.
 	LiveChannel(ctx context.Context, deviceID string) (bool, error)
+	// AwaitLiveChannel is LiveChannel that waits a moment for an agent that reported it is
+	// opening the channel.
+	AwaitLiveChannel(ctx context.Context, deviceID string) (agenthub.Reach, error)
 	Call(ctx context.Context, deviceID, method string, args any, timeout time.Duration) (json.RawMessage, error)
 	// OpenStream opens a stream of kind to the device's agent (file transfers).
 	OpenStream(ctx context.Context, deviceID, kind string, args any) (*streams.Stream, error)
@@ -71,12 +75,16 @@ func (s *Service) device(ctx context.Context, id string) (devices.Device, error)
 		}
 		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: CodeAgentOffline, Message: msg}
 	}
-	// Without a live channel the call would only wait out its timeout, so say so at once.
-	live, err := s.agents.LiveChannel(ctx, id)
+	// Without a live channel the call would only wait out its timeout, so say so now.
+	reach, err := s.agents.AwaitLiveChannel(ctx, id)
 	if err != nil {
 		return d, err
 	}
-	if !live {
+	switch reach {
+	case agenthub.Connecting:
+		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: CodeAgentOffline,
+			Message: "the device's agent is connecting its live channel, which system tools need: retry in a few seconds"}
+	case agenthub.HTTPOnly:
 		return d, &apperr.Error{Kind: apperr.KindUnavailable, Code: CodeAgentOffline,
 			Message: "the device reports over HTTP heartbeats only; system tools need its agent's live connection, which is down: retry once it reconnects"}
 	}

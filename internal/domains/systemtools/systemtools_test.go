@@ -11,6 +11,7 @@ import (
 
 	"gale/internal/app"
 	"gale/internal/domains/agenthub"
+	"gale/internal/platform/config"
 	"gale/internal/testkit/apptest"
 	"gale/internal/wire/agentproto"
 )
@@ -77,6 +78,64 @@ func TestAnotherNodeKnowsWhetherTheAgentHasALiveChannel(t *testing.T) {
 	ws.Close(websocket.StatusNormalClosure, "")
 	waitNoLiveChannel(t, other, dev.DeviceID)
 	offlineAtOnce(t, other, ten.Org, dev.DeviceID)
+}
+
+// A request made right after the agent started, before its live channel is up, waits for the
+// channel and succeeds once it connects.
+func TestACallWaitsForTheLiveChannelOfAnAgentOpeningIt(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 30 * time.Second })
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := e.EnrollAgent(ten, "web-01")
+	e.ReportOpeningChannel(dev)
+	done := make(chan *apptest.Response, 1)
+	go func() { done <- e.Do(ten.Org, "GET", api+"/system-tools/devices/"+dev.DeviceID+"/processes", nil) }()
+	e.WaitChannelWaits(1)
+	liveAgent(t, e, dev.AuthToken, json.RawMessage(`[{"pid":7,"name":"x"}]`))
+	if r := <-done; r.Status != 200 || !strings.Contains(string(r.Body), `"pid":7`) {
+		t.Fatalf("processes asked while the channel was connecting = %d %s", r.Status, r.Body)
+	}
+	e.WaitChannelWaits(0)
+}
+
+// An agent that said it is opening its channel but does not within the wait is 503
+// AGENT_OFFLINE saying so; one that said its channel is down, or something else, is refused
+// at once.
+func TestAChannelThatDoesNotComeUpIsConnectingAfterTheWait(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 300 * time.Millisecond })
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := e.EnrollAgent(ten, "web-01")
+	e.ReportOpeningChannel(dev)
+	r := e.Do(ten.Org, "GET", api+"/system-tools/devices/"+dev.DeviceID+"/processes", nil)
+	if r.Status != 503 || r.ErrorCode() != "AGENT_OFFLINE" || !strings.Contains(string(r.Body), "connecting its live channel") ||
+		!strings.Contains(string(r.Body), "retry in a few seconds") {
+		t.Fatalf("processes of an agent that never opens its channel = %d %s", r.Status, r.Body)
+	}
+	e.Must(200, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat",
+		agentproto.Heartbeat{AgentVersion: "1.0.0", LiveChannel: agentproto.LiveChannelDown})
+	offlineAtOnce(t, e, ten.Org, dev.DeviceID)
+	e.Must(200, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat",
+		agentproto.Heartbeat{AgentVersion: "1.0.0", LiveChannel: "soon"})
+	offlineAtOnce(t, e, ten.Org, dev.DeviceID)
+}
+
+// A request on one node waits for a channel the agent opens on another, and its call goes
+// through that node.
+func TestACallWaitsForALiveChannelOpenedOnAnotherNode(t *testing.T) {
+	e := apptest.New(t, func(c *config.Config) { c.AgentChannelWait = 30 * time.Second })
+	if e.App.DB.Dialect != "postgres" {
+		t.Skip("several nodes share a PostgreSQL database; SQLite runs one node")
+	}
+	other := e.SecondNode()
+	ten := e.NewTenant(e.Admin(), "Alpha")
+	dev := e.EnrollAgent(ten, "web-01")
+	e.ReportOpeningChannel(dev)
+	done := make(chan *apptest.Response, 1)
+	go func() { done <- other.Do(ten.Org, "GET", api+"/system-tools/devices/"+dev.DeviceID+"/processes", nil) }()
+	other.WaitChannelWaits(1)
+	liveAgent(t, e, dev.AuthToken, json.RawMessage(`[{"pid":7,"name":"x"}]`))
+	if r := <-done; r.Status != 200 || !strings.Contains(string(r.Body), `"pid":7`) {
+		t.Fatalf("processes asked on another node while the channel was connecting = %d %s", r.Status, r.Body)
+	}
 }
 
 // waitNoLiveChannel waits until the node no longer sees a live channel to the device.

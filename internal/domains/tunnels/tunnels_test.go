@@ -405,6 +405,7 @@ func TestAnAgentWithoutStreamsCannotTunnel(t *testing.T) {
 	var dev agentproto.EnrollResponse
 	f.Must(http.StatusCreated, apptest.Anonymous, "POST", api+"/agents/enroll", agentproto.EnrollRequest{EnrollmentKey: key.Key,
 		EnrollmentSecret: key.Secret, Hostname: "old-01", OSType: "linux", OSVersion: "12", Architecture: "amd64", AgentVersion: "0.9.0"}).JSON(t, &dev)
+	f.Must(http.StatusOK, apptest.Bearer(dev.AuthToken), "POST", api+"/agents/"+dev.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "0.9.0"})
 	f.DialAgent(dev.AuthToken)
 	tn := f.create(f.ten.Org, map[string]any{"deviceId": dev.DeviceID, "targetHost": "10.0.0.5", "targetPort": 80, "scheme": "http"})
 	cookie := f.redeem(f.ticket(f.ten.Org, tn.ID))

@@ -109,6 +109,9 @@ type Config struct {
 	AgentHeartbeatInterval time.Duration
 	// AgentPingInterval is how often the server pings an agent's live channel.
 	AgentPingInterval time.Duration
+	// AgentChannelWait is how long a request that needs an agent's live channel waits for it
+	// when the agent reported it is opening it (AGENT_CHANNEL_WAIT_MS); zero waits not at all.
+	AgentChannelWait time.Duration
 	// DeviceOfflineAfter marks a device offline after this long without a heartbeat.
 	DeviceOfflineAfter time.Duration
 	// AgentSilentAfter sets mainAgentSilentSince when the watchdog reports but the main agent
@@ -211,6 +214,7 @@ func Defaults() Config {
 
 		AgentHeartbeatInterval:  60 * time.Second,
 		AgentPingInterval:       30 * time.Second,
+		AgentChannelWait:        5 * time.Second,
 		DeviceOfflineAfter:      5 * time.Minute,
 		AgentSilentAfter:        15 * time.Minute,
 		DeviceMetricsRetention:  6 * time.Hour,
@@ -360,6 +364,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	seconds := func(d *time.Duration) func(int64) { return func(n int64) { *d = time.Duration(n) * time.Second } }
 	intVar("AGENT_HEARTBEAT_INTERVAL_SECONDS", 5, 3600, seconds(&c.AgentHeartbeatInterval))
 	intVar("AGENT_PING_INTERVAL_SECONDS", 5, 600, seconds(&c.AgentPingInterval))
+	intVar("AGENT_CHANNEL_WAIT_MS", 0, 30000, func(n int64) { c.AgentChannelWait = time.Duration(n) * time.Millisecond })
 	intVar("DEVICE_OFFLINE_AFTER_SECONDS", 15, 86400, seconds(&c.DeviceOfflineAfter))
 	intVar("AGENT_SILENT_AFTER_SECONDS", 60, 86400, seconds(&c.AgentSilentAfter))
 	intVar("HSTS_MAX_AGE", 0, 2*365*86400, seconds(&c.HSTSMaxAge))

@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -382,9 +383,10 @@ func (e *Env) InsertDevice(d DeviceRow) string {
 }
 
 // EnrollAgent enrolls an agent of a Linux machine named hostname in the tenant's organization,
-// with a single-use enrollment key and its secret as an installer would, and returns what the
-// agent receives. The device is online from then on, reporting (as far as the server knows)
-// over HTTP until its live channel is dialled (DialAgent).
+// with a single-use enrollment key and its secret as an installer would, and has the agent
+// report once over HTTP, as it does when it starts; it returns what the agent receives. The
+// device is online from then on, reporting (as far as the server knows) over HTTP only until
+// its live channel is dialled (DialAgent).
 func (e *Env) EnrollAgent(ten Tenant, hostname string) agentproto.EnrollResponse {
 	e.T.Helper()
 	var k struct {
@@ -397,7 +399,27 @@ func (e *Env) EnrollAgent(ten Tenant, hostname string) agentproto.EnrollResponse
 	e.Must(http.StatusCreated, Anonymous, "POST", "/api/v1"+agentproto.PathEnroll, agentproto.EnrollRequest{EnrollmentKey: k.Key,
 		EnrollmentSecret: k.Secret, Hostname: hostname, OSType: agentproto.OSLinux, OSVersion: "12", Architecture: "amd64",
 		AgentVersion: "1.0.0"}).JSON(e.T, &r)
+	e.Must(http.StatusOK, Bearer(r.AuthToken), "POST", "/api/v1/agents/"+r.DeviceID+"/heartbeat", agentproto.Heartbeat{AgentVersion: "1.0.0"})
 	return r
+}
+
+// ReportOpeningChannel has the device's agent report over HTTP that it is opening its live
+// channel, as an agent does right after it starts.
+func (e *Env) ReportOpeningChannel(dev agentproto.EnrollResponse) {
+	e.T.Helper()
+	e.Must(http.StatusOK, Bearer(dev.AuthToken), "POST", "/api/v1/agents/"+dev.DeviceID+"/heartbeat",
+		agentproto.Heartbeat{AgentVersion: "1.0.0", LiveChannel: agentproto.LiveChannelConnecting})
+}
+
+// WaitChannelWaits waits until n requests on this node wait for an agent to open its live
+// channel (the gauge gale_agent_channel_waits), so that a test opens the channel while a
+// request waits for it.
+func (e *Env) WaitChannelWaits(n int) {
+	e.T.Helper()
+	want := fmt.Sprintf("\ngale_agent_channel_waits %d\n", n)
+	Eventually(e.T, 10*time.Second, func() bool {
+		return strings.Contains(string(e.Must(http.StatusOK, Anonymous, "GET", "/metrics", nil).Body), want)
+	})
 }
 
 // DialAgent opens an agent's live channel with its token, as an agent would, and returns it

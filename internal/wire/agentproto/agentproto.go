@@ -171,7 +171,23 @@ type Heartbeat struct {
 	// in the metrics history at that time, and refuses one from the future or older than the
 	// history keeps.
 	SampledAt *time.Time `json:"sampledAt,omitempty"`
+	// LiveChannel is the state of the main agent's live channel when it sent the heartbeat:
+	// LiveChannelUp, LiveChannelConnecting or LiveChannelDown. Absent: an agent that keeps no
+	// live channel, or too old to say.
+	LiveChannel string `json:"liveChannel,omitempty"`
 }
+
+// States of the agent's live channel, as its heartbeats report them.
+const (
+	// LiveChannelUp: the channel is open (the heartbeat travels on it).
+	LiveChannelUp = "up"
+	// LiveChannelConnecting: the agent is opening the channel, having just started or lost
+	// it; it expects it up within seconds.
+	LiveChannelConnecting = "connecting"
+	// LiveChannelDown: opening the channel has failed for a while (or the server refuses the
+	// agent's token there); the agent reports over HTTP and keeps trying, ever less often.
+	LiveChannelDown = "down"
+)
 
 // Metrics is one sample of the machine's health.
 type Metrics struct {

@@ -129,6 +129,17 @@ type SecurityScan struct {
 	Paths    []string `json:"paths,omitempty"`
 }
 
+// TypeSecurityScanProgress is the agent's report, over its live channel, of how far a running
+// security_scan has got (payload SecurityScanProgress), about once a second. It is best
+// effort: reports are not kept while offline, as the result carries the final count.
+const TypeSecurityScanProgress = "security_scan_progress"
+
+// SecurityScanProgress is how many files a running scan has looked at so far.
+type SecurityScanProgress struct {
+	CommandID    string `json:"commandId"`
+	FilesScanned int    `json:"filesScanned"`
+}
+
 // SecurityScanResult is the Result of security_scan.
 type SecurityScanResult struct {
 	Engine       string        `json:"engine"`
