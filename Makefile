@@ -1,6 +1,6 @@
 # The whole suite runs on the embedded SQLite backend (with the race detector), then again on
 # PostgreSQL when TEST_DATABASE_URL names a database the tests may create databases from.
-.PHONY: test test-sqlite test-postgres build bench agents dist
+.PHONY: test test-sqlite test-postgres build bench agents servers dist
 
 test: test-sqlite test-postgres
 
@@ -29,10 +29,10 @@ bench:
 	go test -run '^$$' -bench Deliveries -benchtime 2000x ./internal/domains/webhooks/
 	go test -run '^$$' -bench AlertSweep -benchtime 3x ./test/bench/
 
-# Agent binaries for every platform of PLATFORMS, named as gale agent-release register-dir
-# expects, in $(DIST)/agents. VERSION is what git describe makes of the latest v* tag (without
-# its v, e.g. 1.2.3 or 1.2.3-4-gabc1234-dirty), else 0.0.0-dev.<commit>: always a version the
-# server accepts.
+# Release builds. VERSION is what git describe makes of the latest v* tag (without its v,
+# e.g. 1.2.3 or 1.2.3-4-gabc1234-dirty), else 0.0.0-dev.<commit>: always a version the
+# server accepts. PLATFORMS are the os/arch pairs to build (every supported one by default),
+# DIST the output directory.
 GIT_TAG_VERSION = $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null | sed 's/^v//')
 GIT_COMMIT = $(shell git rev-parse --short HEAD 2>/dev/null)
 VERSION ?= $(or $(GIT_TAG_VERSION),0.0.0-dev$(if $(GIT_COMMIT),.$(GIT_COMMIT)))
@@ -52,6 +52,8 @@ PKG_DATE = $(or $(shell git log -1 --format=%cI 2>/dev/null),$(shell date -u +%Y
 PKG_CHANGELOG = printf -- '- semver: %s-1\n  date: %s\n  packager: %s\n  deb:\n    urgency: medium\n    distributions: [stable]\n  changes:\n    - note: Gale %s.\n' \
 	'$(PKG_VERSION)' '$(PKG_DATE)' 'Gale maintainers <maintainers@gale.invalid>' '$(VERSION)'
 
+# Agent binaries for every platform of PLATFORMS, named as gale agent-release register-dir
+# expects: $(DIST)/agents/gale-agent-<os>-<arch>[.exe].
 agents:
 	@mkdir -p $(DIST)/agents
 	@for p in $(PLATFORMS); do \
@@ -60,18 +62,25 @@ agents:
 		GOOS=$$os GOARCH=$$arch $(GO_RELEASE_BUILD) -o $(DIST)/agents/gale-agent-$$os-$$arch$$ext ./cmd/gale-agent || exit 1; \
 	done
 
-# Release artifacts in $(DIST): the agents (above), the server for every Linux platform of
-# PLATFORMS (gale-linux-<arch>), .deb and .rpm packages of both for those platforms (the
-# server's carries every agent build, see packaging/), and SHA256SUMS of them all.
-# make dist PLATFORMS=linux/amd64 builds one platform only.
-dist:
-	@rm -rf $(DIST)/agents $(DIST)/packages $(DIST)/SHA256SUMS $(DIST)/gale-linux-*
-	@$(MAKE) --no-print-directory agents
-	@mkdir -p $(DIST)/packages
+# The server for every Linux platform of PLATFORMS: $(DIST)/gale-linux-<arch>.
+servers:
+	@mkdir -p $(DIST)
 	@for p in $(filter linux/%,$(PLATFORMS)); do \
 		arch=$${p#linux/}; \
 		echo "gale $(VERSION) linux/$$arch"; \
 		GOOS=linux GOARCH=$$arch $(GO_RELEASE_BUILD) -o $(DIST)/gale-linux-$$arch ./cmd/gale || exit 1; \
+	done
+
+# Release artifacts in $(DIST): the agents and the servers (above), .deb and .rpm packages
+# of both for every Linux platform (the server's carries every agent build, see packaging/),
+# and SHA256SUMS of them all. make dist PLATFORMS=linux/amd64 builds one platform only.
+dist:
+	@[ -n "$(strip $(DIST))" ] || { echo "DIST must name a directory" >&2; exit 1; }
+	@rm -rf $(DIST)/agents $(DIST)/packages $(DIST)/SHA256SUMS $(DIST)/gale-linux-*
+	@$(MAKE) --no-print-directory agents servers
+	@mkdir -p $(DIST)/packages
+	@for p in $(filter linux/%,$(PLATFORMS)); do \
+		arch=$${p#linux/}; \
 		for pkg in gale gale-agent; do for format in deb rpm; do \
 			$(PKG_CHANGELOG) | VERSION=$(VERSION) PKG_VERSION=$(PKG_VERSION) ARCH=$$arch DIST=$(DIST) \
 				$(NFPM) package --config packaging/$$pkg.yaml --packager $$format --target $(DIST)/packages/ || exit 1; \
