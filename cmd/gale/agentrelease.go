@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -62,33 +62,18 @@ func agentReleaseCmd() *cobra.Command {
 				return err
 			}
 			defer a.Close()
-			entries, err := os.ReadDir(args[0])
+			reg, err := app.Service[*agentdist.Service](a).RegisterDir(cmd.Context(), args[0], dirVersion, dirNotes)
+			for _, name := range reg.Skipped {
+				fmt.Fprintf(cmd.OutOrStdout(), "skipped %s: not gale-agent-<os>-<arch>[.exe] for a supported platform\n", name)
+			}
+			for _, b := range reg.Binaries {
+				printRegistered(cmd, b.Binary, b.Created)
+			}
+			if errors.Is(err, agentdist.ErrNoBuilds) {
+				return fmt.Errorf("%w; build them with make agents", err)
+			}
 			if err != nil {
-				return err
-			}
-			registered := 0
-			for _, entry := range entries {
-				goos, arch, ok := agentFileName(entry.Name())
-				if !ok || entry.IsDir() {
-					if strings.HasPrefix(entry.Name(), "gale-agent-") {
-						fmt.Fprintf(cmd.OutOrStdout(), "skipped %s: not gale-agent-<os>-<arch>[.exe] for a supported platform\n", entry.Name())
-					}
-					continue
-				}
-				f, err := os.Open(filepath.Join(args[0], entry.Name()))
-				if err != nil {
-					return err
-				}
-				b, created, err := app.Service[*agentdist.Service](a).Register(cmd.Context(), dirVersion, goos, arch, f, dirNotes)
-				f.Close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", entry.Name(), cliError(err))
-				}
-				printRegistered(cmd, b, created)
-				registered++
-			}
-			if registered == 0 {
-				return fmt.Errorf("no gale-agent-<os>-<arch>[.exe] files in %s; build them with make agents", args[0])
+				return cliError(err)
 			}
 			return nil
 		},
@@ -151,16 +136,6 @@ func agentReleaseCmd() *cobra.Command {
 	return cmd
 }
 
-// agentFileName reads the platform out of a name that make agents writes.
-func agentFileName(name string) (goos, arch string, ok bool) {
-	rest, found := strings.CutPrefix(strings.TrimSuffix(name, ".exe"), "gale-agent-")
-	if !found {
-		return "", "", false
-	}
-	goos, arch, found = strings.Cut(rest, "-")
-	return goos, arch, found && agentdist.ValidPlatform(goos, arch) == nil
-}
-
 func printRegistered(cmd *cobra.Command, b agentdist.Binary, created bool) {
 	what := "registered"
 	if !created {
@@ -185,4 +160,22 @@ func cliError(err error) error {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// registerAgentBuilds registers the agent builds shipped with the server (AGENT_BUILDS_DIR),
+// so that a server installed from its package or image serves install.sh at once. The
+// server runs on without them when they cannot be registered.
+func registerAgentBuilds(ctx context.Context, a *app.App, publicURLSet bool) {
+	dir := a.Config.AgentBuildsDir
+	if dir == "" {
+		return
+	}
+	if !publicURLSet {
+		a.Logger.WarnContext(ctx, "PUBLIC_URL is not set: install.sh tells endpoints to download from and enroll against "+
+			a.Config.PublicURL+", which only this machine reaches; set PUBLIC_URL (in /etc/gale/gale.env for a package "+
+			"install) to the address endpoints reach this server at, e.g. https://gale.example.com, and restart")
+	}
+	if err := app.Service[*agentdist.Service](a).RegisterBuilds(ctx, dir); err != nil {
+		a.Logger.ErrorContext(ctx, "the shipped agent builds are not registered", "dir", dir, "error", err)
+	}
 }

@@ -3,12 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"gale/internal/app"
+	"gale/internal/domains/agentdist"
+	"gale/internal/platform/config"
 	"gale/internal/platform/store/storetest"
+	"gale/internal/testkit/apptest"
 )
 
 // gale runs the command line against the test database and returns what it printed.
@@ -92,5 +97,43 @@ func TestAgentReleaseCommands(t *testing.T) {
 		strings.Join(strings.Fields(lines[1]), " ") != "1.10.0 yes darwin/arm64 Faster inventory" ||
 		strings.Join(strings.Fields(lines[2]), " ") != "1.2.3 linux/amd64 windows/arm64" {
 		t.Fatalf("list:\n%s", out)
+	}
+}
+
+func TestServeRegistersTheShippedAgentBuilds(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "1.4.0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "1.4.0", "gale-agent-linux-amd64"), []byte("shipped"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name         string
+		buildsDir    string
+		publicURLSet bool
+		promoted     string
+		warns        bool
+	}{
+		{"no builds directory", "", false, "", false},
+		{"PUBLIC_URL unset", dir, false, "1.4.0", true},
+		{"PUBLIC_URL set", dir, true, "1.4.0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := apptest.New(t, func(c *config.Config) { c.AgentBuildsDir = tc.buildsDir })
+			var logs bytes.Buffer
+			e.App.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			registerAgentBuilds(context.Background(), e.App, tc.publicURLSet)
+			promoted := ""
+			if v, err := app.Service[*agentdist.Service](e.App).Latest(context.Background()); err == nil && v.Promoted {
+				promoted = v.Version
+			}
+			if promoted != tc.promoted {
+				t.Errorf("promoted %q, want %q", promoted, tc.promoted)
+			}
+			if warned := strings.Contains(logs.String(), "PUBLIC_URL is not set: install.sh tells endpoints"); warned != tc.warns {
+				t.Errorf("warned about PUBLIC_URL: %v, want %v; log:\n%s", warned, tc.warns, logs.String())
+			}
+		})
 	}
 }

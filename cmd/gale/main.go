@@ -23,7 +23,12 @@ import (
 	"gale/internal/platform/store"
 )
 
+// version is set at build time (make dist: -ldflags "-X main.version=1.2.3"); the server
+// reports it on /health, in its log and to agents.
+var version = "dev"
+
 func main() {
+	app.Version = version
 	if err := root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
@@ -36,6 +41,7 @@ func root() *cobra.Command {
 		Short:         "Gale remote monitoring and management server",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       app.Version,
 	}
 	cmd.AddCommand(serveCmd(), migrateCmd(), backupCmd(), restoreCmd(), userCmd(), agentReleaseCmd(), openapiCmd(), versionCmd())
 	return cmd
@@ -82,6 +88,7 @@ func serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			registerAgentBuilds(ctx, a, os.Getenv("PUBLIC_URL") != "")
 			return a.Run(ctx)
 		},
 	}

@@ -108,7 +108,8 @@ var Modules = []module.Module{
 	console.Module,
 }
 
-// Version is the server version, set at build time with -ldflags "-X gale/internal/app.Version=...".
+// Version is the server version; the gale command sets it from its own, stamped at build time
+// with -ldflags "-X main.version=...".
 var Version = "dev"
 
 // App is a wired server.

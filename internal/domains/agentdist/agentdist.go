@@ -152,13 +152,27 @@ func (s *Service) Register(ctx context.Context, version, goos, arch string, r io
 			ON CONFLICT (version) DO UPDATE SET notes = excluded.notes WHERE excluded.notes <> ''`, version, notes, now); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO agent_releases (version, os, arch, sha256, size_bytes, data, notes, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, version, goos, arch, b.SHA256, b.SizeBytes, data, notes, now)
-		if store.IsUniqueViolation(err) {
-			return conflict // registered by someone else meanwhile
-		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO agent_releases (version, os, arch, sha256, size_bytes, data, notes, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (version, os, arch) DO NOTHING`,
+			version, goos, arch, b.SHA256, b.SizeBytes, data, notes, now)
 		if err != nil {
 			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			// Registered by someone else meanwhile (several nodes registering their shipped
+			// builds at once): the same bytes are the same release.
+			if err := tx.QueryRowContext(ctx, `SELECT sha256 FROM agent_releases WHERE version = $1 AND os = $2 AND arch = $3`,
+				version, goos, arch).Scan(&existing); err != nil {
+				return err
+			}
+			if existing == b.SHA256 {
+				return nil
+			}
+			return conflict
 		}
 		created = true
 		return audit.Record(ctx, tx, audit.Entry{Action: "agent_release.register", ResourceType: "agent_release",

@@ -102,6 +102,10 @@ type Config struct {
 	// (LIST_PAGE_CACHE_MS); writes through the API end it at once on every node.
 	ListPageCacheTTL time.Duration
 
+	// AgentBuildsDir is AGENT_BUILDS_DIR: where gale serve finds agent builds shipped with the
+	// server (<dir>/<version>/gale-agent-<os>-<arch>[.exe]) to register at start. Empty: none.
+	AgentBuildsDir string
+
 	// EnrollmentSecret is AGENT_ENROLLMENT_SECRET: what agents present with keys that have no
 	// secret of their own. Empty means such keys cannot enroll.
 	EnrollmentSecret string
@@ -289,6 +293,7 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	}
 	c.BootstrapAdminPassword = getenv("BOOTSTRAP_ADMIN_PASSWORD")
 	c.EnrollmentSecret = getenv("AGENT_ENROLLMENT_SECRET")
+	str("AGENT_BUILDS_DIR", &c.AgentBuildsDir)
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	str("NODE_ADDRESS", &c.NodeAddress)
 	c.NodeAddress = strings.TrimRight(c.NodeAddress, "/")

@@ -177,3 +177,14 @@ func TestRemoteICEServers(t *testing.T) {
 		}
 	}
 }
+
+func TestAgentBuildsDir(t *testing.T) {
+	c, err := config.Load(env(map[string]string{"DATA_DIR": t.TempDir()}), slog.New(slog.DiscardHandler))
+	if err != nil || c.AgentBuildsDir != "" {
+		t.Fatalf("default agent builds directory = %q (%v), want none", c.AgentBuildsDir, err)
+	}
+	c, err = config.Load(env(map[string]string{"DATA_DIR": t.TempDir(), "AGENT_BUILDS_DIR": "/usr/lib/gale/agents"}), slog.New(slog.DiscardHandler))
+	if err != nil || c.AgentBuildsDir != "/usr/lib/gale/agents" {
+		t.Fatalf("AGENT_BUILDS_DIR not applied: %q (%v)", c.AgentBuildsDir, err)
+	}
+}
