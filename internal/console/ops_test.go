@@ -182,7 +182,7 @@ func TestOpsMaintenance(t *testing.T) {
 	theirDev := e.InsertDevice(apptest.DeviceRow{PartnerID: o.them.PartnerID, OrgID: o.them.OrgID, SiteID: o.them.SiteID, Hostname: "ws-x"})
 	const wall = "2006-01-02T15:04:05"
 	// Tomorrow at 10:00: the window never crosses midnight, whose end the list would show with its date.
-	start := time.Now().UTC().Truncate(24*time.Hour).Add(34 * time.Hour)
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(34 * time.Hour)
 	window := func(name string) map[string]any {
 		return map[string]any{"name": name, "startTime": start.Format(wall), "endTime": start.Add(2 * time.Hour).Format(wall),
 			"timezone": "UTC", "recurrence": "once", "targets": map[string]any{"type": "all"}}
