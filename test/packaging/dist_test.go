@@ -212,7 +212,8 @@ func hasLine(out, prefix string) bool {
 	return false
 }
 
-// installed checks what the server package installs; version is the agent build it ships.
+// installed checks what the two packages of version installed; unitDir is where this
+// package format puts systemd units.
 func installed(t *testing.T, r *sysroot, version, unitDir string) {
 	t.Helper()
 	if out := strings.TrimSpace(r.run("gale version; gale-agent version")); out != "gale "+version+"\n"+version {
