@@ -260,22 +260,23 @@ func (r *sysroot) start(u unit, logs *lockedBuffer) *service {
 
 // pidWriter passes a service's output on, picking out the "pid N" line its wrapper prints.
 type pidWriter struct {
-	w   *lockedBuffer
-	pid chan string
-	buf strings.Builder
+	w    *lockedBuffer
+	pid  chan string
+	sent bool
+	buf  strings.Builder
 }
 
 func (p *pidWriter) Write(b []byte) (int, error) {
-	if p.pid != nil {
-		p.buf.Write(b)
-		if line, rest, ok := strings.Cut(p.buf.String(), "\n"); ok {
-			p.pid <- strings.TrimPrefix(line, "pid ")
-			p.pid = nil
-			_, _ = p.w.Write([]byte(rest))
-		}
-		return len(b), nil
+	if p.sent {
+		return p.w.Write(b)
 	}
-	return p.w.Write(b)
+	p.buf.Write(b)
+	if line, rest, ok := strings.Cut(p.buf.String(), "\n"); ok {
+		p.pid <- strings.TrimPrefix(line, "pid ")
+		p.sent = true
+		_, _ = p.w.Write([]byte(rest))
+	}
+	return len(b), nil
 }
 
 func shellQuote(s string) string {
