@@ -186,3 +186,40 @@ func TestSecurityOnARealAgent(t *testing.T) {
 		}
 	})
 }
+
+// TestARealAgentsScanShowsItsProgress has a real agent scan /usr with the built-in signatures:
+// while the scan runs, its record shows how many files the agent has looked at, and the result
+// counts at least as many.
+func TestARealAgentsScanShowsItsProgress(t *testing.T) {
+	if _, err := exec.LookPath("clamscan"); err == nil {
+		t.Skip("ClamAV is installed: scans use it, which reports no progress")
+	}
+	node := apptest.New(t)
+	agent := startAgentWith(t, node, nil)
+	admin := node.Admin()
+	// /usr five times over: a scan of seconds even on a fast machine, as progress comes once a
+	// second.
+	node.Must(http.StatusAccepted, admin, "POST", "/api/v1/security/scan/"+agent.deviceID, map[string]any{"scanType": "custom",
+		"paths": []string{"/usr", "/usr", "/usr", "/usr", "/usr"}})
+	scan := func() security.SecurityScanRun {
+		var out struct{ Data []security.SecurityScanRun }
+		node.Must(http.StatusOK, admin, "GET", "/api/v1/security/scans/"+agent.deviceID, nil).JSON(t, &out)
+		if len(out.Data) != 1 {
+			t.Fatalf("scans = %+v", out.Data)
+		}
+		return out.Data[0]
+	}
+	var seen int
+	waitFor(t, 60*time.Second, "progress of the running scan", func() bool {
+		x := scan()
+		if x.Status == security.ScanCompleted {
+			t.Fatalf("the scan ended before it showed any progress: %+v", x)
+		}
+		seen = x.FilesScanned
+		return x.Status == security.ScanRunning && seen > 0
+	})
+	waitFor(t, 5*time.Minute, "the scan's result", func() bool { return scan().Status == security.ScanCompleted })
+	if x := scan(); x.FilesScanned < seen || x.Engine != "builtin" {
+		t.Fatalf("scan once ended = %+v, it had looked at %d files while it ran", x, seen)
+	}
+}
