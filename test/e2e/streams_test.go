@@ -37,7 +37,7 @@ type streamAgent struct {
 }
 
 // startStreamAgent enrolls a gale-agent with the node and runs it (without its watchdog)
-// until the test ends; it returns once the node holds the agent's connection.
+// until the test ends; it returns once the node holds the agent's connection and the device is online.
 func startStreamAgent(t testing.TB, node *apptest.Env) *streamAgent {
 	t.Helper()
 	return startAgentWith(t, node, nil)
@@ -98,7 +98,13 @@ func startAgentWith(t testing.TB, node *apptest.Env, settings map[string]any) *s
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	})
-	apptest.Eventually(t, 30*time.Second, func() bool { return hubOf(node).Connected(a.deviceID) })
+	// A device is pending until its agent's first heartbeat is recorded, which may come just
+	// after the connection: the routes the tests call need it online.
+	apptest.Eventually(t, 30*time.Second, func() bool {
+		var dev struct{ Status string }
+		node.Must(200, ten.Org, "GET", "/api/v1/devices/"+a.deviceID, nil).JSON(t, &dev)
+		return hubOf(node).Connected(a.deviceID) && dev.Status == "online"
+	})
 	return a
 }
 
