@@ -21,7 +21,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -30,12 +29,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"gale/internal/platform/store/storetest"
+	"gale/internal/testkit/proctest"
 )
 
 // block is one shell example of a file.
@@ -149,7 +148,7 @@ func TestExamples(t *testing.T) {
 	}
 	work := t.TempDir()
 	build(t, filepath.Join(work, "bin"))
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	base := "http://" + addr
 	// Every address the examples give the server at is this test's server.
 	rewrite := strings.NewReplacer("http://localhost:8080", base, "https://gale.example.com", base)
@@ -264,7 +263,7 @@ func runScript(t *testing.T, dir string, env []string, script string) (string, e
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script)
 	cmd.Dir, cmd.Env = dir, env
-	var out lockedBuffer
+	var out proctest.Output
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -290,10 +289,10 @@ func killUnder(dir string) {
 }
 
 // runBackground starts a bash script that keeps running (the server) until the test ends.
-func runBackground(t *testing.T, dir string, env []string, script string) *lockedBuffer {
+func runBackground(t *testing.T, dir string, env []string, script string) *proctest.Output {
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Dir, cmd.Env = dir, env
-	logs := &lockedBuffer{}
+	logs := &proctest.Output{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -312,7 +311,7 @@ func runBackground(t *testing.T, dir string, env []string, script string) *locke
 	return logs
 }
 
-func waitReady(t *testing.T, base string, logs *lockedBuffer) {
+func waitReady(t *testing.T, base string, logs *proctest.Output) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		res, err := http.Get(base + "/ready")
@@ -329,36 +328,9 @@ func waitReady(t *testing.T, base string, logs *lockedBuffer) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func tail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]
 	}
 	return s
-}
-
-// lockedBuffer collects a child's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

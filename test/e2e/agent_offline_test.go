@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gale/internal/testkit/proctest"
 )
 
 // stoppableServer is a gale process that the test stops and starts again on the same
@@ -27,10 +29,10 @@ type stoppableServer struct {
 
 func startStoppableServer(t *testing.T, extraEnv ...string) *stoppableServer {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	env := galeEnv(t, append([]string{"LISTEN_ADDR=" + addr, "PUBLIC_URL=http://" + addr, "AGENT_HEARTBEAT_INTERVAL_SECONDS=5",
 		"BOOTSTRAP_ADMIN_EMAIL=admin@example.com", "BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123"}, extraEnv...)...)
-	s := &stoppableServer{server: &server{t: t, base: "http://" + addr, logs: &lockedBuffer{}, env: env}}
+	s := &stoppableServer{server: &server{t: t, base: "http://" + addr, logs: &proctest.Output{}, env: env}}
 	s.start()
 	t.Cleanup(func() {
 		s.kill()
@@ -131,7 +133,7 @@ func TestAgentOutlivesServerOutages(t *testing.T) {
 		t.Fatalf("repaired configuration: %v: %s", err, b)
 	}
 
-	logs := &lockedBuffer{}
+	logs := &proctest.Output{}
 	agent := exec.Command(agentBinary(t), "run", "--no-watchdog", "--config", cfgPath)
 	agent.Stdout, agent.Stderr = logs, logs
 	if err := agent.Start(); err != nil {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gale/internal/testkit/proctest"
 )
 
 // server is a running gale process.
@@ -20,7 +22,7 @@ type server struct {
 	t     *testing.T
 	base  string
 	token string
-	logs  *lockedBuffer
+	logs  *proctest.Output
 	// env is the gale process's environment, for gale commands on the same database.
 	env []string
 }
@@ -28,11 +30,11 @@ type server struct {
 // startServer runs gale serve with a bootstrap administrator and signs in.
 func startServer(t *testing.T, extraEnv ...string) *server {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(galeBinary(t), "serve")
 	cmd.Env = galeEnv(t, append([]string{"LISTEN_ADDR=" + addr, "PUBLIC_URL=http://" + addr,
 		"BOOTSTRAP_ADMIN_EMAIL=admin@example.com", "BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123"}, extraEnv...)...)
-	s := &server{t: t, base: "http://" + addr, logs: &lockedBuffer{}, env: cmd.Env}
+	s := &server{t: t, base: "http://" + addr, logs: &proctest.Output{}, env: cmd.Env}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -205,7 +207,7 @@ func TestRealAgent(t *testing.T) {
 	}
 	_ = json.Unmarshal(after, &cfg)
 
-	agentLogs := &lockedBuffer{}
+	agentLogs := &proctest.Output{}
 	run := exec.Command(agentBinary(t), "run", "--config", cfgPath)
 	run.Env = append(os.Environ(), "GALE_AGENT_UNRESPONSIVE_SECONDS=10")
 	run.Stdout, run.Stderr = agentLogs, agentLogs

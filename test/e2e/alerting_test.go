@@ -16,6 +16,7 @@ import (
 
 	"gale/internal/domains/webhooks"
 	"gale/internal/platform/mail/mailtest"
+	"gale/internal/testkit/proctest"
 )
 
 // hookRequest is one request the local receiver got.
@@ -86,7 +87,7 @@ func TestAlertingEndToEnd(t *testing.T) {
 	}
 	run := exec.Command(agentBinary(t), "run", "--config", cfgPath)
 	run.Env = os.Environ()
-	agentLogs := &lockedBuffer{}
+	agentLogs := &proctest.Output{}
 	run.Stdout, run.Stderr = agentLogs, agentLogs
 	if err := run.Start(); err != nil {
 		t.Fatal(err)

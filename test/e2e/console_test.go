@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"gale/internal/testkit/proctest"
+
 	"github.com/chromedp/chromedp"
 	"github.com/pquerna/otp/totp"
 )
@@ -84,7 +86,7 @@ func TestConsole(t *testing.T) {
 	if out, err := enroll.CombinedOutput(); err != nil {
 		t.Fatalf("enroll: %v: %s", err, out)
 	}
-	agentLogs := &lockedBuffer{}
+	agentLogs := &proctest.Output{}
 	agent := exec.Command(agentBinary(t), "run", "--config", cfgPath)
 	agent.Stdout, agent.Stderr = agentLogs, agentLogs
 	if err := agent.Start(); err != nil {

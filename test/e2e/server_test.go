@@ -2,10 +2,8 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"gale/internal/platform/store/storetest"
+	"gale/internal/testkit/proctest"
 )
 
 var (
@@ -53,45 +52,17 @@ func galeBinary(t testing.TB) string { return filepath.Join(build(t), "gale") }
 // agentBinary is the built agent.
 func agentBinary(t testing.TB) string { return filepath.Join(build(t), "gale-agent") }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// lockedBuffer collects a child's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func galeEnv(t *testing.T, extra ...string) []string {
 	env := append(os.Environ(), "DATABASE_URL="+storetest.URL(t), "DATA_DIR="+t.TempDir(), "LOG_FORMAT=json")
 	return append(env, extra...)
 }
 
 func TestServeBootstrapLoginAndGracefulStop(t *testing.T) {
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(galeBinary(t), "serve")
 	cmd.Env = galeEnv(t, "LISTEN_ADDR="+addr, "BOOTSTRAP_ADMIN_EMAIL=admin@example.com",
 		"BOOTSTRAP_ADMIN_PASSWORD=Change-Me-123")
-	var logs lockedBuffer
+	var logs proctest.Output
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

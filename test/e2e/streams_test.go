@@ -25,6 +25,7 @@ import (
 	"gale/internal/domains/agenthub"
 	"gale/internal/platform/store/storetest"
 	"gale/internal/testkit/apptest"
+	"gale/internal/testkit/proctest"
 	"gale/internal/wire/agentproto"
 )
 
@@ -82,7 +83,7 @@ func startAgentWith(t testing.TB, node *apptest.Env, settings map[string]any) *s
 		t.Fatal(err)
 	}
 	a.deviceID, a.token = cfg.DeviceID, cfg.AuthToken
-	logs := &lockedBuffer{}
+	logs := &proctest.Output{}
 	a.cmd = exec.Command(agentBinary(t), "run", "--no-watchdog", "--config", cfgPath)
 	a.cmd.Stdout, a.cmd.Stderr = logs, logs
 	if err := a.cmd.Start(); err != nil {

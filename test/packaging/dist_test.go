@@ -6,7 +6,6 @@ package packaging
 
 import (
 	"bufio"
-	"bytes"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -211,22 +210,4 @@ func hasLine(out, prefix string) bool {
 		}
 	}
 	return false
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"gale/internal/platform/store/storetest"
+	"gale/internal/testkit/proctest"
 )
 
 // A server installed from its package serves the agent one-liner at once: the test installs
@@ -26,7 +26,7 @@ func TestServerPackageServesTheAgentOneLiner(t *testing.T) {
 
 	server := newRoot(t, d.dir)
 	server.run("dpkg --install " + d.deb("gale"))
-	addr := freeAddr(t)
+	addr := proctest.FreeAddr(t)
 	base := "http://" + addr
 	// What an operator sets in gale.env; heartbeats come faster than in production so the
 	// test waits less.
@@ -37,7 +37,7 @@ func TestServerPackageServesTheAgentOneLiner(t *testing.T) {
 	}
 	server.run("printf '%s\\n' " + quoteAll(settings) + " >>/etc/gale/gale.env")
 
-	logs := &lockedBuffer{}
+	logs := &proctest.Output{}
 	gale := server.start(server.readUnit("/lib/systemd/system/gale.service"), logs)
 	defer func() {
 		if t.Failed() {
@@ -145,16 +145,6 @@ func TestServerPackageServesTheAgentOneLiner(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"stopped"`) {
 		t.Errorf("no orderly stop in the server log")
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func quoteAll(ss []string) string {

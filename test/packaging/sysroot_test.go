@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gale/internal/testkit/proctest"
 )
 
 // sysroot is a throwaway copy of this machine's system: an overlay over / whose changes
@@ -208,7 +210,7 @@ type service struct {
 
 // start starts the unit's ExecStart as systemd would: as its user and group, in its
 // working directory, with the variables of its environment files (read as root).
-func (r *sysroot) start(u unit, logs *lockedBuffer) *service {
+func (r *sysroot) start(u unit, logs *proctest.Output) *service {
 	r.t.Helper()
 	var env []string
 	for _, file := range u.EnvironmentFiles {
@@ -260,7 +262,7 @@ func (r *sysroot) start(u unit, logs *lockedBuffer) *service {
 
 // pidWriter passes a service's output on, picking out the "pid N" line its wrapper prints.
 type pidWriter struct {
-	w    *lockedBuffer
+	w    *proctest.Output
 	pid  chan string
 	sent bool
 	buf  strings.Builder
