@@ -179,7 +179,7 @@ func build(ctx context.Context, cfg config.Config, logger *slog.Logger, db *stor
 	a.kernel, a.Events = k, k.Events
 	a.HTTP = httpapi.New(logger, nil, nil, httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes,
 		Enable2FA: cfg.Enable2FA, TrustedProxies: cfg.TrustedProxies, Version: Version, AfterWrite: a.Wrote,
-		HSTSMaxAge: cfg.HSTSMaxAge})
+		HSTSMaxAge: cfg.HSTSMaxAge, Admission: httpapi.Admission{InFlight: cfg.APIMaxInFlight, Queue: cfg.APIQueueLength, Wait: cfg.APIQueueWait}})
 	k.HTTP = a.HTTP
 	a.HTTP.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": Version})

@@ -36,7 +36,21 @@ type conn struct {
 	mu     sync.Mutex
 	outbox []agentproto.Command
 	closed bool
+
+	// inbox holds the agent's messages other than heartbeats (results, output, reports), handled
+	// in order by a goroutine that runs while there are some: a heartbeat is handled as it is
+	// read, never behind the agent's own burst of results. room is closed when a full inbox
+	// takes messages again.
+	inbox    []agentproto.Message
+	draining bool
+	room     chan struct{}
+	// drained is closed when the inbox's goroutine ends.
+	drained chan struct{}
 }
+
+// maxInbox is how many of an agent's messages wait to be handled before the connection stops
+// reading from it: an agent sending faster than the server records slows down, not the server.
+const maxInbox = 64
 
 // wake has the serve loop look for queued commands and calls.
 func (c *conn) wake() {
@@ -171,6 +185,7 @@ func (c *conn) readLoop() {
 	for {
 		typ, data, err := c.ws.Read(c.ctx)
 		if err != nil {
+			c.awaitInbox()
 			c.close(websocket.StatusNormalClosure, "")
 			return
 		}
@@ -183,9 +198,86 @@ func (c *conn) readLoop() {
 			c.log().Warn("unreadable agent message", "error", err)
 			continue
 		}
-		if err := c.handle(msg); err != nil && c.ctx.Err() == nil {
-			c.log().Warn("agent message failed", "type", msg.Type, "error", err)
+		if msg.Type == agentproto.TypeHeartbeat {
+			c.report(msg, c.heartbeat(msg))
+			continue
 		}
+		if !c.enqueue(msg) {
+			return
+		}
+	}
+}
+
+// inboxGrace is how long a closed connection's messages already read may take to be handled.
+const inboxGrace = 10 * time.Second
+
+// awaitInbox waits for the messages the agent sent before its connection ended to be handled.
+func (c *conn) awaitInbox() {
+	c.mu.Lock()
+	drained := c.drained
+	c.mu.Unlock()
+	if drained == nil {
+		return
+	}
+	t := time.NewTimer(inboxGrace)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+}
+
+func (c *conn) report(msg agentproto.Message, err error) {
+	if err != nil && c.ctx.Err() == nil {
+		c.log().Warn("agent message failed", "type", msg.Type, "error", err)
+	}
+}
+
+// enqueue hands msg to the inbox, waiting while it is full; false when the connection ended
+// meanwhile.
+func (c *conn) enqueue(msg agentproto.Message) bool {
+	for {
+		c.mu.Lock()
+		if len(c.inbox) < maxInbox {
+			c.inbox = append(c.inbox, msg)
+			if !c.draining {
+				c.draining, c.drained = true, make(chan struct{})
+				go c.drain(c.drained)
+			}
+			c.mu.Unlock()
+			return true
+		}
+		if c.room == nil {
+			c.room = make(chan struct{})
+		}
+		room := c.room
+		c.mu.Unlock()
+		select {
+		case <-room:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
+// drain handles the inbox's messages in order until it is empty, then closes drained.
+func (c *conn) drain(drained chan struct{}) {
+	defer close(drained)
+	for {
+		c.mu.Lock()
+		if len(c.inbox) == 0 || c.ctx.Err() != nil {
+			c.inbox, c.draining = nil, false
+			c.mu.Unlock()
+			return
+		}
+		msg := c.inbox[0]
+		c.inbox = c.inbox[1:]
+		if c.room != nil {
+			close(c.room)
+			c.room = nil
+		}
+		c.mu.Unlock()
+		c.report(msg, c.handle(msg))
 	}
 }
 
@@ -199,26 +291,29 @@ func (c *conn) receiveFrame(frame []byte) {
 	}
 }
 
+// heartbeat records a heartbeat and acknowledges it.
+func (c *conn) heartbeat(msg agentproto.Message) error {
+	var hb agentproto.Heartbeat
+	if err := json.Unmarshal(msg.Payload, &hb); err != nil {
+		return err
+	}
+	// Not on the hub's workers: the heartbeat only waits here for its group's commit, which
+	// the device service makes on a goroutine of its own.
+	start := time.Now()
+	waiting, err := c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
+	c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return err
+	}
+	if waiting {
+		c.wake()
+	}
+	return c.send(agentproto.TypeHeartbeatAck, msg.ID, struct{}{})
+}
+
+// handle handles a message other than a heartbeat.
 func (c *conn) handle(msg agentproto.Message) error {
 	switch msg.Type {
-	case agentproto.TypeHeartbeat:
-		var hb agentproto.Heartbeat
-		if err := json.Unmarshal(msg.Payload, &hb); err != nil {
-			return err
-		}
-		waiting, err := false, context.Canceled
-		c.hub.runUrgent(c.ctx, func() {
-			start := time.Now()
-			waiting, err = c.hub.devices.Heartbeat(c.ctx, c.agent, hb)
-			c.hub.heartbeatSeconds.Observe(time.Since(start).Seconds())
-		})
-		if err != nil {
-			return err
-		}
-		if waiting {
-			c.wake()
-		}
-		return c.send(agentproto.TypeHeartbeatAck, msg.ID, struct{}{})
 	case agentproto.TypeCallResult:
 		var r agentproto.CallResult
 		if err := json.Unmarshal(msg.Payload, &r); err != nil {

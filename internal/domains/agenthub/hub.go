@@ -43,8 +43,8 @@ type Options struct {
 	// MaxMessageBytes limits one frame from an agent.
 	MaxMessageBytes int64
 	// Workers is how many goroutines do the database work of all connections: no more than
-	// the database has connections for (store.DB.Conns), so that work waits here, in arrival
-	// order, rather than in the database pool.
+	// the agents' lane has connections for (store.DB.AgentConns), so that work waits here, in
+	// arrival order, rather than in the database pool.
 	Workers int
 	// MaxStreams caps the open streams of each agent connection; zero means
 	// streams.DefaultMaxStreams.
@@ -80,7 +80,6 @@ type Hub struct {
 
 	// work carries database work from connections to the workers; quit stops them.
 	work      chan func()
-	urgent    chan func() // heartbeats: taken before other work (see worker)
 	quit      chan struct{}
 	closeOnce sync.Once
 
@@ -158,7 +157,7 @@ func New(d Deps, opts Options) *Hub {
 		opts.Workers = 8
 	}
 	h := &Hub{devices: d.Devices, bus: d.Bus, logger: d.Logger, opts: opts, conns: map[string]*conn{}, watchers: map[string]*watcher{},
-		handlers: map[string]MessageHandler{}, work: make(chan func()), urgent: make(chan func()), quit: make(chan struct{}),
+		handlers: map[string]MessageHandler{}, work: make(chan func()), quit: make(chan struct{}),
 		heartbeatSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "gale_agent_heartbeat_seconds",
 			Help: "Time to record one agent heartbeat.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{Name: "gale_agent_connections",
@@ -193,22 +192,10 @@ func New(d Deps, opts Options) *Hub {
 	return h
 }
 
-// worker runs database work handed over by connections until the hub closes. Heartbeats go
-// first: when thousands of running scripts send their output pieces (and other reports) over
-// their channels at once, a heartbeat waits for the work the workers are doing, not for the
-// whole queue behind it, so its acknowledgement stays prompt and agents are not taken for
-// silent.
+// worker runs database work handed over by connections until the hub closes.
 func (h *Hub) worker() {
 	for {
 		select {
-		case fn := <-h.urgent:
-			fn()
-			continue
-		default:
-		}
-		select {
-		case fn := <-h.urgent:
-			fn()
 		case fn := <-h.work:
 			fn()
 		case <-h.quit:
@@ -221,15 +208,10 @@ func (h *Hub) worker() {
 // Connections hand their database work over instead of doing it on their own goroutines:
 // those calls need deep stacks (tens of KiB), and a goroutine keeps the stack it grew, so
 // thousands of connections would each hold one.
-func (h *Hub) run(ctx context.Context, fn func()) bool { return h.runOn(ctx, h.work, fn) }
-
-// runUrgent is run for a heartbeat, ahead of other work.
-func (h *Hub) runUrgent(ctx context.Context, fn func()) bool { return h.runOn(ctx, h.urgent, fn) }
-
-func (h *Hub) runOn(ctx context.Context, lane chan func(), fn func()) bool {
+func (h *Hub) run(ctx context.Context, fn func()) bool {
 	done := make(chan struct{})
 	select {
-	case lane <- func() { fn(); close(done) }:
+	case h.work <- func() { fn(); close(done) }:
 	case <-ctx.Done():
 		return false
 	case <-h.quit:

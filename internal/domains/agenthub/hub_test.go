@@ -4,8 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"gale/internal/domains/devices"
 	"gale/internal/platform/bus"
@@ -19,14 +24,8 @@ import (
 func TestCommandsAConnectionDidNotSendAreQueuedAgain(t *testing.T) {
 	db := storetest.Open(t)
 	now := store.Now()
-	partner, org, site, device, cmd := store.NewID(), store.NewID(), store.NewID(), store.NewID(), store.NewID()
-	storetest.Exec(t, db.SQL, `INSERT INTO partners (id, name, slug, created_at, updated_at) VALUES ($1, 'P', 'p', $2, $2)`, partner, now)
-	storetest.Exec(t, db.SQL, `INSERT INTO organizations (id, partner_id, name, slug, created_at, updated_at)
-		VALUES ($1, $2, 'O', 'o', $3, $3)`, org, partner, now)
-	storetest.Exec(t, db.SQL, `INSERT INTO sites (id, partner_id, org_id, name, created_at, updated_at)
-		VALUES ($1, $2, $3, 'Main', $4, $4)`, site, partner, org, now)
-	storetest.Exec(t, db.SQL, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 'host', $5, $5)`, device, partner, org, site, now)
+	partner, org, device := seedDevice(t, db)
+	cmd := store.NewID()
 	storetest.Exec(t, db.SQL, `INSERT INTO device_commands (id, partner_id, org_id, device_id, type, payload, status,
 		timeout_seconds, created_at, sent_at, expires_at) VALUES ($1, $2, $3, $4, 'reboot', '{}', 'sent', 120, $5, $5, $6)`,
 		cmd, partner, org, device, now, now.Add(150*time.Second))
@@ -59,6 +58,83 @@ func TestCommandsAConnectionDidNotSendAreQueuedAgain(t *testing.T) {
 	taken, err := svc.TakeQueued(t.Context(), device)
 	if err != nil || len(taken) != 1 || taken[0].ID != cmd {
 		t.Fatalf("took %+v, %v; want the command queued again", taken, err)
+	}
+}
+
+// seedDevice inserts a partner, an organization, a site and a device.
+func seedDevice(t *testing.T, db *store.DB) (partner, org, device string) {
+	now := store.Now()
+	partner, org, site, device := store.NewID(), store.NewID(), store.NewID(), store.NewID()
+	storetest.Exec(t, db.SQL, `INSERT INTO partners (id, name, slug, created_at, updated_at) VALUES ($1, 'P', 'p', $2, $2)`, partner, now)
+	storetest.Exec(t, db.SQL, `INSERT INTO organizations (id, partner_id, name, slug, created_at, updated_at)
+		VALUES ($1, $2, 'O', 'o', $3, $3)`, org, partner, now)
+	storetest.Exec(t, db.SQL, `INSERT INTO sites (id, partner_id, org_id, name, created_at, updated_at)
+		VALUES ($1, $2, $3, 'Main', $4, $4)`, site, partner, org, now)
+	storetest.Exec(t, db.SQL, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 'host', $5, $5)`, device, partner, org, site, now)
+	return partner, org, device
+}
+
+// An agent's heartbeat is acknowledged while the messages it sent before (a burst of results,
+// output) are still being handled: the fleet does not look silent behind its own reports.
+func TestHeartbeatDoesNotWaitBehindTheAgentsOwnMessages(t *testing.T) {
+	db := storetest.Open(t)
+	_, _, device := seedDevice(t, db)
+	logger := slog.New(slog.DiscardHandler)
+	h := New(Deps{Devices: devices.New(devices.Deps{DB: db, Logger: logger}, devices.Options{}), Bus: bus.NewLocal(),
+		Logger: logger}, Options{Workers: 1})
+	t.Cleanup(h.Close)
+	release, handled := make(chan struct{}), make(chan string, 2)
+	h.OnMessage("slow_report", func(_ context.Context, _ devices.Agent, payload json.RawMessage) error {
+		<-release
+		handled <- string(payload)
+		return nil
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+		c := &conn{hub: h, agent: devices.Agent{DeviceID: device, Role: agentproto.RoleAgent}, ws: ws, ctx: ctx, cancel: cancel,
+			wakeup: make(chan struct{}, 1)}
+		c.readLoop()
+	}))
+	defer srv.Close()
+	ws, _, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	send := func(m agentproto.Message) {
+		raw, _ := json.Marshal(m)
+		if err := ws.Write(t.Context(), websocket.MessageText, raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(agentproto.Message{ID: "r1", Type: "slow_report", Payload: json.RawMessage(`1`)})
+	send(agentproto.Message{ID: "r2", Type: "slow_report", Payload: json.RawMessage(`2`)})
+	send(agentproto.Message{ID: "hb", Type: agentproto.TypeHeartbeat, Payload: json.RawMessage(`{"agentVersion":"1.0.0"}`)})
+	// The reports' handler is blocked: an acknowledgement that waited behind them never comes.
+	readCtx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, raw, err := ws.Read(readCtx)
+	if err != nil {
+		t.Fatalf("no acknowledgement of the heartbeat while the agent's earlier reports were being handled: %v", err)
+	}
+	var ack agentproto.Message
+	if err := json.Unmarshal(raw, &ack); err != nil || ack.Type != agentproto.TypeHeartbeatAck || ack.ID != "hb" {
+		t.Fatalf("first answer %s (%v); want the heartbeat's acknowledgement", raw, err)
+	}
+	select {
+	case p := <-handled:
+		t.Fatalf("report %s was handled before the heartbeat's acknowledgement was checked; the handler should still be blocked", p)
+	default:
+	}
+	close(release)
+	// The reports are handled after all, in the order they were sent.
+	if first, second := <-handled, <-handled; first != "1" || second != "2" {
+		t.Fatalf("reports handled in order %s, %s; want 1, 2", first, second)
 	}
 }
 

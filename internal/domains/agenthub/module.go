@@ -22,7 +22,7 @@ var Module = module.Module{Name: "agenthub", Build: func(k *module.Kernel) error
 	}
 	reg := nodes.New(k.DB, nodes.Options{Address: address, Key: nodes.Key(k.Config.NodeSecret, k.Config.JWTSecret), Logger: k.Logger})
 	h := New(Deps{Devices: dev, Bus: k.Bus, Logger: k.Logger, Metrics: k.HTTP.Registry()},
-		Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.Conns, Nodes: reg,
+		Options{PingInterval: k.Config.AgentPingInterval, Workers: k.DB.AgentConns, Nodes: reg,
 			ChannelWait: k.Config.AgentChannelWait})
 	k.Declare(devices.Notifier(h))
 	k.Declare(Message{Type: agentproto.TypeCommandOutput, Handle: func(ctx context.Context, a devices.Agent, payload json.RawMessage) error {
@@ -32,6 +32,9 @@ var Module = module.Module{Name: "agenthub", Build: func(k *module.Kernel) error
 		}
 		return dev.RecordOutput(ctx, a, o)
 	}})
+	// Agents' traffic (their HTTP routes and live channels, and streams relayed between nodes)
+	// never waits behind the API's, and runs on the agents' own database connections.
+	k.HTTP.AgentRoutes(httpapi.Prefix+agentproto.PathPrefix, PathRelay)
 	k.HTTP.Handle("GET "+httpapi.Prefix+agentproto.PathWebSocket, h)
 	k.HTTP.Handle("GET "+PathRelay, http.HandlerFunc(h.ServeRelay))
 	k.OnReady(func(ctx context.Context) error {

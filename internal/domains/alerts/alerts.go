@@ -55,8 +55,6 @@ type Service struct {
 	// remembers, by device, the history its last evaluation needed.
 	rules   memo[ruleSet]
 	windows memo[windows]
-	// factStmts are the prepared statements of the evaluation's facts, by text (SQLite only).
-	factStmts map[string]*sql.Stmt
 	// channels checks the notification channels a rule names (see ChannelCheck).
 	channels ChannelCheck
 	// hold reports whether a maintenance window in effect keeps alerts from a subject; nil:
@@ -116,7 +114,6 @@ func New(d Deps, opts Options) *Service {
 			return m.HeldSubject(ctx, tx, maintenance.Alerts, sub)
 		}
 	}
-	s.prepareFacts()
 	return s
 }
 

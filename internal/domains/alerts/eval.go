@@ -530,16 +530,15 @@ func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, deviceID string) (bo
 	if !ok {
 		w = noWindows
 	}
+	// The facts statement is long: through the store's statement cache SQLite compiles it
+	// once per connection rather than at every evaluation.
 	query, args := factsQuery(deviceID, now, true, w)
 	var rows *sql.Rows
 	var err error
-	switch st := s.factStmts[query]; {
-	case st != nil && tx != nil:
-		rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-	case st != nil:
-		rows, err = st.QueryContext(ctx, args...)
-	default:
-		rows, err = q.QueryContext(ctx, query, args...)
+	if tx != nil {
+		rows, err = s.db.TxQueryContext(ctx, tx, query, args...)
+	} else {
+		rows, err = s.db.QueryContext(ctx, query, args...)
 	}
 	if err != nil {
 		return false, fmt.Errorf("load device facts: %w", err)
@@ -586,27 +585,6 @@ func (s *Service) evaluate(ctx context.Context, tx *sql.Tx, deviceID string) (bo
 		}
 	}
 	return due, nil
-}
-
-// prepareFacts prepares, on SQLite, the facts statements of EvaluateDevice: SQLite would
-// otherwise compile the long statement in every evaluation, as the store's statement cache
-// serves no transaction (on PostgreSQL, pgx keeps prepared statements itself). It runs at
-// start, when no transaction holds the connections a preparation may wait for; a statement
-// that fails to prepare runs unprepared.
-func (s *Service) prepareFacts() {
-	if s.db.CachesStatements() {
-		return
-	}
-	s.factStmts = map[string]*sql.Stmt{}
-	for _, w := range []windows{noWindows, {metrics: 0, commands: -1}, {metrics: -1, commands: 0}, {metrics: 0, commands: 0}} {
-		query, _ := factsQuery("", time.Time{}, true, w)
-		st, err := s.db.SQL.Prepare(query)
-		if err != nil {
-			s.logger.Warn("prepare the alert evaluation statement", "error", err)
-			continue
-		}
-		s.factStmts[query] = st
-	}
 }
 
 // open inserts the alert unless an open alert of the rule and device exists (the partial
@@ -814,6 +792,37 @@ func (s *Service) endSuppressions(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// EvaluateAllIsolated is EvaluateIsolated for the devices of a group of heartbeats recorded
+// together: one savepoint for the group and, should an evaluation fail, each device again in
+// its own, so that one device's fault costs the others nothing.
+func (s *Service) EvaluateAllIsolated(ctx context.Context, tx *sql.Tx, deviceIDs []string) error {
+	if len(deviceIDs) == 1 {
+		return s.EvaluateIsolated(ctx, tx, deviceIDs[0])
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT alerts_evaluation`); err != nil {
+		return fmt.Errorf("open the alert evaluation's savepoint: %w", err)
+	}
+	for _, id := range deviceIDs {
+		err := s.EvaluateDevice(ctx, tx, id)
+		if err == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT alerts_evaluation`); err != nil {
+			return fmt.Errorf("roll the failed alert evaluation back: %w", err)
+		}
+		for _, id := range deviceIDs {
+			if err := s.EvaluateIsolated(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return nil
 }
 
 // EvaluateIsolated is EvaluateDevice inside a savepoint of tx, for the heartbeat and

@@ -17,7 +17,7 @@ var Module = module.Module{Name: "alerts", Build: func(k *module.Kernel) error {
 		Options{MetricsRetention: k.Config.DeviceMetricsRetention})
 	s.Register(k.HTTP)
 	s.RegisterTemplates(k.HTTP)
-	k.Declare(devices.Hooks{LeftOrg: s.DeviceLeftOrg, Heartbeat: s.EvaluateIsolated,
+	k.Declare(devices.Hooks{LeftOrg: s.DeviceLeftOrg, Heartbeat: s.EvaluateAllIsolated,
 		CommandFinished: s.EvaluateIsolated})
 	k.Every("alerts-evaluate", time.Minute, s.EvaluateAll)
 	k.Consume(s.ScriptResults())

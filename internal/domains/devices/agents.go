@@ -269,64 +269,142 @@ func (s *Service) Provision(ctx context.Context, in ProvisionInput) (Provisioned
 // A late heartbeat (SampledAt set, kept by the agent while the server was unreachable) files
 // its sample in the metrics history at its own time and leaves the device's current state
 // alone: only that the agent is alive now counts.
+//
+// Heartbeats arriving together are recorded together, in one transaction (see beats).
 func (s *Service) Heartbeat(ctx context.Context, a Agent, hb agentproto.Heartbeat) (waiting bool, err error) {
 	cleanHeartbeat(&hb)
-	now := s.clock.Now()
-	sampledAt, late, keep := sampleTime(now, hb.SampledAt, s.opts.MetricsRetention)
-	err = s.db.WriteUrgent(ctx, func(tx *sql.Tx) error {
-		if a.Role == agentproto.RoleWatchdog {
-			return s.watchdogBeat(ctx, tx, a, hb, now)
-		}
-		res, err := tx.ExecContext(ctx, `UPDATE devices SET status = $1 WHERE id = $2 AND status <> $1 AND decommissioned_at IS NULL`,
-			StatusOnline, a.DeviceID)
-		if err != nil {
-			return err
-		}
-		cameOnline, _ := res.RowsAffected()
-		var metrics any
-		if hb.Metrics != nil {
-			metrics = store.EncodeJSON(hb.Metrics)
-		}
-		if late {
-			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, main_agent_silent_since = NULL
-				WHERE id = $2
-				RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $2 AND status = $3)
-					OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $2 AND status = $4 AND expires_at > $1)`,
-				now, a.DeviceID, CommandQueued, callQueued).Scan(&waiting)
-		} else {
-			err = tx.QueryRowContext(ctx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
-				uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL,
-				live_channel = $10
-				WHERE id = $7
-				RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
-					OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
-				now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued,
-				store.NullIfEmpty(hb.LiveChannel)).Scan(&waiting)
-		}
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		if hb.Metrics != nil && keep {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO device_metrics (device_id, recorded_at, cpu_percent, ram_percent,
-				disk_percent, sample) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, a.DeviceID, sampledAt, hb.Metrics.CPUPercent,
-				hb.Metrics.RAMPercent, hb.Metrics.DiskPercent, metrics); err != nil {
-				return err
-			}
-		}
-		if cameOnline > 0 {
-			if err := s.changed(ctx, tx, a.DeviceID); err != nil {
-				return err
-			}
-			if err := s.recordEvent(ctx, tx, EventOnline, a.DeviceID); err != nil {
-				return err
-			}
-		}
-		return runHooks(ctx, tx, a.DeviceID, s.hooks.heartbeat)
-	})
-	if err != nil {
-		return false, fmt.Errorf("record the heartbeat of device %s: %w", a.DeviceID, err)
+	b := &beat{agent: a, hb: hb, done: make(chan struct{})}
+	s.beats.add(b, s.commitBeats)
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return false, ctx.Err()
 	}
-	return waiting, nil
+	if b.err != nil {
+		return false, fmt.Errorf("record the heartbeat of device %s: %w", a.DeviceID, b.err)
+	}
+	return b.waiting, nil
+}
+
+// commitBeats records the waiting heartbeats, a group at a time, until none is left.
+func (s *Service) commitBeats() {
+	ctx := store.AgentWork(context.Background())
+	for {
+		group := s.beats.take()
+		if group == nil {
+			return
+		}
+		err := s.db.WriteUrgent(ctx, func(tx *sql.Tx) error { return s.recordBeats(ctx, tx, group) })
+		if err != nil && len(group) > 1 {
+			// One heartbeat the database refused must not cost the others theirs.
+			for _, b := range group {
+				b.waiting = false
+				b.err = s.db.WriteUrgent(ctx, func(tx *sql.Tx) error { return s.recordBeats(ctx, tx, []*beat{b}) })
+			}
+		} else {
+			for _, b := range group {
+				b.err = err
+			}
+		}
+		for _, b := range group {
+			if b.err != nil {
+				b.waiting = false
+			}
+			close(b.done)
+		}
+	}
+}
+
+// recordBeats records a group of heartbeats, of distinct devices, in tx.
+func (s *Service) recordBeats(ctx context.Context, tx *sql.Tx, group []*beat) error {
+	now := s.clock.Now()
+	var agents []*beat
+	for _, b := range group {
+		if b.agent.Role == agentproto.RoleWatchdog {
+			if err := s.watchdogBeat(ctx, tx, b.agent, b.hb, now); err != nil {
+				return err
+			}
+			continue
+		}
+		agents = append(agents, b)
+	}
+	if len(agents) == 0 {
+		return nil
+	}
+	cameOnline, err := s.markOnline(ctx, tx, agents)
+	if err != nil {
+		return err
+	}
+	ids := make([]string, 0, len(agents))
+	for _, b := range agents {
+		if err := s.recordBeat(ctx, tx, b, now); err != nil {
+			return err
+		}
+		ids = append(ids, b.agent.DeviceID)
+	}
+	for _, id := range cameOnline {
+		if err := s.changed(ctx, tx, id); err != nil {
+			return err
+		}
+		if err := s.recordEvent(ctx, tx, EventOnline, id); err != nil {
+			return err
+		}
+	}
+	for _, h := range s.hooks.heartbeat {
+		if err := h(ctx, tx, ids); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// markOnline sets the group's devices online, returning those that were not.
+func (s *Service) markOnline(ctx context.Context, tx *sql.Tx, group []*beat) ([]string, error) {
+	rows := make([]map[string]string, len(group))
+	for i, b := range group {
+		rows[i] = map[string]string{"id": b.agent.DeviceID}
+	}
+	from, col := s.db.JSONRows("$2", "v", "id uuid")
+	return store.QueryAll(ctx, tx, `UPDATE devices SET status = $1 WHERE id IN (SELECT `+col("id")+` FROM `+from+`)
+		AND status <> $1 AND decommissioned_at IS NULL RETURNING id`, []any{StatusOnline, store.EncodeJSON(rows)}, store.ScanString)
+}
+
+// recordBeat records one main-agent heartbeat of the group.
+func (s *Service) recordBeat(ctx context.Context, tx *sql.Tx, b *beat, now time.Time) error {
+	a, hb := b.agent, b.hb
+	sampledAt, late, keep := sampleTime(now, hb.SampledAt, s.opts.MetricsRetention)
+	var metrics any
+	if hb.Metrics != nil {
+		metrics = store.EncodeJSON(hb.Metrics)
+	}
+	var err error
+	if late {
+		err = s.db.TxQueryRowContext(ctx, tx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, main_agent_silent_since = NULL
+			WHERE id = $2
+			RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $2 AND status = $3)
+				OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $2 AND status = $4 AND expires_at > $1)`,
+			now, a.DeviceID, CommandQueued, callQueued).Scan(&b.waiting)
+	} else {
+		err = s.db.TxQueryRowContext(ctx, tx, `UPDATE devices SET last_seen_at = $1, updated_at = $1, agent_version = $2,
+			uptime_seconds = $3, last_user = $4, pending_reboot = $5, metrics = COALESCE($6, metrics), main_agent_silent_since = NULL,
+			live_channel = $10
+			WHERE id = $7
+			RETURNING EXISTS (SELECT 1 FROM device_commands WHERE device_id = $7 AND status = $8)
+				OR EXISTS (SELECT 1 FROM agent_calls WHERE device_id = $7 AND status = $9 AND expires_at > $1)`,
+			now, hb.AgentVersion, hb.UptimeSeconds, hb.LastUser, hb.PendingReboot, metrics, a.DeviceID, CommandQueued, callQueued,
+			store.NullIfEmpty(hb.LiveChannel)).Scan(&b.waiting)
+	}
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if hb.Metrics != nil && keep {
+		if _, err := s.db.TxExecContext(ctx, tx, `INSERT INTO device_metrics (device_id, recorded_at, cpu_percent, ram_percent,
+			disk_percent, sample) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, a.DeviceID, sampledAt, hb.Metrics.CPUPercent,
+			hb.Metrics.RAMPercent, hb.Metrics.DiskPercent, metrics); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // LiveChannelComing reports whether the online device's agent said, in its last heartbeat, that

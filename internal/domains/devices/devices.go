@@ -204,9 +204,9 @@ type Hooks struct {
 	// Moved runs when a device moved to organization orgID, once its row says so and before
 	// Changed runs (custom values of the organization it left).
 	Moved func(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error
-	// Heartbeat runs in the transaction of every main-agent heartbeat, after its metrics are
-	// stored (alert evaluation).
-	Heartbeat func(ctx context.Context, tx *sql.Tx, deviceID string) error
+	// Heartbeat runs in the transaction that records main-agent heartbeats, after their
+	// metrics are stored (alert evaluation), with the devices whose heartbeats it records.
+	Heartbeat func(ctx context.Context, tx *sql.Tx, deviceIDs []string) error
 	// CommandFinished runs in the transaction that records an agent's result of a command.
 	CommandFinished func(ctx context.Context, tx *sql.Tx, deviceID string) error
 }
@@ -275,6 +275,8 @@ type Service struct {
 	listRows *store.RowCache[*Device]
 	// groups renders the device list's group filter and finds the owners of targeted groups.
 	groups Groups
+	// beats are the heartbeats waiting to be recorded together.
+	beats beats
 }
 
 // KeyClaimer is the part of the enrollment-key service that enrollment, provisioning and
@@ -365,9 +367,10 @@ func (s *Service) addHooks(h Hooks) {
 
 // hookLists are the hooks other domains declared.
 type hookLists struct {
-	changed, heartbeat, commandFinished []func(ctx context.Context, tx *sql.Tx, deviceID string) error
-	leftOrg                             []func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
-	moved                               []func(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error
+	changed, commandFinished []func(ctx context.Context, tx *sql.Tx, deviceID string) error
+	heartbeat                []func(ctx context.Context, tx *sql.Tx, deviceIDs []string) error
+	leftOrg                  []func(ctx context.Context, tx *sql.Tx, deviceID, reason string) error
+	moved                    []func(ctx context.Context, tx *sql.Tx, deviceID, orgID string) error
 }
 
 // runHooks runs each hook in turn, stopping at the first error.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -178,6 +179,12 @@ type Config struct {
 	// ListCacheRows is how many rows of each cached list (organizations, devices) a node keeps
 	// decoded in memory (LIST_CACHE_ROWS); 0 reads every row of every page.
 	ListCacheRows int
+	// APIMaxInFlight is how many API requests (agents' not counted) a node serves at once
+	// (API_MAX_IN_FLIGHT, 0: no bound); APIQueueLength how many may wait for their turn
+	// (API_QUEUE_LENGTH) and APIQueueWait for how long (API_QUEUE_WAIT_MS), before the node
+	// answers 503 SERVER_BUSY with Retry-After.
+	APIMaxInFlight, APIQueueLength int
+	APIQueueWait                   time.Duration
 	// Push to Android through FCM HTTP v1: FCMProjectID (FCM_PROJECT_ID) and the service
 	// account JSON file FCMCredentialsFile (FCM_CREDENTIALS_FILE); FCMEndpoint (FCM_ENDPOINT)
 	// overrides https://fcm.googleapis.com. Empty: no Android push.
@@ -236,8 +243,13 @@ func Defaults() Config {
 		TunnelMaxResponseBytes:            100 << 20,
 		TunnelResponseTimeout:             60 * time.Second,
 		ListCacheRows:                     20000,
-		RemoteTURNCredentialTTL:           time.Hour,
-		RemoteFileTransferMaxBytes:        2 << 30,
+		// Enough requests in flight to keep every core busy while some wait on the database,
+		// and a queue a busy console's clients fit in, each served within a second.
+		APIMaxInFlight:             max(8, 4*runtime.GOMAXPROCS(0)),
+		APIQueueLength:             128,
+		APIQueueWait:               time.Second,
+		RemoteTURNCredentialTTL:    time.Hour,
+		RemoteFileTransferMaxBytes: 2 << 30,
 	}
 }
 
@@ -384,6 +396,9 @@ func Load(getenv func(string) string, logger *slog.Logger) (Config, error) {
 	intVar("TUNNEL_MAX_RESPONSE_BYTES", 1024, 1<<40, func(n int64) { c.TunnelMaxResponseBytes = n })
 	intVar("TUNNEL_RESPONSE_TIMEOUT_SECONDS", 1, 3600, seconds(&c.TunnelResponseTimeout))
 	intVar("LIST_CACHE_ROWS", 0, 10_000_000, func(n int64) { c.ListCacheRows = int(n) })
+	intVar("API_MAX_IN_FLIGHT", 0, 100_000, func(n int64) { c.APIMaxInFlight = int(n) })
+	intVar("API_QUEUE_LENGTH", 0, 1_000_000, func(n int64) { c.APIQueueLength = int(n) })
+	intVar("API_QUEUE_WAIT_MS", 0, 600_000, func(n int64) { c.APIQueueWait = time.Duration(n) * time.Millisecond })
 	intVar("AUTH_CACHE_MS", 0, 60_000, func(n int64) { c.AuthCacheTTL = time.Duration(n) * time.Millisecond })
 	intVar("LIST_PAGE_CACHE_MS", 0, 60_000, func(n int64) { c.ListPageCacheTTL = time.Duration(n) * time.Millisecond })
 

@@ -49,6 +49,8 @@ type Options struct {
 	// AfterWrite runs once an operation marked ChangesAccess has succeeded (its transactions
 	// committed): such a write may have changed who may do what, or an organization.
 	AfterWrite func(context.Context)
+	// Admission bounds the API requests served at once; zero InFlight admits every request.
+	Admission Admission
 }
 
 // Server holds the router and the huma API that domains register operations on.
@@ -65,6 +67,10 @@ type Server struct {
 	servicePrincipals Authenticator
 	// routes are the registered operations by ID, for Allow.
 	routes map[string]Route
+	// admission admits API requests (nil: all at once); agentPrefixes are the paths of agents'
+	// traffic, which it never holds back (see admit).
+	admission     *gate
+	agentPrefixes []string
 }
 
 // huma makes its errors with a package variable: set once, before any server exists, so that
@@ -97,6 +103,9 @@ func New(logger *slog.Logger, auth Authenticator, security SecurityRecorder, opt
 	reg := prometheus.NewRegistry()
 	s := &Server{API: api, mux: mux, auth: auth, security: security, logger: logger, opts: opts,
 		metrics: newMetrics(reg), registry: reg, routes: map[string]Route{}}
+	if opts.Admission.InFlight > 0 {
+		s.admission = newGate(opts.Admission, reg)
+	}
 	mux.HandleFunc("GET "+Prefix+"/docs", serveDocs)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return s
@@ -128,7 +137,7 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 // Handler returns the whole middleware chain around the router.
 func (s *Server) Handler() http.Handler {
-	return s.securityHeaders(s.recoverer(s.requestMeta(s.observe(s.mux))))
+	return s.securityHeaders(s.recoverer(s.requestMeta(s.observe(s.admit(s.mux)))))
 }
 
 // requestMeta assigns the request ID (kept from a well-formed X-Request-Id or minted),
@@ -208,6 +217,8 @@ type statusWriter struct {
 	status int
 	sent   bool
 	bytes  int64
+	// streaming, when set, runs once the response starts streaming (a flush, a hijack).
+	streaming func()
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -258,6 +269,9 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
+		if w.streaming != nil {
+			w.streaming()
+		}
 		w.sent = true
 		if w.status == 0 {
 			w.status = http.StatusSwitchingProtocols
@@ -268,6 +282,9 @@ func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 func (w *statusWriter) Flush() {
 	w.send()
+	if w.streaming != nil {
+		w.streaming()
+	}
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

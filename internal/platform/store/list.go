@@ -257,6 +257,13 @@ func QueryAll[T any](ctx context.Context, db Querier, query string, args []any, 
 	return out, nil
 }
 
+// ScanString scans a row of one text column, for QueryAll.
+func ScanString(row Scanner) (string, error) {
+	var s string
+	err := row.Scan(&s)
+	return s, err
+}
+
 // eachRow runs a query and hands every row to fn.
 func eachRow(ctx context.Context, db Querier, query string, args []any, fn func(Scanner) error) error {
 	rows, err := db.QueryContext(ctx, query, args...)

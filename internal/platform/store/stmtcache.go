@@ -76,6 +76,8 @@ func (c *stmtCache) get(ctx context.Context, db *sql.DB, query string) *sql.Stmt
 	return st
 }
 
+func newStmtCache() *stmtCache { return &stmtCache{stmts: map[string]*sql.Stmt{}} }
+
 func (c *stmtCache) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,47 +89,51 @@ func (c *stmtCache) close() {
 
 // QueryContext runs a query outside a transaction, through the statement cache on SQLite.
 func (db *DB) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := db.stmt(ctx, query); st != nil {
+	l := db.route(ctx)
+	if st := l.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
-	return db.SQL.QueryContext(ctx, query, args...)
+	return l.sql.QueryContext(ctx, query, args...)
 }
 
 // QueryRowContext runs a single-row query outside a transaction.
 func (db *DB) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := db.stmt(ctx, query); st != nil {
+	l := db.route(ctx)
+	if st := l.stmt(ctx, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
-	return db.SQL.QueryRowContext(ctx, query, args...)
+	return l.sql.QueryRowContext(ctx, query, args...)
 }
 
-// ExecContext runs a statement outside a transaction, in its turn as a write (lockWriter).
+// ExecContext runs a statement outside a transaction, in its turn as a write.
 func (db *DB) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := db.lockWriter(ctx, false); err != nil {
+	l := db.route(ctx)
+	if err := l.lock(ctx, false); err != nil {
 		return nil, err
 	}
-	defer db.unlockWriter()
-	if st := db.stmt(ctx, query); st != nil {
+	defer l.unlock()
+	if st := l.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	return db.SQL.ExecContext(ctx, query, args...)
+	return l.sql.ExecContext(ctx, query, args...)
 }
 
 // WriteRows runs one statement that writes and returns rows (UPDATE ... RETURNING) outside a
 // transaction, in its turn as a write, and hands every row to fn.
 func (db *DB) WriteRows(ctx context.Context, query string, args []any, fn func(Scanner) error) error {
-	if err := db.lockWriter(ctx, false); err != nil {
+	l := db.route(ctx)
+	if err := l.lock(ctx, false); err != nil {
 		return err
 	}
-	defer db.unlockWriter()
+	defer l.unlock()
 	return eachRow(ctx, db, query, args, fn)
 }
 
-func (db *DB) stmt(ctx context.Context, query string) *sql.Stmt {
-	if db.stmts == nil {
+func (l lane) stmt(ctx context.Context, query string) *sql.Stmt {
+	if l.stmts == nil {
 		return nil
 	}
-	return db.stmts.get(ctx, db.SQL, query)
+	return l.stmts.get(ctx, l.sql, query)
 }
 
 // TxExecContext runs a statement in tx, through the statement cache on SQLite: a write path
@@ -160,10 +166,11 @@ func (db *DB) TxQueryRowContext(ctx context.Context, tx *sql.Tx, query string, a
 // yet). database/sql keeps the statement's preparation on the transaction's connection for
 // later transactions on it.
 func (db *DB) txStmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
-	if db.stmts == nil {
+	l := db.txLane(tx)
+	if l.stmts == nil {
 		return nil
 	}
-	st := db.stmts.lookup(db.SQL, query)
+	st := l.stmts.lookup(l.sql, query)
 	if st == nil {
 		return nil
 	}

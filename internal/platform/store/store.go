@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -43,10 +44,14 @@ type DB struct {
 	// queued in arrival order before it reaches SQL, whose pool hands a freed connection to a
 	// random waiter: under load an unlucky caller waits many turns.
 	Conns int
+	// AgentConns is how many connections the agents' lane keeps (see AgentWork).
+	AgentConns int
 	// stmts caches prepared statements on SQLite; nil on PostgreSQL.
 	stmts *stmtCache
 	// writer is held by each write; see writeGate.
 	writer *writeGate
+	// agents is the agents' lane: its own pool, statements and, on PostgreSQL, write turns.
+	agents lane
 	// unlock drops this process's shared lock on the SQLite file (see LockSQLite); nil on
 	// PostgreSQL.
 	unlock func()
@@ -82,8 +87,11 @@ func SQLiteDSN(path string) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-// sqliteConns is how many connections a node keeps to its SQLite file.
-const sqliteConns = 8
+// How many connections a node keeps to its SQLite file: for requests, and for agents' lane.
+const (
+	sqliteConns      = 8
+	sqliteAgentConns = 4
+)
 
 func openSQLite(path string) (*DB, error) {
 	if path == "" {
@@ -101,21 +109,37 @@ func openSQLite(path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("sqlite", SQLiteDSN(path))
+	db, err := openSQLitePool(path, sqliteConns)
 	if err != nil {
 		unlock()
 		return nil, err
 	}
-	db.SetMaxOpenConns(sqliteConns)
-	db.SetMaxIdleConns(sqliteConns)
+	agents, err := openSQLitePool(path, sqliteAgentConns)
+	if err != nil {
+		db.Close()
+		unlock()
+		return nil, err
+	}
+	// SQLite has one writer for the file: both lanes take turns at the same gate, where
+	// heartbeats go first.
+	writer := newWriteGate(1)
+	return &DB{SQL: db, Dialect: SQLite, Path: path, Conns: sqliteConns, AgentConns: sqliteAgentConns, stmts: newStmtCache(),
+		writer: writer, agents: lane{sql: agents, stmts: newStmtCache(), writer: writer}, unlock: unlock}, nil
+}
+
+func openSQLitePool(path string, conns int) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", SQLiteDSN(path))
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.Ping(); err != nil {
 		db.Close()
-		unlock()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
-	return &DB{SQL: db, Dialect: SQLite, Path: path, Conns: sqliteConns, stmts: &stmtCache{stmts: map[string]*sql.Stmt{}},
-		writer: newWriteGate(1), unlock: unlock}, nil
+	return db, nil
 }
 
 // Connections on PostgreSQL: requests go through database/sql, which keeps its connections
@@ -124,6 +148,7 @@ func openSQLite(path string) (*DB, error) {
 const (
 	defaultRequestConns = 8
 	backgroundConns     = 6
+	agentConns          = 4
 )
 
 func openPostgres(ctx context.Context, url string) (*DB, error) {
@@ -147,22 +172,43 @@ func openPostgres(ctx context.Context, url string) (*DB, error) {
 	// Every connection stays open for reuse: a pool that closes connections after each query
 	// (as one over a pgx pool must, to leave connections to the pool's other users) costs a
 	// connection's acquisition and reset on every statement.
-	db := stdlib.OpenDB(*cfg.ConnConfig)
-	db.SetMaxOpenConns(requestConns)
-	db.SetMaxIdleConns(requestConns)
+	db, err := openPostgresPool(ctx, cfg.ConnConfig, requestConns)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	agents, err := openPostgresPool(ctx, cfg.ConnConfig, agentConns)
+	if err != nil {
+		db.Close()
+		pool.Close()
+		return nil, err
+	}
+	return &DB{SQL: db, Dialect: Postgres, Pool: pool, Conns: requestConns, AgentConns: agentConns, writer: newWriteGate(requestConns - 2),
+		agents: lane{sql: agents, writer: newWriteGate(agentConns - 1)}}, nil
+}
+
+func openPostgresPool(ctx context.Context, cfg *pgx.ConnConfig, conns int) (*sql.DB, error) {
+	db := stdlib.OpenDB(*cfg)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		pool.Close()
 		return nil, fmt.Errorf("connect postgres: %w", err)
 	}
-	return &DB{SQL: db, Dialect: Postgres, Pool: pool, Conns: requestConns, writer: newWriteGate(requestConns - 2)}, nil
+	return db, nil
 }
 
 // Close releases the pools.
 func (db *DB) Close() error {
 	if db.stmts != nil {
 		db.stmts.close()
+	}
+	if db.agents.stmts != nil {
+		db.agents.stmts.close()
+	}
+	if db.agents.sql != nil {
+		db.agents.sql.Close()
 	}
 	err := db.SQL.Close()
 	if db.Pool != nil {
@@ -203,13 +249,18 @@ func (db *DB) WriteUrgent(ctx context.Context, fn func(tx *sql.Tx) error) error 
 }
 
 func (db *DB) write(ctx context.Context, urgent bool, fn func(tx *sql.Tx) error) error {
-	if err := db.lockWriter(ctx, urgent); err != nil {
+	l := db.route(ctx)
+	if err := l.lock(ctx, urgent); err != nil {
 		return err
 	}
-	defer db.unlockWriter()
-	tx, err := db.SQL.BeginTx(ctx, nil)
+	defer l.unlock()
+	tx, err := l.sql.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if l.sql != db.SQL {
+		agentTxs.Store(tx, struct{}{})
+		defer agentTxs.Delete(tx)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
@@ -221,24 +272,13 @@ func (db *DB) write(ctx context.Context, urgent bool, fn func(tx *sql.Tx) error)
 	return nil
 }
 
-// lockWriter waits for this process's turn to write. SQLite takes one writer at a time anyway;
-// a writer that finds it taken sleeps in SQLite's busy handler, in steps growing to 100 ms and
-// in no order, so that under a steady stream of heartbeats an unlucky write waited hundreds of
-// milliseconds. Taking turns here first (see writeGate) leaves the busy handler to writers of
-// other processes (the job queue's own connection, the gale command). On PostgreSQL the turns
-// keep a burst of writes from taking every connection, and put heartbeats first.
-func (db *DB) lockWriter(ctx context.Context, urgent bool) error {
-	if db.writer == nil {
-		return nil
-	}
-	return db.writer.lock(ctx, urgent)
-}
-
-func (db *DB) unlockWriter() {
-	if db.writer != nil {
-		db.writer.unlock()
-	}
-}
+// Each write waits for this process's turn to write (writeGate). SQLite takes one writer at a
+// time anyway; a writer that finds it taken sleeps in SQLite's busy handler, in steps growing
+// to 100 ms and in no order, so that under a steady stream of heartbeats an unlucky write
+// waited hundreds of milliseconds. Taking turns here first leaves the busy handler to writers
+// of other processes (the job queue's own connection, the gale command). On PostgreSQL the
+// turns keep a burst of writes from taking every connection of a lane, and put heartbeats
+// first.
 
 // NewID returns a new time-ordered UUIDv7 string.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }

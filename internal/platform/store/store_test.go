@@ -161,3 +161,35 @@ func TestPurge(t *testing.T) {
 		t.Fatalf("Purge = %d, %v with %d rows left, want 2 deleted and 1 left", n, err, count())
 	}
 }
+
+// Agents' work runs on connections of its own: with every request connection taken (a busy
+// console), an agent's writes and reads still go through, and its transactions' statements
+// come from its own pool's statement cache.
+func TestAgentWorkHasItsOwnConnections(t *testing.T) {
+	db := storetest.Open(t)
+	storetest.Exec(t, db.SQL, `CREATE TABLE lane_test (n INTEGER NOT NULL)`)
+	ctx := t.Context()
+	for range db.Conns {
+		c, err := db.SQL.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	// A deadline instead of a hang, should the agents' work wait for a request connection.
+	agent, cancel := context.WithTimeout(store.AgentWork(ctx), time.Minute)
+	defer cancel()
+	const writes = 50
+	for i := range writes {
+		if err := db.WriteUrgent(agent, func(tx *sql.Tx) error {
+			_, err := db.TxExecContext(agent, tx, `INSERT INTO lane_test (n) VALUES ($1)`, i)
+			return err
+		}); err != nil {
+			t.Fatalf("write %d in the agents' lane: %v", i, err)
+		}
+	}
+	var n int
+	if err := db.QueryRowContext(agent, `SELECT COUNT(*) FROM lane_test`).Scan(&n); err != nil || n != writes {
+		t.Fatalf("read %d rows (%v); want %d", n, err, writes)
+	}
+}

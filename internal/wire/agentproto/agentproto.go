@@ -16,6 +16,8 @@ const Version = 1
 
 // Paths of the agent endpoints, relative to the API root (/api/v1).
 const (
+	// PathPrefix begins the path of every endpoint agents call.
+	PathPrefix    = "/agents/"
 	PathEnroll    = "/agents/enroll"
 	PathWebSocket = "/agents/ws"
 	// PathHeartbeat is the HTTP fallback of the WebSocket heartbeat; {agentId} is the device ID.
