@@ -134,7 +134,8 @@ func (r Report) String() string {
 	}
 	if r.FleetDevices > 0 {
 		fmt.Fprintf(&b, "\nfleet %s on %d agents: dispatched in %s, every result stored in %s, bare request p99 meanwhile %s"+
-			"\nheartbeats during the fleet run: %s", r.FleetWork, r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetBareP99,
+			"\nheartbeats during the fleet run: %s", r.FleetWork, r.FleetDevices, r.FleetDispatch.Round(time.Millisecond),
+			r.FleetStored.Round(time.Millisecond), r.FleetBareP99.Round(time.Microsecond),
 			r.FleetHeartbeats)
 	}
 	return b.String()
