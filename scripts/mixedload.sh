@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mixed load: the API beside agents heartbeating. Writes DEVICES devices of one partner (100
-# organizations) straight into a fresh database, starts a real gale on it, then runs
+# organizations) and AGENTS enrolled agents straight into a fresh database (enrolling them one
+# request at a time would take minutes at 100,000), starts a real gale on it, then runs
 # gale-agentsim: CLIENTS clients send LIST_PATH back to back for DURATION alone, then for
 # DURATION again while AGENTS simulated agents heartbeat every HEARTBEAT over WebSocket.
 # Prints the list's requests per second alone and mixed (and their ratio), its p50 and p99,
@@ -35,12 +36,10 @@ go build -o "$work/gale" ./cmd/gale
 go build -o "$work/gale-agentsim" ./cmd/gale-agentsim
 export DATABASE_URL=${DATABASE_URL:-sqlite:$work/gale.db}
 start=$(date +%s%N)
-PARTNER=$("$work/gale-agentsim" -seed-devices "$DEVICES")
-echo "seeded $DEVICES devices in $((($(date +%s%N) - start) / 1000000)) ms"
+PARTNER=$("$work/gale-agentsim" -seed-devices "$DEVICES" -seed-agents "$AGENTS" -state "$work/state.json")
+echo "seeded $DEVICES devices and $AGENTS agents in $((($(date +%s%N) - start) / 1000000)) ms"
 export DATA_DIR=$work LISTEN_ADDR=127.0.0.1:$PORT LOG_LEVEL=warn PUBLIC_URL=http://127.0.0.1:$PORT
 export BOOTSTRAP_ADMIN_EMAIL=load@example.test BOOTSTRAP_ADMIN_PASSWORD=Load-Test-Passw0rd
-# Enrollment is rate-limited per client address; every simulated agent shares one.
-export AGENT_ENROLL_RATE_PER_MINUTE=0
 "$work/gale" serve >"$work/log" 2>&1 &
 pid=$!
 echo $pid >"$work/pid"
@@ -55,14 +54,9 @@ GALE_USER_PASSWORD=Load-Test-Passw0rd "$work/gale" user create --email tech@exam
 	--partner-id "$PARTNER" >/dev/null
 TOKEN=$(curl -sf -H 'Content-Type: application/json' -d '{"email":"tech@example.test","password":"Load-Test-Passw0rd"}' \
 	"$API/auth/login" | jq -r .accessToken)
-ORG=$(curl -sf -H "Authorization: Bearer $TOKEN" "$API/orgs/organizations?limit=1" | jq -r '.data[0].id')
-curl -sf -H 'Content-Type: application/json' -H "Authorization: Bearer $TOKEN" -d "{\"orgId\":\"$ORG\",\"name\":\"load\",
-	\"maxUsage\":$((AGENTS > 0 ? AGENTS : 1)),\"ttlMinutes\":600,\"issueEnrollmentSecret\":true}" "$API/enrollment-keys" >"$work/key.json"
 
 echo "$CLIENTS clients on GET $LIST_PATH, alone and beside $AGENTS agents heartbeating every $HEARTBEAT, $DURATION each"
-"$work/gale-agentsim" -server "http://127.0.0.1:$PORT" -agents "$AGENTS" -key "$(jq -r .key "$work/key.json")" \
-	-secret "$(jq -r .enrollmentSecret "$work/key.json")" -state "$work/state.json" -heartbeat "$HEARTBEAT" \
-	-duration "$DURATION" -token "$TOKEN" -commands 0 -list-clients "$CLIENTS" -list-path "$LIST_PATH" \
-	-spread-sources="$SPREAD"
+"$work/gale-agentsim" -server "http://127.0.0.1:$PORT" -agents "$AGENTS" -state "$work/state.json" -heartbeat "$HEARTBEAT" \
+	-duration "$DURATION" -token "$TOKEN" -commands 0 -list-clients "$CLIENTS" -list-path "$LIST_PATH" -spread-sources="$SPREAD"
 echo "server: peak resident memory $(awk '/VmHWM/ {printf "%.0f MiB", $2/1024}' "/proc/$pid/status"), $(grep -c '"level":"ERROR"' "$work/log" || true) errors logged"
 grep -m3 '"level":"ERROR"' "$work/log" || true

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -37,12 +38,13 @@ func main() {
 	flag.StringVar(&o.ListPath, "list-path", "/api/v1/devices?limit=50", "the request of the list clients")
 	flag.BoolVar(&o.SpreadSources, "spread-sources", false, "bind each agent's connection to its own address of 127.0.0.0/8")
 	seedDevices := flag.Int("seed-devices", 0, "instead of simulating: write this many devices of a new partner into -database-url and exit")
+	seedAgents := flag.Int("seed-agents", 0, "with -seed-devices: also this many enrolled agents of the partner, their credentials in -state")
 	databaseURL := flag.String("database-url", os.Getenv("DATABASE_URL"), "with -seed-devices: the database (DATABASE_URL)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if *seedDevices > 0 {
-		partnerID, err := seedFleet(ctx, *databaseURL, *seedDevices)
+		partnerID, err := seedFleet(ctx, *databaseURL, *seedDevices, *seedAgents, o.StateFile)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "gale-agentsim:", err)
 			os.Exit(1)
@@ -60,9 +62,10 @@ func main() {
 	fmt.Println(rep)
 }
 
-// seedFleet brings the database's schema up to date and writes a partner with n devices
-// into it, offline as devices whose agents are not running; it returns the partner's ID.
-func seedFleet(ctx context.Context, url string, n int) (string, error) {
+// seedFleet brings the database's schema up to date and writes a partner with devices
+// devices into it, offline as devices whose agents are not running, and agents enrolled
+// agents whose credentials it writes into the state file; it returns the partner's ID.
+func seedFleet(ctx context.Context, url string, devices, agents int, stateFile string) (string, error) {
 	db, err := store.Open(ctx, url)
 	if err != nil {
 		return "", err
@@ -75,8 +78,22 @@ func seedFleet(ctx context.Context, url string, n int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := seed.Devices(ctx, db, partnerID, n, "offline"); err != nil {
+	if err := seed.Devices(ctx, db, partnerID, devices, "offline"); err != nil {
 		return "", err
+	}
+	if agents > 0 {
+		seeded, err := seed.Agents(ctx, db, partnerID, agents)
+		if err != nil {
+			return "", err
+		}
+		creds := make([]agentsim.Creds, len(seeded))
+		for i, a := range seeded {
+			creds[i] = agentsim.Creds{DeviceID: a.DeviceID, Token: a.Token}
+		}
+		b, _ := json.Marshal(creds)
+		if err := os.WriteFile(stateFile, b, 0o600); err != nil {
+			return "", err
+		}
 	}
 	return partnerID, seed.Settle(ctx, db)
 }

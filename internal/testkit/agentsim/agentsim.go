@@ -433,7 +433,7 @@ func (s *sim) session(runCtx, connCtx context.Context, c Creds) error {
 	defer s.conns.Add(-1)
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
-	stopping := false              // runCtx ended: no more heartbeats
+	stopping := false              // no more heartbeats on this connection
 	drained := make(chan struct{}) // closed once stopping with every heartbeat acknowledged
 	done := make(chan struct{})
 	defer close(done)
@@ -445,28 +445,15 @@ func (s *sim) session(runCtx, connCtx context.Context, c Creds) error {
 	go func() {
 		// The first heartbeat comes at a random point of the interval, as in a real fleet.
 		wait := time.Duration(rand.Int64N(int64(s.o.Heartbeat)))
-		for seq := 0; ; seq++ {
-			sleep(runCtx, wait)
-			if runCtx.Err() != nil {
-				mu.Lock()
-				stopping = true
-				if len(sent) == 0 {
-					close(drained)
-				}
-				mu.Unlock()
-				return
-			}
+		for seq := 0; s.heartbeat(runCtx, wait, seq, &mu, sent, write); seq++ {
 			wait = s.o.Heartbeat
-			id := fmt.Sprintf("hb-%d", seq)
-			m := agentproto.Metrics{CPUPercent: rand.Float64() * 100, RAMPercent: 40 + rand.Float64()*20, RAMUsedMB: 4000,
-				RAMTotalMB: 8000, DiskPercent: 55, DiskUsedGB: 110, DiskTotalGB: 200, ProcessCount: 180}
-			mu.Lock()
-			sent[id] = time.Now()
-			mu.Unlock()
-			if write(agentproto.TypeHeartbeat, id, agentproto.Heartbeat{AgentVersion: "sim", Metrics: &m, UptimeSeconds: 3600}) != nil {
-				return
-			}
 		}
+		mu.Lock()
+		stopping = true
+		if len(sent) == 0 {
+			close(drained)
+		}
+		mu.Unlock()
 	}()
 	go func() {
 		select {
@@ -534,6 +521,30 @@ func (s *sim) session(runCtx, connCtx context.Context, c Creds) error {
 			return nil
 		}
 	}
+}
+
+// heartbeat waits, then sends heartbeat seq and records it in sent (guarded by mu) until
+// acknowledged; false when the run ended or the write failed.
+func (s *sim) heartbeat(runCtx context.Context, wait time.Duration, seq int, mu *sync.Mutex, sent map[string]time.Time,
+	write func(typ, id string, payload any) error) bool {
+	sleep(runCtx, wait)
+	if runCtx.Err() != nil {
+		return false
+	}
+	id := fmt.Sprintf("hb-%d", seq)
+	m := agentproto.Metrics{CPUPercent: rand.Float64() * 100, RAMPercent: 40 + rand.Float64()*20, RAMUsedMB: 4000,
+		RAMTotalMB: 8000, DiskPercent: 55, DiskUsedGB: 110, DiskTotalGB: 200, ProcessCount: 180}
+	mu.Lock()
+	sent[id] = time.Now()
+	mu.Unlock()
+	if write(agentproto.TypeHeartbeat, id, agentproto.Heartbeat{AgentVersion: "sim", Metrics: &m, UptimeSeconds: 3600}) != nil {
+		// It never went out: it cannot be acknowledged.
+		mu.Lock()
+		delete(sent, id)
+		mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // commands sends reboot-free commands to random connected agents one after another and

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"gale/internal/platform/secrets"
 	"gale/internal/platform/store"
 )
 
@@ -78,6 +79,53 @@ func Devices(ctx context.Context, db *store.DB, partnerID string, n int, status 
 		return fmt.Errorf("seed %d devices: %w", n, err)
 	}
 	return nil
+}
+
+// Agent is a seeded agent's credentials, as its enrollment would have returned them.
+type Agent struct {
+	DeviceID string
+	Token    string
+}
+
+// agentTokenPrefix starts every agent token (the server's devices package tells an agent's
+// token from its watchdog's by it).
+const agentTokenPrefix = "gale_at_"
+
+// Agents inserts n devices into the first site of the partner's first organization, each
+// with an agent token, as enrolled agents that have not reported yet (pending, never seen),
+// in one transaction: enrolling 100,000 agents one request at a time takes many minutes,
+// this a few seconds of database time. It returns their credentials.
+func Agents(ctx context.Context, db *store.DB, partnerID string, n int) ([]Agent, error) {
+	const batch = 500
+	agents := make([]Agent, n)
+	err := db.Write(ctx, func(tx *sql.Tx) error {
+		var orgID, siteID string
+		if err := tx.QueryRowContext(ctx, `SELECT org_id, id FROM sites WHERE partner_id = $1 ORDER BY org_id, id LIMIT 1`,
+			partnerID).Scan(&orgID, &siteID); err != nil {
+			return fmt.Errorf("find a site of partner %s: %w", partnerID, err)
+		}
+		now := store.Now()
+		for first := 0; first < n; first += batch {
+			var a store.Args
+			values := make([]string, 0, batch)
+			for i := first; i < min(first+batch, n); i++ {
+				agents[i] = Agent{DeviceID: store.NewID(), Token: secrets.Token(agentTokenPrefix, 32)}
+				values = append(values, "("+a.Add(agents[i].DeviceID)+", "+a.Add(partnerID)+", "+a.Add(orgID)+", "+a.Add(siteID)+", "+
+					a.Add(fmt.Sprintf("sim-%06d", i))+", 'pending', 'linux', '12', 'amd64', 'sim', "+
+					a.Add(secrets.Hash(agents[i].Token))+", "+a.Add(now)+", "+a.Add(now)+", "+a.Add(now)+")")
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type,
+				os_version, architecture, agent_version, agent_token_hash, created_at, updated_at, enrolled_at) VALUES `+
+				strings.Join(values, ", "), a.Values()...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("seed %d agents: %w", n, err)
+	}
+	return agents, nil
 }
 
 // Settle brings a freshly seeded database to its steady state before measuring. PostgreSQL's
