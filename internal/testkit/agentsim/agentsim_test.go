@@ -21,12 +21,18 @@ type enrollmentKey struct {
 	EnrollmentSecret string `json:"enrollmentSecret"`
 }
 
+// newTenant makes a tenant and an enrollment key of its organization for up to agents agents.
+func newTenant(t *testing.T, e *apptest.Env, name string, agents int) (apptest.Tenant, enrollmentKey) {
+	ten := e.NewTenant(e.Admin(), name)
+	var key enrollmentKey
+	e.Must(201, ten.Org, "POST", "/api/v1/enrollment-keys", map[string]any{"name": name, "maxUsage": agents,
+		"issueEnrollmentSecret": true}).JSON(t, &key)
+	return ten, key
+}
+
 func TestSimulatedAgentsHeartbeatAndReceiveCommands(t *testing.T) {
 	e := apptest.New(t)
-	ten := e.NewTenant(e.Admin(), "sim")
-	var key enrollmentKey
-	e.Must(201, ten.Org, "POST", "/api/v1/enrollment-keys", map[string]any{"name": "sim", "maxUsage": 5,
-		"issueEnrollmentSecret": true}).JSON(t, &key)
+	ten, key := newTenant(t, e, "sim", 5)
 	state := filepath.Join(t.TempDir(), "state.json")
 	o := agentsim.Options{Server: e.Server.URL, Agents: 4, EnrollmentKey: key.Key, EnrollmentSecret: key.EnrollmentSecret,
 		StateFile: state, Heartbeat: 300 * time.Millisecond, Duration: 4 * time.Second, AdminToken: ten.Org.Token, Commands: 5}
@@ -62,10 +68,7 @@ func TestSimulatedAgentsHeartbeatAndReceiveCommands(t *testing.T) {
 
 func TestMixedLoadListsAloneThenBesideTheAgents(t *testing.T) {
 	e := apptest.New(t)
-	ten := e.NewTenant(e.Admin(), "mix")
-	var key enrollmentKey
-	e.Must(201, ten.Org, "POST", "/api/v1/enrollment-keys", map[string]any{"name": "mix", "maxUsage": 3,
-		"issueEnrollmentSecret": true}).JSON(t, &key)
+	ten, key := newTenant(t, e, "mix", 3)
 	rep, err := agentsim.Run(t.Context(), agentsim.Options{Server: e.Server.URL, Agents: 3, EnrollmentKey: key.Key,
 		EnrollmentSecret: key.EnrollmentSecret, StateFile: filepath.Join(t.TempDir(), "state.json"), Heartbeat: 200 * time.Millisecond,
 		Duration: 2 * time.Second, AdminToken: ten.Partner.Token, ListClients: 2, ListPath: "/api/v1/devices?limit=50",
