@@ -185,6 +185,13 @@ var crossDomainSQL = map[string]map[string]string{
 		"devices":     "fixture seeding",
 		"device_tags": "fixture seeding",
 	},
+	// Test support: a large fleet written straight into the tables for benchmarks and load scripts.
+	"internal/testkit/seed": {
+		"partners":      "fleet seeding",
+		"organizations": "fleet seeding",
+		"sites":         "fleet seeding",
+		"devices":       "fleet seeding",
+	},
 	// Creating an organization grants an organization-limited creator access to it in the same
 	// transaction; identity imports tenancy, so tenancy cannot call identity.
 	"internal/domains/tenancy": {

@@ -27,6 +27,7 @@ import (
 	"gale/internal/platform/config"
 	"gale/internal/platform/store"
 	"gale/internal/testkit/apptest"
+	"gale/internal/testkit/seed"
 )
 
 // seedOrganizations inserts n organizations under a new partner in one transaction and
@@ -90,52 +91,11 @@ func BenchmarkRequestFloor(b *testing.B) {
 }
 
 // seedDevices inserts n enrolled devices spread over 100 organizations (one site each) of a
-// new partner, in batches, and returns a Partner Admin of it.
+// new partner and returns a Partner Admin of it.
 func seedDevices(b *testing.B, e *apptest.Env, n int) apptest.Caller {
 	b.Helper()
-	admin := e.Admin()
-	partnerID := e.CreatePartner(admin, "Bench MSP")
-	const orgs, batch = 100, 500
-	now := store.Now()
-	type place struct{ org, site string }
-	places := make([]place, orgs)
-	err := e.App.DB.Write(b.Context(), func(tx *sql.Tx) error {
-		for i := range places {
-			places[i] = place{store.NewID(), store.NewID()}
-			if _, err := tx.Exec(`INSERT INTO organizations (id, partner_id, name, slug, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $5)`, places[i].org, partnerID, fmt.Sprintf("Customer %03d", i),
-				fmt.Sprintf("bench-customer-%03d", i), now); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`INSERT INTO sites (id, partner_id, org_id, name, created_at, updated_at)
-				VALUES ($1, $2, $3, 'Main Site', $4, $4)`, places[i].site, partnerID, places[i].org, now); err != nil {
-				return err
-			}
-		}
-		if _, err := tx.Exec(`UPDATE partners SET org_count = $1 WHERE id = $2`, orgs, partnerID); err != nil {
-			return err
-		}
-		for first := 0; first < n; first += batch {
-			var a store.Args
-			values := make([]string, 0, batch)
-			for i := first; i < min(first+batch, n); i++ {
-				p := places[i%orgs]
-				seen := now.Add(-time.Duration(i) * time.Second)
-				metrics := fmt.Sprintf(`{"cpuPercent":%.1f,"ramPercent":%.1f,"ramUsedMb":%d,"ramTotalMb":16384,"diskPercent":%.1f,`+
-					`"diskUsedGb":%.1f,"diskTotalGb":512,"processCount":%d,"load1":%.2f}`, float64(i%1000)/10, float64(i%997)/10,
-					i%16384, float64(i%991)/10, float64(i%5120)/10, 100+i%300, float64(i%400)/100)
-				values = append(values, "("+a.Add(store.NewID())+", "+a.Add(partnerID)+", "+a.Add(p.org)+", "+a.Add(p.site)+", "+
-					a.Add(fmt.Sprintf("host-%06d", i))+", 'online', 'linux', 'Debian GNU/Linux', '12', "+a.Add(now)+", "+
-					a.Add(now)+", "+a.Add(now)+", "+a.Add(seen)+", "+a.Add(metrics)+")")
-			}
-			if _, err := tx.Exec(`INSERT INTO devices (id, partner_id, org_id, site_id, hostname, status, os_type, os_name,
-				os_version, created_at, updated_at, enrolled_at, last_seen_at, metrics) VALUES `+strings.Join(values, ", "), a.Values()...); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	partnerID := e.CreatePartner(e.Admin(), "Bench MSP")
+	if err := seed.Devices(b.Context(), e.App.DB, partnerID, n, "online"); err != nil {
 		b.Fatal(err)
 	}
 	settle(b, e)
@@ -143,17 +103,10 @@ func seedDevices(b *testing.B, e *apptest.Env, n int) apptest.Caller {
 	return partnerAdmin
 }
 
-// settle brings a freshly seeded database to its steady state before measuring. PostgreSQL's
-// autovacuum would soon vacuum and analyze the new rows, in the middle of a measurement; do
-// it now. (On SQLite, statistics make bound values re-plan every statement, so the server
-// never creates them.)
+// settle brings a freshly seeded database to its steady state before measuring.
 func settle(b *testing.B, e *apptest.Env) {
-	if e.App.DB.Dialect == store.Postgres {
-		for _, stmt := range []string{`VACUUM ANALYZE`, `CHECKPOINT`} {
-			if _, err := e.App.DB.SQL.Exec(stmt); err != nil {
-				b.Fatal(err)
-			}
-		}
+	if err := seed.Settle(b.Context(), e.App.DB); err != nil {
+		b.Fatal(err)
 	}
 }
 

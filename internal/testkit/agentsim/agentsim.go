@@ -2,7 +2,8 @@
 // the server holds up: each simulated agent enrolls (once; credentials are kept in a state
 // file), opens its live channel, sends heartbeats with plausible metrics, and answers
 // commands at once. It measures heartbeat round trips (sent → acknowledged) and, when given
-// an administrator token, how long a command takes from the POST to reaching its agent.
+// an administrator token, how long a command takes from the POST to reaching its agent. With
+// list clients it also loads the API beside the agents (a mixed load) and compares.
 package agentsim
 
 import (
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -35,7 +37,13 @@ type Options struct {
 	// StateFile keeps enrolled agents' credentials between runs.
 	StateFile string
 	Heartbeat time.Duration
-	Duration  time.Duration
+	// Duration is how long the agents run once started; with ListClients, the length of each
+	// phase of the list load instead.
+	Duration time.Duration
+	// Grace is how long the agents, once they stop heartbeating at the end of the run, still
+	// wait for the acknowledgements of the heartbeats they sent; a heartbeat not acknowledged
+	// by then counts as unacknowledged. Zero means 5 s.
+	Grace time.Duration
 	// AdminToken, when set, lets the run send Commands commands and time their delivery.
 	AdminToken string
 	Commands   int
@@ -44,6 +52,16 @@ type Options struct {
 	// dispatch and its results; with Scan it asks for a patch scan of every agent instead.
 	Fleet bool
 	Scan  bool
+	// ListClients, when above zero, make the run a mixed load: that many clients send GET
+	// ListPath (a path below Server, with AdminToken) one after another, for Duration before
+	// any agent connects (the list alone), then for Duration again once every agent is
+	// connected and heartbeating (mixed); the run ends with the mixed phase.
+	ListClients int
+	ListPath    string
+	// SpreadSources binds each agent's connection to its own address of 127.0.0.0/8 (all of
+	// it loopback on Linux), so that a server on loopback can hold more connections than one
+	// source address has ephemeral ports (about 28,000).
+	SpreadSources bool
 	// Progress receives a line every few seconds.
 	Progress io.Writer
 }
@@ -54,52 +72,85 @@ type Creds struct {
 	Token    string `json:"token"`
 }
 
+// Heartbeats is what a window of the run measured of the heartbeats sent in it.
+type Heartbeats struct {
+	Sent  int
+	Acked int
+	// Unacked were not acknowledged by the end of the run and its grace (or their connection
+	// closed first).
+	Unacked int
+	// P50, P99 and Max are of the acknowledged ones, from sending to the acknowledgement.
+	P50, P99, Max time.Duration
+}
+
+func (h Heartbeats) String() string {
+	return fmt.Sprintf("%d sent, %d acknowledged, %d unacknowledged; acknowledged after p50 %s, p99 %s, max %s",
+		h.Sent, h.Acked, h.Unacked, h.P50.Round(time.Microsecond), h.P99.Round(time.Microsecond), h.Max.Round(time.Microsecond))
+}
+
 // Report is what a run measured.
 type Report struct {
-	Agents            int
-	Connected         int
-	ConnectFailures   int
-	Heartbeats        int
-	HeartbeatP50      time.Duration
-	HeartbeatP99      time.Duration
-	HeartbeatMax      time.Duration
-	Commands          int
-	CommandP50        time.Duration
-	CommandP99        time.Duration
-	CommandMax        time.Duration
-	HeartbeatsMissing int
+	Agents          int
+	Connected       int
+	ConnectFailures int
+	Heartbeats      Heartbeats // the whole run
+	Commands        int
+	CommandP50      time.Duration
+	CommandP99      time.Duration
+	CommandMax      time.Duration
+	// The mixed load: the list alone and beside the agents, and the heartbeats sent during
+	// the mixed phase.
+	ListClients     int
+	ListPath        string
+	ListAlone       ListLoad
+	ListMixed       ListLoad
+	MixedHeartbeats Heartbeats
 	// The fleet run: devices it ran on, from the first execute request to the last agent
-	// receiving its command (Dispatch) and to every result stored (Stored), and the heartbeat
-	// latency meanwhile.
-	FleetWork         string
-	FleetDevices      int
-	FleetDispatch     time.Duration
-	FleetStored       time.Duration
-	FleetHeartbeatP99 time.Duration
+	// receiving its command (Dispatch) and to every result stored (Stored), and the heartbeats
+	// sent meanwhile.
+	FleetWork       string
+	FleetDevices    int
+	FleetDispatch   time.Duration
+	FleetStored     time.Duration
+	FleetHeartbeats Heartbeats
+	fleetFrom       time.Time
+	fleetTo         time.Time
 	// FleetBareP99 is the latency of a bare request (GET /health: no database, no
 	// authentication) sent every 50 ms during the fleet run: the host's floor meanwhile.
 	FleetBareP99 time.Duration
 }
 
 func (r Report) String() string {
-	fleet := ""
-	if r.FleetDevices > 0 {
-		fleet = fmt.Sprintf("\nfleet %s on %d agents: dispatched in %s, every result stored in %s, heartbeat p99 meanwhile %s, "+
-			"bare request p99 meanwhile %s", r.FleetWork, r.FleetDevices, r.FleetDispatch, r.FleetStored, r.FleetHeartbeatP99, r.FleetBareP99)
+	var b strings.Builder
+	fmt.Fprintf(&b, "agents %d, connected at once %d (connection failures %d)\nheartbeats, whole run: %s", r.Agents, r.Connected,
+		r.ConnectFailures, r.Heartbeats)
+	if r.Commands > 0 {
+		fmt.Fprintf(&b, "\ncommands %d: POST→agent p50 %s, p99 %s, max %s", r.Commands, r.CommandP50, r.CommandP99, r.CommandMax)
 	}
-	return fmt.Sprintf("agents %d, connected at once %d (connection failures %d)\nheartbeats %d (unacknowledged %d): p50 %s, p99 %s, max %s\n"+
-		"commands %d: POST→agent p50 %s, p99 %s, max %s", r.Agents, r.Connected, r.ConnectFailures, r.Heartbeats,
-		r.HeartbeatsMissing, r.HeartbeatP50, r.HeartbeatP99, r.HeartbeatMax, r.Commands, r.CommandP50, r.CommandP99, r.CommandMax) + fleet
+	if r.ListClients > 0 {
+		fmt.Fprintf(&b, "\nlist GET %s, %d clients:\n  alone: %s\n  mixed: %s\n  mixed/alone: %.0f %% of the requests per second"+
+			"\nheartbeats during the mixed phase: %s", r.ListPath, r.ListClients, r.ListAlone, r.ListMixed,
+			100*r.ListMixed.PerSecond()/max(r.ListAlone.PerSecond(), 1e-9), r.MixedHeartbeats)
+	}
+	if r.FleetDevices > 0 {
+		fmt.Fprintf(&b, "\nfleet %s on %d agents: dispatched in %s, every result stored in %s, bare request p99 meanwhile %s"+
+			"\nheartbeats during the fleet run: %s", r.FleetWork, r.FleetDevices, r.FleetDispatch.Round(time.Millisecond),
+			r.FleetStored.Round(time.Millisecond), r.FleetBareP99.Round(time.Microsecond),
+			r.FleetHeartbeats)
+	}
+	return b.String()
 }
 
 type sim struct {
-	o        Options
-	http     *http.Client
+	o    Options
+	http *http.Client
+	// wsHTTP opens the agents' connections (nil: the default client).
+	wsHTTP   *http.Client
 	mu       sync.Mutex
 	hb       []time.Duration
 	hbAt     []time.Time // when each heartbeat of hb was sent
-	missing  int
-	received sync.Map // command ID → time received
+	lostAt   []time.Time // when each unacknowledged heartbeat was sent
+	received sync.Map    // command ID → time received
 	conns    atomic.Int64
 	peak     atomic.Int64
 	failures atomic.Int64
@@ -107,46 +158,130 @@ type sim struct {
 
 // Run enrolls what is missing, connects every agent, runs for Duration and reports.
 func Run(ctx context.Context, o Options) (Report, error) {
+	if o.Grace <= 0 {
+		o.Grace = 5 * time.Second
+	}
 	s := &sim{o: o, http: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	if o.SpreadSources {
+		s.wsHTTP = &http.Client{Transport: &http.Transport{DialContext: spreadSources()}}
+	}
 	creds, err := s.enrollAll(ctx)
 	if err != nil {
 		return Report{}, err
 	}
-	runCtx, cancel := context.WithTimeout(ctx, o.Duration)
-	defer cancel()
+	rep := Report{ListClients: o.ListClients, ListPath: o.ListPath}
+	var list *listLoad
+	if o.ListClients > 0 {
+		list = s.newListLoad()
+		list.run(ctx, listWarmUp)
+		s.progress("list alone: %d clients for %s", o.ListClients, o.Duration)
+		rep.ListAlone = list.run(ctx, o.Duration)
+	}
+	// The agents heartbeat until runCtx ends; their connections stay open until connCtx ends,
+	// Grace later, for the acknowledgements of the last heartbeats.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	if o.ListClients == 0 {
+		runCtx, stop = context.WithTimeout(ctx, o.Duration)
+		defer stop()
+	}
+	connCtx, closeConns := context.WithCancel(ctx)
+	defer closeConns()
 	var wg sync.WaitGroup
 	// Connections open at a steady pace so the run measures steady state, not a stampede.
 	pace := time.NewTicker(time.Second / 1000)
 	for _, c := range creds {
 		<-pace.C
-		wg.Go(func() { s.agent(runCtx, c) })
+		wg.Go(func() { s.agent(runCtx, connCtx, c) })
 	}
 	pace.Stop()
 	s.progress("all %d agents started", len(creds))
+	go s.report(runCtx)
 	var cmdLat []time.Duration
 	if o.AdminToken != "" && o.Commands > 0 {
 		time.Sleep(2 * time.Second)
 		cmdLat = s.commands(runCtx, creds)
 	}
-	var fleet Report
 	if o.AdminToken != "" && o.Fleet {
 		time.Sleep(2 * time.Second)
-		if fleet, err = s.fleet(runCtx, creds); err != nil {
+		if err := s.fleet(runCtx, creds, &rep); err != nil {
 			s.progress("fleet run: %v", err)
 		}
 	}
-	go s.report(runCtx)
+	var mixedFrom, mixedTo time.Time
+	if list != nil {
+		s.warmUp(runCtx, len(creds))
+		s.progress("mixed: %d clients beside %d connected agents for %s", o.ListClients, s.conns.Load(), o.Duration)
+		mixedFrom = time.Now()
+		rep.ListMixed = list.run(runCtx, o.Duration)
+		mixedTo = time.Now()
+		stop()
+	}
+	<-runCtx.Done()
+	s.progress("heartbeats stopped; waiting up to %s for their acknowledgements", o.Grace)
+	time.AfterFunc(o.Grace, closeConns)
 	wg.Wait()
-	rep := Report{Agents: len(creds), Connected: int(s.peak.Load()), ConnectFailures: int(s.failures.Load()),
-		FleetWork: fleet.FleetWork, FleetDevices: fleet.FleetDevices, FleetDispatch: fleet.FleetDispatch, FleetStored: fleet.FleetStored,
-		FleetHeartbeatP99: fleet.FleetHeartbeatP99, FleetBareP99: fleet.FleetBareP99}
-	s.mu.Lock()
-	rep.Heartbeats, rep.HeartbeatsMissing = len(s.hb), s.missing
-	rep.HeartbeatP50, rep.HeartbeatP99, rep.HeartbeatMax = percentiles(s.hb)
-	s.mu.Unlock()
+	rep.Agents, rep.Connected, rep.ConnectFailures = len(creds), int(s.peak.Load()), int(s.failures.Load())
+	rep.Heartbeats = s.window(time.Time{}, time.Now())
+	rep.MixedHeartbeats = s.window(mixedFrom, mixedTo)
+	rep.FleetHeartbeats = s.window(rep.fleetFrom, rep.fleetTo)
 	rep.Commands = len(cmdLat)
 	rep.CommandP50, rep.CommandP99, rep.CommandMax = percentiles(cmdLat)
 	return rep, nil
+}
+
+// window sums up the heartbeats sent from..to (none when to is zero).
+func (s *sim) window(from, to time.Time) Heartbeats {
+	in := func(at time.Time) bool { return !at.Before(from) && at.Before(to) }
+	var h Heartbeats
+	var lat []time.Duration
+	s.mu.Lock()
+	for i, at := range s.hbAt {
+		if in(at) {
+			lat = append(lat, s.hb[i])
+		}
+	}
+	for _, at := range s.lostAt {
+		if in(at) {
+			h.Unacked++
+		}
+	}
+	s.mu.Unlock()
+	h.Acked = len(lat)
+	h.Sent = h.Acked + h.Unacked
+	h.P50, h.P99, h.Max = percentiles(lat)
+	return h
+}
+
+// warmUp waits until every agent is connected (or a minute has passed) and then one heartbeat
+// interval, so that every agent has begun heartbeating.
+func (s *sim) warmUp(ctx context.Context, agents int) {
+	for deadline := time.Now().Add(time.Minute); s.conns.Load() < int64(agents) && time.Now().Before(deadline); {
+		sleep(ctx, 100*time.Millisecond)
+	}
+	sleep(ctx, s.o.Heartbeat)
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// spreadSources is a dialer that binds each connection to the next address of 127.0.0.0/8
+// from 127.1.0.0 on (one per connection; the kernel then picks its port among that address's
+// own).
+func spreadSources() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var n atomic.Uint32
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		i := n.Add(1) % (254 << 16)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, byte(1+i>>16), byte(i>>8), byte(i))}}
+		return d.DialContext(ctx, network, addr)
+	}
 }
 
 func percentiles(d []time.Duration) (p50, p99, maxd time.Duration) {
@@ -268,19 +403,24 @@ func (s *sim) enrollAll(ctx context.Context) ([]Creds, error) {
 	return creds[:s.o.Agents], nil
 }
 
-// agent is one simulated agent: connect, heartbeat, answer commands, reconnect on failure.
-func (s *sim) agent(ctx context.Context, c Creds) {
-	for ctx.Err() == nil {
-		if err := s.session(ctx, c); err != nil && ctx.Err() == nil {
+// agent is one simulated agent: connect, heartbeat, answer commands, reconnect on failure,
+// until runCtx ends; connCtx bounds the wait for the last acknowledgements.
+func (s *sim) agent(runCtx, connCtx context.Context, c Creds) {
+	for runCtx.Err() == nil {
+		if err := s.session(runCtx, connCtx, c); err != nil && runCtx.Err() == nil {
 			s.failures.Add(1)
-			time.Sleep(time.Duration(1000+rand.IntN(2000)) * time.Millisecond)
+			sleep(runCtx, time.Duration(1000+rand.IntN(2000))*time.Millisecond)
 		}
 	}
 }
 
-func (s *sim) session(ctx context.Context, c Creds) error {
+// session is one connection of an agent: it heartbeats until runCtx ends, then stays open
+// until every heartbeat it sent is acknowledged or connCtx ends. The heartbeats still
+// unacknowledged when it closes are counted lost.
+func (s *sim) session(runCtx, connCtx context.Context, c Creds) error {
 	url := "ws" + strings.TrimPrefix(s.o.Server, "http") + "/api/v1" + agentproto.PathWebSocket
-	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
+	ws, _, err := websocket.Dial(runCtx, url, &websocket.DialOptions{HTTPClient: s.wsHTTP,
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + c.Token}}})
 	if err != nil {
 		return err
 	}
@@ -293,42 +433,51 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 	defer s.conns.Add(-1)
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
+	stopping := false              // no more heartbeats on this connection
+	drained := make(chan struct{}) // closed once stopping with every heartbeat acknowledged
+	done := make(chan struct{})
+	defer close(done)
 	write := func(typ, id string, payload any) error {
 		raw, _ := json.Marshal(payload)
 		b, _ := json.Marshal(agentproto.Message{ID: id, Type: typ, Payload: raw})
-		return ws.Write(ctx, websocket.MessageText, b)
+		return ws.Write(runCtx, websocket.MessageText, b)
 	}
 	go func() {
 		// The first heartbeat comes at a random point of the interval, as in a real fleet.
 		wait := time.Duration(rand.Int64N(int64(s.o.Heartbeat)))
-		for seq := 0; ; seq++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
-			}
+		for seq := 0; s.heartbeat(runCtx, wait, seq, &mu, sent, write); seq++ {
 			wait = s.o.Heartbeat
-			id := fmt.Sprintf("hb-%d", seq)
-			m := agentproto.Metrics{CPUPercent: rand.Float64() * 100, RAMPercent: 40 + rand.Float64()*20, RAMUsedMB: 4000,
-				RAMTotalMB: 8000, DiskPercent: 55, DiskUsedGB: 110, DiskTotalGB: 200, ProcessCount: 180}
-			mu.Lock()
-			sent[id] = time.Now()
-			mu.Unlock()
-			if write(agentproto.TypeHeartbeat, id, agentproto.Heartbeat{AgentVersion: "sim", Metrics: &m, UptimeSeconds: 3600}) != nil {
-				return
-			}
 		}
+		mu.Lock()
+		stopping = true
+		if len(sent) == 0 {
+			close(drained)
+		}
+		mu.Unlock()
+	}()
+	go func() {
+		select {
+		case <-drained:
+		case <-connCtx.Done():
+		case <-done:
+		}
+		ws.CloseNow()
 	}()
 	defer func() {
 		mu.Lock()
 		s.mu.Lock()
-		s.missing += len(sent)
+		for _, at := range sent {
+			s.lostAt = append(s.lostAt, at)
+		}
 		s.mu.Unlock()
 		mu.Unlock()
 	}()
 	for {
-		_, data, err := ws.Read(ctx)
+		_, data, err := ws.Read(connCtx)
 		if err != nil {
+			if runCtx.Err() != nil {
+				return nil // closed at the end of the run
+			}
 			return err
 		}
 		var msg agentproto.Message
@@ -340,6 +489,9 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 			mu.Lock()
 			at, ok := sent[msg.ID]
 			delete(sent, msg.ID)
+			if ok && stopping && len(sent) == 0 {
+				close(drained)
+			}
 			mu.Unlock()
 			if ok {
 				s.mu.Lock()
@@ -361,7 +513,7 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 					res.Result, _ = json.Marshal(monitorResults(cmd.Payload))
 				}
 				path := "/agents/" + c.DeviceID + "/commands/" + msg.ID + "/result"
-				if err := s.post(ctx, path, c.Token, res, nil); err != nil && ctx.Err() == nil {
+				if err := s.post(connCtx, path, c.Token, res, nil); err != nil && runCtx.Err() == nil {
 					s.progress("result: %v", err)
 				}
 			}()
@@ -369,6 +521,30 @@ func (s *sim) session(ctx context.Context, c Creds) error {
 			return nil
 		}
 	}
+}
+
+// heartbeat waits, then sends heartbeat seq and records it in sent (guarded by mu) until
+// acknowledged; false when the run ended or the write failed.
+func (s *sim) heartbeat(runCtx context.Context, wait time.Duration, seq int, mu *sync.Mutex, sent map[string]time.Time,
+	write func(typ, id string, payload any) error) bool {
+	sleep(runCtx, wait)
+	if runCtx.Err() != nil {
+		return false
+	}
+	id := fmt.Sprintf("hb-%d", seq)
+	m := agentproto.Metrics{CPUPercent: rand.Float64() * 100, RAMPercent: 40 + rand.Float64()*20, RAMUsedMB: 4000,
+		RAMTotalMB: 8000, DiskPercent: 55, DiskUsedGB: 110, DiskTotalGB: 200, ProcessCount: 180}
+	mu.Lock()
+	sent[id] = time.Now()
+	mu.Unlock()
+	if write(agentproto.TypeHeartbeat, id, agentproto.Heartbeat{AgentVersion: "sim", Metrics: &m, UptimeSeconds: 3600}) != nil {
+		// It never went out: it cannot be acknowledged.
+		mu.Lock()
+		delete(sent, id)
+		mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // commands sends reboot-free commands to random connected agents one after another and
@@ -403,22 +579,22 @@ func (s *sim) commands(ctx context.Context, creds []Creds) []time.Duration {
 // fleet runs a script on every agent through an automation and times it: the run's request,
 // the commands reaching the agents, and the results stored (polling the executions the server
 // counts as completed).
-func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
+func (s *sim) fleet(ctx context.Context, creds []Creds, rep *Report) error {
 	var dev struct {
 		OrgID string `json:"orgId"`
 	}
 	if err := s.get(ctx, "/devices/"+creds[0].DeviceID, &dev); err != nil {
-		return Report{}, err
+		return err
 	}
 	if s.o.Scan {
-		return s.measure(ctx, "patch scan", func() ([]string, func() (bool, error), error) { return s.startScan(ctx, creds) })
+		return s.measure(ctx, rep, "patch scan", func() ([]string, func() (bool, error), error) { return s.startScan(ctx, creds) })
 	}
 	var sc struct {
 		ID string `json:"id"`
 	}
 	if err := s.post(ctx, "/scripts", s.o.AdminToken, map[string]any{"name": fmt.Sprintf("Fleet %d", time.Now().UnixNano()),
 		"orgId": dev.OrgID, "osTypes": []string{"linux"}, "language": "sh", "content": "uptime"}, &sc); err != nil {
-		return Report{}, err
+		return err
 	}
 	var auto struct {
 		ID string `json:"id"`
@@ -426,9 +602,9 @@ func (s *sim) fleet(ctx context.Context, creds []Creds) (Report, error) {
 	if err := s.post(ctx, "/automations", s.o.AdminToken, map[string]any{"name": fmt.Sprintf("Fleet %d", time.Now().UnixNano()),
 		"orgId": dev.OrgID, "trigger": map[string]any{"type": "manual"}, "targets": map[string]any{"type": "organization"},
 		"actions": []map[string]any{{"type": "run_script", "scriptId": sc.ID}}}, &auto); err != nil {
-		return Report{}, err
+		return err
 	}
-	return s.measure(ctx, "script", func() ([]string, func() (bool, error), error) {
+	return s.measure(ctx, rep, "script", func() ([]string, func() (bool, error), error) {
 		var run struct {
 			ID    string `json:"id"`
 			Steps []struct {
@@ -506,10 +682,10 @@ func (s *sim) startScan(ctx context.Context, creds []Creds) ([]string, func() (b
 	return commandIDs, stored, nil
 }
 
-// measure starts a fleet-wide piece of work and times it: from the request to the last agent
-// receiving its command (dispatch) and to every result stored, with the heartbeat latency and
-// a bare request's meanwhile.
-func (s *sim) measure(ctx context.Context, what string, begin func() ([]string, func() (bool, error), error)) (Report, error) {
+// measure starts a fleet-wide piece of work and times it into rep: from the request to the
+// last agent receiving its command (dispatch) and to every result stored, with a bare
+// request's latency meanwhile, and the window whose heartbeats the run reports at its end.
+func (s *sim) measure(ctx context.Context, rep *Report, what string, begin func() ([]string, func() (bool, error), error)) error {
 	probeCtx, stopProbe := context.WithCancel(ctx)
 	defer stopProbe()
 	bare := make(chan []time.Duration, 1)
@@ -517,10 +693,10 @@ func (s *sim) measure(ctx context.Context, what string, begin func() ([]string, 
 	start := time.Now()
 	commandIDs, stored, err := begin()
 	if err != nil {
-		return Report{}, err
+		return err
 	}
 	s.progress("%s: %d commands started in %s", what, len(commandIDs), time.Since(start))
-	rep := Report{FleetWork: what, FleetDevices: len(commandIDs)}
+	rep.FleetWork, rep.FleetDevices, rep.fleetFrom = what, len(commandIDs), start
 	for ctx.Err() == nil {
 		last, all := start, true
 		for _, id := range commandIDs {
@@ -543,7 +719,7 @@ func (s *sim) measure(ctx context.Context, what string, begin func() ([]string, 
 	for ctx.Err() == nil {
 		done, err := stored()
 		if err != nil {
-			return rep, err
+			return err
 		}
 		if done {
 			rep.FleetStored = time.Since(start)
@@ -554,17 +730,11 @@ func (s *sim) measure(ctx context.Context, what string, begin func() ([]string, 
 	s.progress("%s: every result stored after %s", what, rep.FleetStored)
 	stopProbe()
 	_, rep.FleetBareP99, _ = percentiles(<-bare)
-	end := start.Add(rep.FleetStored)
-	s.mu.Lock()
-	var during []time.Duration
-	for i, at := range s.hbAt {
-		if !at.Before(start) && !at.After(end) {
-			during = append(during, s.hb[i])
-		}
+	rep.fleetTo = time.Now()
+	if rep.FleetStored > 0 {
+		rep.fleetTo = start.Add(rep.FleetStored)
 	}
-	s.mu.Unlock()
-	_, rep.FleetHeartbeatP99, _ = percentiles(during)
-	return rep, nil
+	return nil
 }
 
 // scanResult is what every simulated agent's patch scan finds: a few updates, one of them a
