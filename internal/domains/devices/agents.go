@@ -707,7 +707,7 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 	queued := &resultQueue{}
 	ctx = context.WithValue(ctx, resultQueueKey{}, queued)
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		queued.cmds = nil
+		queued.cmds, queued.after = nil, nil
 		var kind, payload string
 		err := s.db.TxQueryRowContext(ctx, tx, update+` RETURNING type, payload`, args...).Scan(&kind, &payload)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -732,6 +732,9 @@ func (s *Service) RecordResult(ctx context.Context, a Agent, r agentproto.Comman
 		return fmt.Errorf("store the result of command %s: %w", r.CommandID, err)
 	}
 	s.Dispatch(ctx, queued.cmds)
+	for _, fn := range queued.after {
+		fn(ctx)
+	}
 	return nil
 }
 

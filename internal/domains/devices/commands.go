@@ -323,10 +323,26 @@ func (s *Service) SendBulkIn(ctx context.Context, tx *sql.Tx, in BulkInput) (Bul
 
 // resultQueue collects the commands that a command result's handlers queue in its
 // transaction (a reboot after patches), so that they go out as soon as it commits rather
-// than at the agent's next contact.
-type resultQueue struct{ cmds []DeviceCommand }
+// than at the agent's next contact, and the work they leave for after the commit (see
+// AfterResult).
+type resultQueue struct {
+	cmds  []DeviceCommand
+	after []func(context.Context)
+}
 
 type resultQueueKey struct{}
+
+// AfterResult runs fn once the transaction recording a command's result has committed, when
+// called from that transaction's OnResult or result hook; elsewhere it reports false and
+// does nothing. It is for work that must see the result committed, such as deciding whether
+// it was the last of many recorded at the same time.
+func AfterResult(ctx context.Context, fn func(context.Context)) bool {
+	q, ok := ctx.Value(resultQueueKey{}).(*resultQueue)
+	if ok {
+		q.after = append(q.after, fn)
+	}
+	return ok
+}
 
 // Dispatch gets committed commands on their way (see SendBulkIn).
 func (s *Service) Dispatch(ctx context.Context, cmds []DeviceCommand) {

@@ -9,3 +9,6 @@ import (
 func (s *Service) SetHold(h func(ctx context.Context, tx *sql.Tx, deviceIDs []string) (map[string]bool, error)) {
 	s.hold = h
 }
+
+// SettleJobs is settleJobs, for tests that finish a job from several callers at once.
+func (s *Service) SettleJobs(ctx context.Context, ids []string) error { return s.settleJobs(ctx, ids) }

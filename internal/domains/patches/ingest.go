@@ -39,11 +39,11 @@ func linuxClass(u agentproto.PackageUpdate) (severity, category string) {
 // are installed (the package moved on), and the device's summary and job follow.
 func (s *Service) onScanResult(ctx context.Context, tx *sql.Tx, deviceID string, r agentproto.CommandResult) error {
 	if r.Status != agentproto.ResultCompleted {
-		return s.deviceDone(ctx, tx, r.CommandID, false, resultError(r, "the scan failed"))
+		return s.resultDone(ctx, tx, r.CommandID, false, resultError(r, "the scan failed"))
 	}
 	var res agentproto.PatchScanResult
 	if err := json.Unmarshal(r.Result, &res); err != nil || res.Manager == "" {
-		return s.deviceDone(ctx, tx, r.CommandID, false, "the scan's result could not be read")
+		return s.resultDone(ctx, tx, r.CommandID, false, "the scan's result could not be read")
 	}
 	owners, err := devices.Owners(ctx, tx, []string{deviceID})
 	if err != nil {
@@ -56,7 +56,7 @@ func (s *Service) onScanResult(ctx context.Context, tx *sql.Tx, deviceID string,
 	if err := s.IngestScan(ctx, tx, deviceID, o, res); err != nil {
 		return err
 	}
-	return s.deviceDone(ctx, tx, r.CommandID, true, "")
+	return s.resultDone(ctx, tx, r.CommandID, true, "")
 }
 
 func resultError(r agentproto.CommandResult, fallback string) string {
@@ -183,20 +183,9 @@ func (s *Service) installGone(ctx context.Context, tx *sql.Tx, deviceID string, 
 	return nil
 }
 
-// refreshSummary recounts a device's patches into its summary. reboot is what the device said
-// of a pending reboot; scanned, when not zero, the time of its scan.
+// refreshSummary recounts a device's patches into its summary, in one statement. reboot is
+// what the device said of a pending reboot; scanned, when not zero, the time of its scan.
 func (s *Service) refreshSummary(ctx context.Context, tx *sql.Tx, deviceID string, o tenancy.Owner, reboot bool, scanned time.Time) error {
-	var pending, critical, installed, failed int
-	err := s.db.TxQueryRowContext(ctx, tx, `SELECT COALESCE(SUM(CASE WHEN pd.status = $1 THEN 1 ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN pd.status = $1 AND (p.severity = $2 OR p.category = $3) THEN 1 ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN pd.status = $4 THEN 1 ELSE 0 END), 0),
-			COALESCE(SUM(CASE WHEN pd.status = $5 THEN 1 ELSE 0 END), 0)
-		FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id WHERE pd.device_id = $6`,
-		DeviceStatePending, SeverityCritical, CategorySecurity, DeviceStateInstalled, DeviceStateFailed, deviceID).
-		Scan(&pending, &critical, &installed, &failed)
-	if err != nil {
-		return fmt.Errorf("count the patches of device %s: %w", deviceID, err)
-	}
 	rebootSet, scanSet := "excluded.reboot_required", "excluded.last_scan_at"
 	var scan any
 	if scanned.IsZero() {
@@ -205,12 +194,19 @@ func (s *Service) refreshSummary(ctx context.Context, tx *sql.Tx, deviceID strin
 	} else {
 		scan = scanned
 	}
-	_, err = s.db.TxExecContext(ctx, tx, `INSERT INTO patch_device_summaries (device_id, partner_id, org_id, pending, critical_pending,
-		installed, failed, reboot_required, last_scan_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	p := s.db.TypedParam
+	_, err := s.db.TxExecContext(ctx, tx, `INSERT INTO patch_device_summaries (device_id, partner_id, org_id, pending, critical_pending,
+		installed, failed, reboot_required, last_scan_at, updated_at)
+		SELECT `+p(1, "UUID")+`, `+p(2, "UUID")+`, `+p(3, "UUID")+`, COALESCE(SUM(CASE WHEN pd.status = $4 THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN pd.status = $4 AND (p.severity = $5 OR p.category = $6) THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN pd.status = $7 THEN 1 ELSE 0 END), 0),
+			COALESCE(SUM(CASE WHEN pd.status = $8 THEN 1 ELSE 0 END), 0), `+p(9, "BOOLEAN")+`, `+p(10, "TIMESTAMPTZ")+`, `+p(11, "TIMESTAMPTZ")+`
+		FROM patch_devices pd JOIN patches p ON p.id = pd.patch_id WHERE pd.device_id = $1
 		ON CONFLICT (device_id) DO UPDATE SET partner_id = excluded.partner_id, org_id = excluded.org_id,
 			pending = excluded.pending, critical_pending = excluded.critical_pending, installed = excluded.installed,
 			failed = excluded.failed, reboot_required = `+rebootSet+`, last_scan_at = `+scanSet+`, updated_at = excluded.updated_at`,
-		deviceID, o.PartnerID, o.OrgID, pending, critical, installed, failed, reboot, scan, s.clock.Now())
+		deviceID, o.PartnerID, o.OrgID, DeviceStatePending, SeverityCritical, CategorySecurity, DeviceStateInstalled, DeviceStateFailed,
+		reboot, scan, s.clock.Now())
 	if err != nil {
 		return fmt.Errorf("refresh the patch summary of device %s: %w", deviceID, err)
 	}
@@ -267,7 +263,7 @@ func (s *Service) onInstallResult(ctx context.Context, tx *sql.Tx, deviceID stri
 			return err
 		}
 	}
-	return s.deviceDone(ctx, tx, r.CommandID, ok, resultErrorIf(r))
+	return s.resultDone(ctx, tx, r.CommandID, ok, resultErrorIf(r))
 }
 
 // queueReboot queues a reboot of the device after its patches, with RebootDelaySeconds of
@@ -328,9 +324,26 @@ func outcomeError(oc agentproto.PackageOutcome) string {
 	return "the package manager reported " + oc.Status
 }
 
-// deviceDone ends a job's work on a device (found by its command) and finishes the job when
-// it was the last.
-func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, ok bool, errMsg string) error {
+// resultDone ends the job work of a result's command and, once the result's transaction has
+// committed, finishes the job if that was its last open work (see settleJobs).
+func (s *Service) resultDone(ctx context.Context, tx *sql.Tx, commandID string, ok bool, errMsg string) error {
+	jobID, err := s.deviceDone(ctx, tx, commandID, ok, errMsg)
+	if err != nil || jobID == "" {
+		return err
+	}
+	// Results are recorded through devices.RecordResult only, so the hook is always there.
+	devices.AfterResult(ctx, func(ctx context.Context) {
+		if err := s.settleJobs(ctx, []string{jobID}); err != nil {
+			s.logger.ErrorContext(ctx, "finish a patch job after a result; the job sweep will", "job", jobID, "error", err)
+		}
+	})
+	return nil
+}
+
+// deviceDone ends a job's work on a device (found by its command) and returns the job's ID, ""
+// when the command had no open work (a repeated or late result). Whether that ended the job
+// is known only once tx has committed: the caller hands the ID to settleJobs then.
+func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, ok bool, errMsg string) (string, error) {
 	status := JobDeviceCompleted
 	if !ok {
 		status = JobDeviceFailed
@@ -340,36 +353,48 @@ func (s *Service) deviceDone(ctx context.Context, tx *sql.Tx, commandID string, 
 		WHERE command_id = $4 AND status = $5 RETURNING job_id`, status, store.NullIfEmpty(errMsg), s.clock.Now(), commandID,
 		JobDeviceQueued).Scan(&jobID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("end the job work of command %s: %w", commandID, err)
+		return "", fmt.Errorf("end the job work of command %s: %w", commandID, err)
 	}
-	return s.finishJob(ctx, tx, jobID)
+	return jobID, nil
 }
 
-// finishJob marks a job completed (failed when every device failed) once no device is left
-// waiting or queued, and records patch.job_completed; the conditional update makes that
-// happen once.
+// openWork asks whether a job has work waiting or queued. Asked after every device's result:
+// the partial index answers it without reading the job's other devices.
+const openWork = `SELECT EXISTS (SELECT 1 FROM patch_job_devices WHERE job_id = $1 AND status IN ('waiting', 'queued'))`
+
+// settleJobs finishes, each in a transaction of its own, the jobs among ids left without open
+// work, after the transactions that ended their work have committed. Transactions ending a
+// job's last devices at the same time cannot see each other's changes (READ COMMITTED on
+// PostgreSQL): asked inside them, each would find the other's device still queued and the job
+// would stay running. Asked after its commit, the last of them to ask sees every one, and the
+// conditional update in finishJob lets one of those that find the job done finish it. Results
+// of one job then wait on no common row, so they commit in parallel.
+func (s *Service) settleJobs(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		var open bool
+		if err := s.db.QueryRowContext(ctx, openWork, id).Scan(&open); err != nil {
+			return fmt.Errorf("look for the open work of patch job %s: %w", id, err)
+		}
+		if open {
+			continue
+		}
+		if err := s.db.Write(ctx, func(tx *sql.Tx) error { return s.finishJob(ctx, tx, id) }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finishJob marks a job completed (failed when every device failed) if it has no open work,
+// and records patch.job_completed; the conditional update makes that happen once. Only a
+// transaction that cannot race another ending the job's work calls it (settleJobs, or the one
+// creating the job).
 func (s *Service) finishJob(ctx context.Context, tx *sql.Tx, jobID string) error {
-	// The job's row first: results recorded at the same time then see each other's devices,
-	// and the last one finishes the job. Without it, on PostgreSQL the last two results of a
-	// job, committing together, each saw the other's device still queued and the job stayed
-	// running.
-	var locked string
-	err := s.db.TxQueryRowContext(ctx, tx, `UPDATE patch_jobs SET status = status WHERE id = $1 AND status = $2 RETURNING id`,
-		jobID, JobRunning).Scan(&locked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("lock patch job %s: %w", jobID, err)
-	}
-	// Asked at every device's result: the partial index answers it without reading the job's
-	// other devices, so a job of 10,000 devices costs 10,000 lookups, not 10,000 counts.
 	var open bool
-	if err := s.db.TxQueryRowContext(ctx, tx, `SELECT EXISTS (SELECT 1 FROM patch_job_devices WHERE job_id = $1
-		AND status IN ('waiting', 'queued'))`, jobID).Scan(&open); err != nil {
+	if err := s.db.TxQueryRowContext(ctx, tx, openWork, jobID).Scan(&open); err != nil {
 		return fmt.Errorf("look for the open work of patch job %s: %w", jobID, err)
 	}
 	if open {

@@ -530,6 +530,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 		return nil
 	}
 	var cmds []devices.DeviceCommand
+	var touched []string
 	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		ids := make([]string, len(list))
 		for i, w := range list {
@@ -540,7 +541,6 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 			return fmt.Errorf("ask which devices are held: %w", err)
 		}
 		now := s.clock.Now()
-		touched := map[string]bool{}
 		for _, w := range list {
 			if held[w.deviceID] {
 				continue
@@ -567,12 +567,7 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 				WHERE job_id = $5 AND device_id = $6 AND status = $7`, status, cmdID, errMsg, now, w.jobID, w.deviceID, JobDeviceWaiting); err != nil {
 				return fmt.Errorf("release waiting work of job %s: %w", w.jobID, err)
 			}
-			touched[w.jobID] = true
-		}
-		for id := range touched {
-			if err := s.finishJob(ctx, tx, id); err != nil {
-				return err
-			}
+			touched = append(touched, w.jobID)
 		}
 		return nil
 	})
@@ -580,12 +575,21 @@ func (s *Service) ReleaseWaiting(ctx context.Context) error {
 		return fmt.Errorf("release waiting patch work: %w", err)
 	}
 	s.devices.Dispatch(ctx, cmds)
-	return nil
+	return s.settleJobs(ctx, unique(touched))
 }
 
 // SweepJobs fails the job work whose command ended without a result recorded here (timed
-// out, cancelled), so its job can finish.
+// out, cancelled), so its job can finish, and finishes the jobs whose work all ended on a node
+// that stopped before it could (see settleJobs).
 func (s *Service) SweepJobs(ctx context.Context) error {
+	unsettled, err := store.QueryStrings(ctx, s.db, `SELECT j.id FROM patch_jobs j WHERE j.status = $1 AND NOT EXISTS
+		(SELECT 1 FROM patch_job_devices jd WHERE jd.job_id = j.id AND jd.status IN ('waiting', 'queued'))`, JobRunning)
+	if err != nil {
+		return fmt.Errorf("read the patch jobs left without open work: %w", err)
+	}
+	if err := s.settleJobs(ctx, unsettled); err != nil {
+		return err
+	}
 	type endedCommand struct{ id, status string }
 	var a store.Args
 	ended, err := store.QueryAll(ctx, s.db, `SELECT jd.command_id, c.status FROM patch_job_devices jd`+devices.CommandJoin("jd.command_id")+
@@ -601,14 +605,23 @@ func (s *Service) SweepJobs(ctx context.Context) error {
 	if len(ended) == 0 {
 		return nil
 	}
-	return s.db.Write(ctx, func(tx *sql.Tx) error {
+	var touched []string
+	err = s.db.Write(ctx, func(tx *sql.Tx) error {
 		for _, c := range ended {
-			if err := s.deviceDone(ctx, tx, c.id, false, "the command ended ("+c.status+") without a result recorded"); err != nil {
+			jobID, err := s.deviceDone(ctx, tx, c.id, false, "the command ended ("+c.status+") without a result recorded")
+			if err != nil {
 				return err
+			}
+			if jobID != "" {
+				touched = append(touched, jobID)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return s.settleJobs(ctx, unique(touched))
 }
 
 const jobColumns = `j.id, j.kind, j.status, j.patch_id, j.org_id, j.skipped, j.created_by_email, j.created_at, j.completed_at`
