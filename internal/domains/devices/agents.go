@@ -306,6 +306,7 @@ func (s *Service) commitBeats() {
 				b.err = err
 			}
 		}
+		s.beats.done(group)
 		for _, b := range group {
 			if b.err != nil {
 				b.waiting = false

@@ -23,42 +23,47 @@ const maxBeatsPerCommit = 256
 // beats gathers the heartbeats that arrive while others are being recorded, to record them
 // together: one transaction, one turn at the writer and one commit for the group instead of
 // one each. A node taking thousands of heartbeats a second would otherwise spend its writer on
-// beginning and committing transactions, and the heartbeats would queue. A goroutine records
-// groups while heartbeats wait, and ends when none does.
+// beginning and committing transactions, and the heartbeats would queue. Up to committers
+// goroutines record groups while heartbeats wait (one on SQLite, whose file has one writer;
+// more on PostgreSQL, where a group's statements each wait for a round trip), and end when
+// none does.
 type beats struct {
-	mu      sync.Mutex
-	queue   []*beat
-	running bool
+	mu         sync.Mutex
+	queue      []*beat
+	committers int
+	running    int
+	// recording are the devices (and roles) of the groups being recorded: their next
+	// heartbeats wait for the next group, so that a device's updates keep their order.
+	recording map[string]bool
 }
 
-// add queues b, starting commit when no goroutine records the queue.
+// add queues b, starting commit when fewer goroutines than committers record the queue.
 func (q *beats) add(b *beat, commit func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.queue = append(q.queue, b)
-	if !q.running {
-		q.running = true
+	if q.running < max(1, q.committers) {
+		q.running++
 		go commit()
 	}
 }
 
+func beatKey(b *beat) string { return b.agent.DeviceID + "/" + b.agent.Role }
+
 // take returns the next group: up to maxBeatsPerCommit heartbeats in arrival order, one per
-// device (a device's second heartbeat waits for the next group, so that each of its updates
-// is its own). Nil when the queue is empty; the caller then stops.
+// device, and none of a device being recorded by another group. done must follow once the
+// group is recorded. Nil when there is nothing to take; the caller then stops.
 func (q *beats) take() []*beat {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.queue) == 0 {
-		q.running = false
-		return nil
+	if q.recording == nil {
+		q.recording = map[string]bool{}
 	}
-	seen := make(map[string]bool, min(len(q.queue), maxBeatsPerCommit))
 	var group []*beat
 	rest := q.queue[:0]
 	for _, b := range q.queue {
-		key := b.agent.DeviceID + "/" + b.agent.Role
-		if len(group) < maxBeatsPerCommit && !seen[key] {
-			seen[key] = true
+		if key := beatKey(b); len(group) < maxBeatsPerCommit && !q.recording[key] {
+			q.recording[key] = true
 			group = append(group, b)
 			continue
 		}
@@ -66,5 +71,17 @@ func (q *beats) take() []*beat {
 	}
 	clear(q.queue[len(rest):])
 	q.queue = rest
+	if len(group) == 0 {
+		q.running--
+	}
 	return group
+}
+
+// done releases a recorded group's devices.
+func (q *beats) done(group []*beat) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, b := range group {
+		delete(q.recording, beatKey(b))
+	}
 }

@@ -12,21 +12,24 @@ import (
 )
 
 // A group takes heartbeats in arrival order, at most maxBeatsPerCommit, and one per device and
-// role: a device's second heartbeat is recorded in the next group, after its first.
+// role: a device's next heartbeat waits until its group is recorded, so that its updates keep
+// their order whatever the number of groups recorded at once.
 func TestBeatsGroupOnePerDevice(t *testing.T) {
 	var q beats
 	b := func(device, role string) *beat { return &beat{agent: Agent{DeviceID: device, Role: role}} }
 	first, watchdog, second, other := b("d1", agentproto.RoleAgent), b("d1", agentproto.RoleWatchdog), b("d1", agentproto.RoleAgent), b("d2", agentproto.RoleAgent)
 	q.queue = []*beat{first, watchdog, second, other}
-	q.running = true
-	if g := q.take(); len(g) != 3 || g[0] != first || g[1] != watchdog || g[2] != other {
+	q.running = 2
+	g := q.take()
+	if len(g) != 3 || g[0] != first || g[1] != watchdog || g[2] != other {
 		t.Fatalf("first group %v; want d1's first beat, its watchdog's and d2's", g)
 	}
+	if g := q.take(); g != nil || q.running != 1 {
+		t.Fatalf("while d1's first beat is recorded, another group took %v (running %d)", g, q.running)
+	}
+	q.done(g)
 	if g := q.take(); len(g) != 1 || g[0] != second {
 		t.Fatalf("second group %v; want d1's second beat", g)
-	}
-	if g := q.take(); g != nil || q.running {
-		t.Fatalf("empty queue gave %v, running %v", g, q.running)
 	}
 	for i := range maxBeatsPerCommit + 1 {
 		q.queue = append(q.queue, b(fmt.Sprint(i), agentproto.RoleAgent))
@@ -59,7 +62,7 @@ func TestHeartbeatsOfAGroupFailAlone(t *testing.T) {
 		group = append(group, &beat{agent: Agent{DeviceID: id, Role: agentproto.RoleAgent}, done: make(chan struct{}),
 			hb: agentproto.Heartbeat{AgentVersion: "2.0.0", Metrics: &agentproto.Metrics{CPUPercent: float64(i)}}})
 	}
-	s.beats.queue, s.beats.running = slices.Clone(group), true
+	s.beats.queue, s.beats.running = slices.Clone(group), 1
 	s.commitBeats()
 	for i, b := range group {
 		<-b.done

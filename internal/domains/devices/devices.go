@@ -311,7 +311,8 @@ func New(d Deps, opts Options) *Service {
 	clk := clock.Or(d.Clock)
 	sc := scanner{watchdogQuiet: opts.OfflineAfter, clock: clk}
 	s := &Service{db: d.DB, logger: d.Logger, clock: clk, opts: opts, keys: d.Keys, limiter: d.Limiter, notifier: nopNotifier{},
-		sc: sc, kinds: map[string]CommandKind{}, listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow)}
+		sc: sc, kinds: map[string]CommandKind{}, listRows: store.NewRowCache(opts.ListCacheRows, sc.cacheRow),
+		beats: beats{committers: d.DB.AgentWriters()}}
 	for _, k := range builtInCommandKinds() {
 		if err := s.addCommandKind(k); err != nil {
 			panic(err)

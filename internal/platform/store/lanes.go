@@ -32,6 +32,15 @@ func (db *DB) route(ctx context.Context) lane {
 	return lane{sql: db.SQL, stmts: db.stmts, writer: db.writer}
 }
 
+// AgentWriters is how many of the agents' writes run at once: one on SQLite, whose file has
+// one writer.
+func (db *DB) AgentWriters() int {
+	if db.agents.writer == nil {
+		return 1
+	}
+	return db.agents.writer.slots
+}
+
 // agentTxs are the agents' lane's open transactions: a transaction's statements must be
 // prepared on its own pool, whatever context its statements are run with.
 var agentTxs sync.Map // *sql.Tx → struct{}
