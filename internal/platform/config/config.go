@@ -244,10 +244,11 @@ func Defaults() Config {
 		TunnelResponseTimeout:             60 * time.Second,
 		ListCacheRows:                     20000,
 		// Enough requests in flight to keep every core busy while some wait on the database,
-		// and a queue a busy console's clients fit in, each served within a second.
+		// and a queue a busy console's clients fit in; a request that waited ten seconds is
+		// better told to come back.
 		APIMaxInFlight:             max(8, 4*runtime.GOMAXPROCS(0)),
 		APIQueueLength:             128,
-		APIQueueWait:               time.Second,
+		APIQueueWait:               10 * time.Second,
 		RemoteTURNCredentialTTL:    time.Hour,
 		RemoteFileTransferMaxBytes: 2 << 30,
 	}
