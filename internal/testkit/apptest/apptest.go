@@ -51,7 +51,9 @@ type Option func(*config.Config)
 func WithClock(clk clock.Clock) Option { return func(c *config.Config) { c.Clock = clk } }
 
 // Config returns the test configuration: cheap argon2id parameters and no sign-in delay,
-// so tests stay fast, and webhooks allowed to reach local receivers; everything else as in
+// so tests stay fast, webhooks allowed to reach local receivers, and API requests let wait
+// for their turn as long as a test may take (races of many callers on a machine busy with
+// other tests; admission's refusals have tests of their own); everything else as in
 // production.
 func Config(t testing.TB) config.Config {
 	cfg := config.Defaults()
@@ -64,6 +66,7 @@ func Config(t testing.TB) config.Config {
 	// Outbound webhooks may reach the test's own httptest receivers on 127.0.0.1; tests of
 	// the refusal turn it off.
 	cfg.WebhookAllowPrivateTargets = true
+	cfg.APIQueueWait = 10 * time.Minute
 	cfg.BootstrapAdminEmail, cfg.BootstrapAdminPassword = AdminEmail, AdminPassword
 	return cfg
 }
